@@ -1,0 +1,42 @@
+#pragma once
+// The core planner: a pure function from a machine and the user's wishes to the CPUs of
+// every rank. No I/O here; nano-run, nano-init and TorchNano all call it.
+#include <string>
+#include <vector>
+
+#include "env-init/topology.h"
+
+namespace nano {
+
+/// What the user asked for. Zero means "not given".
+struct PlanOptions {
+  int num_processes = 0;              ///< N; 0 = derive from cores_per_process, else 1
+  int cores_per_process = 0;          ///< K physical cores per rank; 0 = split evenly
+  std::string cpu_for_each_process;   ///< explicit lists "0-3;4-7"; "" = plan automatically
+  bool use_logical_cores = false;     ///< give ranks every allowed PU, not one per core
+  bool use_efficiency_cores = false;  ///< also use efficiency cores of a hybrid CPU
+  bool oversubscribe = false;         ///< allow more ranks than usable cores (ranks share)
+};
+
+/// The CPUs of one rank.
+struct RankPlan {
+  int rank = 0;
+  std::vector<int> cpus;        ///< OS indexes of the PUs it is bound to, sorted
+  std::vector<int> numa_nodes;  ///< OS indexes of the NUMA nodes those PUs belong to
+  int threads = 1;              ///< physical cores it owns (its OMP_NUM_THREADS)
+};
+
+/// The whole decision: one entry per rank plus human-readable notes
+/// (e.g. "rank 3 spans NUMA nodes 1 and 2").
+struct Plan {
+  std::vector<RankPlan> ranks;
+  std::vector<std::string> notes;
+};
+
+/// Splits `topology` among ranks. Guarantees: CPU sets are disjoint (unless oversubscribed),
+/// SMT siblings of a core never go to two ranks, every usable core is used, remainders are
+/// spread (43/43/42) and ranks stay inside one NUMA node / package when the counts allow.
+/// Throws UsageError with the exact texts covered by tests/env-init/planner_test.cc.
+Plan make_plan(const Topology& topology, const PlanOptions& options);
+
+}  // namespace nano

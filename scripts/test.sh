@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The README's test command: install dependencies, configure, build, run every test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+build=${NANO_BUILD_DIR:-build}
+jobs=${NANO_JOBS:-$(nproc)}
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release
+cmake --build "$build" -j "$jobs"
+# MPI tests run as root on CI machines.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+ctest --test-dir "$build" --output-on-failure -j "$jobs" --timeout 600 "$@"
