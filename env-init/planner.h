@@ -33,6 +33,11 @@ struct Plan {
   std::vector<std::string> notes;
 };
 
+/// Throws UsageError "--num-processes must be at least 1, got N" when N < 1. PlanOptions
+/// uses 0 for "not given", so a front end whose user typed an explicit 0 calls this first;
+/// make_plan itself rejects negative counts with the same text.
+void check_num_processes(int num_processes);
+
 /// Splits `topology` among ranks. Guarantees: CPU sets are disjoint (unless oversubscribed),
 /// SMT siblings of a core never go to two ranks, every usable core is used, remainders are
 /// spread (43/43/42) and ranks stay inside one NUMA node / package when the counts allow.
