@@ -1,0 +1,160 @@
+#include "env-init/recipe.h"
+
+#include <doctest/doctest.h>
+
+#include "env-init/error.h"
+
+using namespace nano;
+
+namespace {
+
+const std::string kJemalloc = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2";
+const std::string kTcmalloc = "/usr/lib/x86_64-linux-gnu/libtcmalloc.so.4";
+
+// A fake machine with both allocators installed at Debian's multiarch paths.
+std::string fake_finder(const std::vector<std::string>& names) {
+  if (names.front() == "libjemalloc.so.2") return kJemalloc;
+  if (names.front() == "libtcmalloc.so.4") return kTcmalloc;
+  return "";
+}
+std::string nothing_installed(const std::vector<std::string>&) { return ""; }
+
+std::string value_of(const Recipe& r, const std::string& name) {
+  for (const EnvSetting& s : r.set)
+    if (s.name == name) return s.value;
+  return "<unset>";
+}
+
+std::vector<std::string> names(const Recipe& r) {
+  std::vector<std::string> out;
+  for (const EnvSetting& s : r.set) out.push_back(s.name);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("default recipe: threads per physical core, no binding, jemalloc") {
+  const Recipe r = make_recipe(4, {0, 1, 2, 3}, RecipeOptions{}, {}, fake_finder);
+  CHECK(names(r) ==
+        std::vector<std::string>{"OMP_NUM_THREADS", "OMP_PROC_BIND", "LD_PRELOAD", "MALLOC_CONF"});
+  CHECK(value_of(r, "OMP_NUM_THREADS") == "4");
+  CHECK(value_of(r, "OMP_PROC_BIND") == "false");
+  CHECK(value_of(r, "LD_PRELOAD") == kJemalloc);
+  CHECK(value_of(r, "MALLOC_CONF") ==
+        "oversize_threshold:1,background_thread:false,metadata_thp:always,dirty_decay_ms:-1,"
+        "muzzy_decay_ms:-1");
+  CHECK(r.unset_names ==
+        std::vector<std::string>{"OMP_NUM_THREADS", "OMP_PROC_BIND", "MALLOC_CONF"});
+  for (const EnvSetting& s : r.set) CHECK_FALSE(s.reason.empty());
+  CHECK(r.set[1].reason.find("one CPU") != std::string::npos);
+}
+
+TEST_CASE("the real finder locates Debian's versioned jemalloc in the multiarch folder") {
+  const std::string path = find_installed_library({"libjemalloc.so.2", "libjemalloc.so"});
+  CHECK(path.find("libjemalloc.so.2") != std::string::npos);
+  CHECK(find_installed_library({"libtcmalloc.so.4"}).find("libtcmalloc.so.4") != std::string::npos);
+  CHECK(find_installed_library({"libnothing-such.so.9"}) == "");
+  const Recipe r = make_recipe(2, {}, RecipeOptions{}, {}, find_installed_library);
+  CHECK(value_of(r, "LD_PRELOAD") == path);
+}
+
+TEST_CASE("options: threads, intel OpenMP, disable OpenMP, allocators") {
+  RecipeOptions o;
+  o.threads = 3;
+  CHECK(value_of(make_recipe(8, {}, o, {}, fake_finder), "OMP_NUM_THREADS") == "3");
+  o = RecipeOptions{};
+  o.openmp = OpenMpRuntime::intel;
+  Recipe intel = make_recipe(2, {}, o, {}, fake_finder);
+  CHECK(value_of(intel, "KMP_AFFINITY") == "disabled");
+  CHECK(value_of(intel, "KMP_BLOCKTIME") == "1");
+  CHECK(value_of(intel, "OMP_PROC_BIND") == "<unset>");
+  // automatic: intel when libiomp5 is preloaded
+  const Recipe guessed =
+      make_recipe(2, {}, RecipeOptions{}, {{"LD_PRELOAD", "/opt/intel/libiomp5.so"}}, fake_finder);
+  CHECK(value_of(guessed, "KMP_BLOCKTIME") == "1");
+  CHECK(value_of(guessed, "LD_PRELOAD") == "/opt/intel/libiomp5.so:" + kJemalloc);
+  o = RecipeOptions{};
+  o.disable_openmp = true;
+  CHECK(names(make_recipe(2, {}, o, {}, fake_finder)) ==
+        std::vector<std::string>{"LD_PRELOAD", "MALLOC_CONF"});
+  o = RecipeOptions{};
+  o.allocator = Allocator::tcmalloc;
+  const Recipe tc = make_recipe(2, {}, o, {}, fake_finder);
+  CHECK(value_of(tc, "LD_PRELOAD") == kTcmalloc);
+  CHECK(value_of(tc, "MALLOC_CONF") == "<unset>");
+  o.allocator = Allocator::system;
+  CHECK(names(make_recipe(2, {}, o, {}, fake_finder)) ==
+        std::vector<std::string>{"OMP_NUM_THREADS", "OMP_PROC_BIND"});
+  // automatic without jemalloc installed: the system allocator, no error
+  CHECK(names(make_recipe(2, {}, RecipeOptions{}, {}, nothing_installed)) ==
+        std::vector<std::string>{"OMP_NUM_THREADS", "OMP_PROC_BIND"});
+}
+
+TEST_CASE("LD_PRELOAD is appended to, never clobbered, never duplicated") {
+  const Environment env = {{"LD_PRELOAD", "/opt/a.so /opt/b.so:/opt/a.so"}};
+  const Recipe r = make_recipe(2, {}, RecipeOptions{}, env, fake_finder);
+  CHECK(value_of(r, "LD_PRELOAD") == "/opt/a.so:/opt/b.so:" + kJemalloc);
+  // jemalloc already there under another folder: kept once, at the real path
+  const Recipe again = make_recipe(
+      2, {}, RecipeOptions{}, {{"LD_PRELOAD", "/usr/lib/libjemalloc.so.2:/opt/a.so"}}, fake_finder);
+  CHECK(value_of(again, "LD_PRELOAD") == kJemalloc + ":/opt/a.so");
+  // switching allocator takes the old one out
+  RecipeOptions tc;
+  tc.allocator = Allocator::tcmalloc;
+  const Recipe switched =
+      make_recipe(2, {}, tc, {{"LD_PRELOAD", "/opt/a.so:" + kJemalloc}}, fake_finder);
+  CHECK(value_of(switched, "LD_PRELOAD") == "/opt/a.so:" + kTcmalloc);
+  RecipeOptions sys;
+  sys.allocator = Allocator::system;
+  CHECK(value_of(make_recipe(2, {}, sys, {{"LD_PRELOAD", "/opt/a.so:" + kJemalloc}}, fake_finder),
+                 "LD_PRELOAD") == "/opt/a.so");
+}
+
+TEST_CASE("applying the recipe twice gives the same environment; unapply restores") {
+  const Environment start = {{"LD_PRELOAD", "/opt/a.so"}, {"HOME", "/root"}};
+  for (Allocator a : {Allocator::automatic, Allocator::tcmalloc, Allocator::system}) {
+    for (OpenMpRuntime omp : {OpenMpRuntime::gnu, OpenMpRuntime::intel}) {
+      RecipeOptions o;
+      o.allocator = a;
+      o.openmp = omp;
+      const Recipe r1 = make_recipe(4, {}, o, start, fake_finder);
+      const Environment once = apply_recipe(r1, start);
+      const Recipe r2 = make_recipe(4, {}, o, once, fake_finder);
+      const Environment twice = apply_recipe(r2, once);
+      CHECK(once == twice);
+      CHECK(unapply_recipe(r2, twice) == start);
+    }
+  }
+  const Recipe bare = make_recipe(2, {}, RecipeOptions{}, {}, fake_finder);
+  CHECK(unapply_recipe(bare, apply_recipe(bare, {{"X", "1"}})) == Environment{{"X", "1"}});
+}
+
+TEST_CASE("recipe errors name the value") {
+  RecipeOptions o;
+  o.allocator = Allocator::jemalloc;
+  CHECK_THROWS_WITH_AS(make_recipe(2, {}, o, {}, nothing_installed),
+                       "--allocator jemalloc: libjemalloc.so.2 is not installed (Debian package "
+                       "libjemalloc2)",
+                       UsageError);
+  o.allocator = Allocator::tcmalloc;
+  CHECK_THROWS_WITH_AS(make_recipe(2, {}, o, {}, nothing_installed),
+                       "--allocator tcmalloc: libtcmalloc.so.4 is not installed (Debian package "
+                       "libgoogle-perftools4)",
+                       UsageError);
+  o = RecipeOptions{};
+  o.threads = -1;
+  CHECK_THROWS_WITH_AS(make_recipe(2, {}, o, {}, fake_finder),
+                       "--threads must be at least 1, got -1", UsageError);
+  CHECK_THROWS_WITH_AS(parse_allocator("hoard"),
+                       "unknown allocator \"hoard\" (choose jemalloc, tcmalloc, system or auto)",
+                       UsageError);
+  CHECK_THROWS_WITH_AS(parse_openmp_runtime("msvc"),
+                       "unknown OpenMP runtime \"msvc\" (choose gnu, intel or auto)", UsageError);
+  CHECK(parse_allocator("tcmalloc") == Allocator::tcmalloc);
+  CHECK(parse_openmp_runtime("auto") == OpenMpRuntime::automatic);
+}
+
+TEST_CASE("current_environment reads the process environment") {
+  ::setenv("NANO_RECIPE_TEST", "a=b", 1);
+  CHECK(current_environment().at("NANO_RECIPE_TEST") == "a=b");
+}
