@@ -1,0 +1,100 @@
+#include "examples/common/options.h"
+
+#include <CLI/CLI.hpp>
+
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <type_traits>
+#include <sstream>
+
+#include "env-init/error.h"
+
+namespace nano::examples {
+namespace {
+
+std::string number(double v) {
+  std::ostringstream ss;
+  ss << v;
+  return ss.str();
+}
+
+// CLI11 reports conversion failures in several wordings; the examples say it one way.
+std::string one_line(std::string s) {
+  for (auto& c : s)
+    if (c == '\n') c = ' ';
+  while (!s.empty() && s.back() == ' ') s.pop_back();
+  return s;
+}
+
+}  // namespace
+
+void validate_example_options(const ExampleOptions& o) {
+  if (o.epochs < 1) throw UsageError("--epochs must be at least 1, got " + std::to_string(o.epochs));
+  if (o.batch_size < 1) throw UsageError("--batch-size must be at least 1, got " + std::to_string(o.batch_size));
+  if (!(o.lr > 0) || !std::isfinite(o.lr)) throw UsageError("--lr must be a positive number, got " + number(o.lr));
+  if (o.num_processes < 1)
+    throw UsageError("--num-processes must be at least 1, got " + std::to_string(o.num_processes));
+  if (o.max_steps_per_epoch < 0)
+    throw UsageError("--max-steps-per-epoch must be at least 0, got " + std::to_string(o.max_steps_per_epoch));
+  if (o.steps < 1) throw UsageError("--steps must be at least 1, got " + std::to_string(o.steps));
+}
+
+ParsedOptions parse_example_options(int argc, const char* const* argv, const ExampleOptions& defaults,
+                                    const OptionsSpec& spec) {
+  ParsedOptions out{defaults, ""};
+  ExampleOptions& o = out.options;
+  CLI::App app(spec.description, spec.program);
+  // Values are read as strings and converted here so every bad value gets the same message.
+  std::string epochs, batch, lr, procs, max_steps, steps;
+  if (spec.epochs) {
+    app.add_option("--epochs", epochs, "training epochs (default " + std::to_string(o.epochs) + ")");
+    app.add_option("--max-steps-per-epoch", max_steps, "stop each epoch after this many steps (0 = all)");
+  }
+  if (spec.steps) app.add_option("--steps", steps, "timed training steps (default " + std::to_string(o.steps) + ")");
+  app.add_option("--batch-size", batch, "batch size per process (default " + std::to_string(o.batch_size) + ")");
+  app.add_option("--lr", lr, "base learning rate (default " + number(o.lr) + ")");
+  app.add_option("--num-processes", procs, "training processes (default " + std::to_string(o.num_processes) + ")");
+  if (spec.data_dir) app.add_option("--data-dir", o.data_dir, "folder holding the dataset's .gz files");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    out.help = app.help();
+    return out;
+  } catch (const CLI::ParseError& e) {
+    throw UsageError(one_line(e.what()));
+  }
+  auto to_int = [](const std::string& flag, const std::string& text, auto& dst) {
+    if (text.empty()) return;
+    try {
+      size_t used = 0;
+      const long long v = std::stoll(text, &used);
+      if (used != text.size()) throw std::invalid_argument(text);
+      using T = std::remove_reference_t<decltype(dst)>;
+      if (v < static_cast<long long>(std::numeric_limits<T>::min()) ||
+          v > static_cast<long long>(std::numeric_limits<T>::max()))
+        throw std::out_of_range(text);
+      dst = static_cast<T>(v);
+    } catch (const std::logic_error&) {
+      throw UsageError(flag + ": '" + text + "' is not a valid integer");
+    }
+  };
+  to_int("--epochs", epochs, o.epochs);
+  to_int("--max-steps-per-epoch", max_steps, o.max_steps_per_epoch);
+  to_int("--steps", steps, o.steps);
+  to_int("--batch-size", batch, o.batch_size);
+  to_int("--num-processes", procs, o.num_processes);
+  if (!lr.empty()) {
+    try {
+      size_t used = 0;
+      o.lr = std::stod(lr, &used);
+      if (used != lr.size()) throw std::invalid_argument(lr);
+    } catch (const std::logic_error&) {
+      throw UsageError("--lr: '" + lr + "' is not a valid number");
+    }
+  }
+  validate_example_options(o);
+  return out;
+}
+
+}  // namespace nano::examples

@@ -1,0 +1,44 @@
+#pragma once
+// Command-line options shared by the example programs.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace nano::examples {
+
+/// The examples' options; the values set before parsing are the defaults.
+struct ExampleOptions {
+  int epochs = 3;                    ///< --epochs, >= 1
+  int64_t batch_size = 64;           ///< --batch-size (per rank), >= 1
+  double lr = 1e-3;                  ///< --lr, > 0
+  int num_processes = 1;             ///< --num-processes, >= 1
+  std::string data_dir;              ///< --data-dir, empty = the dataset's default folder
+  int64_t max_steps_per_epoch = 0;   ///< --max-steps-per-epoch, 0 = the whole epoch
+  int64_t steps = 100;               ///< --steps (throughput programs only), >= 1
+};
+
+/// Which options a program offers.
+struct OptionsSpec {
+  std::string program;       ///< for --help
+  std::string description;   ///< for --help
+  bool data_dir = true;      ///< offer --data-dir
+  bool epochs = true;        ///< offer --epochs and --max-steps-per-epoch
+  bool steps = false;        ///< offer --steps
+};
+
+/// Result of parsing: the options, or the help text when --help was asked for.
+struct ParsedOptions {
+  ExampleOptions options;
+  std::string help;  ///< non-empty: print it and exit 0
+};
+
+/// Parses argv (argv[0] is the program) starting from `defaults`. Throws nano::UsageError
+/// with one line naming the bad value, e.g. "--epochs must be at least 1, got 0" or
+/// "--batch-size: 'abc' is not a valid value", or for an unknown option.
+ParsedOptions parse_example_options(int argc, const char* const* argv, const ExampleOptions& defaults,
+                                    const OptionsSpec& spec);
+
+/// Checks ranges; throws nano::UsageError as parse_example_options.
+void validate_example_options(const ExampleOptions& options);
+
+}  // namespace nano::examples

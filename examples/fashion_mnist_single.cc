@@ -1,0 +1,81 @@
+// Trains the LeNet-style CNN on Fashion-MNIST in one process with plain libtorch: the
+// baseline the multi-process examples are compared with.
+#include <torch/data/dataloader.h>
+#include <torch/data/datasets/map.h>
+#include <torch/data/samplers/random.h>
+#include <torch/data/transforms/stack.h>
+#include <torch/utils.h>
+
+#include <cstdio>
+#include <iostream>
+
+#include "env-init/error.h"
+#include "examples/common/fashion_mnist.h"
+#include "examples/common/fashion_mnist_training.h"
+#include "examples/common/models.h"
+#include "examples/common/options.h"
+#include "examples/common/progress.h"
+#include "examples/common/train.h"
+
+namespace ex = nano::examples;
+
+namespace {
+
+constexpr const char* kProgram = "fashion_mnist_single";
+
+int run(const ex::ExampleOptions& o) {
+  if (o.num_processes != 1)
+    throw nano::UsageError("--num-processes " + std::to_string(o.num_processes) + ": " + kProgram +
+                           " trains in one process; use nano-run or fashion_mnist_nano for more");
+  torch::manual_seed(0);
+  ex::FashionMnist train_set(o.data_dir, ex::Split::kTrain);
+  ex::FashionMnist test_set(o.data_dir, ex::Split::kTest);
+  ex::LeNet model;
+  auto optimizer = ex::make_fashion_mnist_optimizer(*model, o.lr);
+  const int64_t examples = static_cast<int64_t>(*train_set.size());
+  auto loader = torch::data::make_data_loader(
+      train_set.map(torch::data::transforms::Stack<>()), torch::data::samplers::RandomSampler(examples),
+      torch::data::DataLoaderOptions().batch_size(static_cast<size_t>(o.batch_size)));
+  const ex::StepFn step = [&](const at::Tensor& loss) {
+    optimizer->zero_grad();
+    loss.backward();
+    optimizer->step();
+  };
+  std::printf("%s: LeNet (%lld parameters), %lld training / %lld test images, batch %lld, lr %g, 1 process\n",
+              kProgram, static_cast<long long>(ex::count_parameters(*model)), static_cast<long long>(examples),
+              static_cast<long long>(*test_set.size()), static_cast<long long>(o.batch_size), o.lr);
+  ex::RunTotals totals;
+  for (int epoch = 1; epoch <= o.epochs; ++epoch) {
+    ex::ProgressPrinter progress(stdout, epoch, o.epochs,
+                                 ex::batches_per_epoch(examples, o.batch_size, o.max_steps_per_epoch));
+    const ex::EpochResult r = ex::train_one_epoch(model, *loader, step, progress, o.max_steps_per_epoch);
+    const double accuracy = ex::evaluate(model, test_set.images(), test_set.labels());
+    totals.add(r, accuracy);
+    std::printf("%s\n", ex::format_epoch_summary(epoch, o.epochs, r, accuracy).c_str());
+    std::fflush(stdout);
+  }
+  std::printf("%s\n", ex::format_run_summary(totals).c_str());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    ex::ExampleOptions defaults;
+    defaults.lr = ex::kFashionMnistDefaultLr;
+    const auto parsed = ex::parse_example_options(
+        argc, argv, defaults, {kProgram, "Train a LeNet-style CNN on Fashion-MNIST in one process.", true, true, false});
+    if (!parsed.help.empty()) {
+      std::cout << parsed.help;
+      return 0;
+    }
+    return run(parsed.options);
+  } catch (const nano::UsageError& e) {
+    std::fprintf(stderr, "%s: error: %s\n", kProgram, e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: error: %s\n", kProgram, e.what());
+    return 1;
+  }
+}
