@@ -1,8 +1,23 @@
 #pragma once
 // The launcher library (`nano::launcher`): start N planned, pinned ranks of a program and
 // supervise them to the end. nano-run is a thin CLI over it; nano::TorchNano and nano::nano()
-// call it from inside a training program. Sketch by the lead; the cli owner may refine it
-// (keep `launch` and the result/failure fields, TorchNano depends on them).
+// call it from inside a training program.
+//
+// Backends. `subprocess`: the launcher forks every rank itself (cli/subprocess.h binds it
+// before exec). `mpi`: the launcher runs Open MPI's mpirun (its binding off) on a per-rank
+// *shim* placed in front of the program; the shim reads OMPI_COMM_WORLD_*, plans against its
+// own host's topology, binds, sets the environment, fork/execs the program and streams the
+// program's output and final status back to the launcher over TCP (cli/frames.h), so output
+// tagging and the root-cause report are the same on both backends.
+//
+// Running the shim from a program that is not nano-run. The shim is `nano-run
+// --nano-rank-shim ...`. The launcher finds nano-run (LaunchOptions::shim_executable when set,
+// else $NANO_RUN, else this executable when it is nano-run, else nano-run beside this executable,
+// in the build's bin folder, in the install bindir, on PATH). A program that wants to be its
+// own shim (no nano-run installed) sets `shim_executable` to its own path and starts main() with
+//     if (nano::is_rank_shim_invocation(argc, argv)) return nano::run_rank_shim(argc, argv);
+// Threads: the ranks are tied to the thread that calls launch() (PR_SET_PDEATHSIG); launch()
+// blocks until they are gone, so call it from a thread that lives at least that long.
 #include <chrono>
 #include <map>
 #include <optional>
@@ -18,9 +33,9 @@ enum class Backend { automatic, subprocess, mpi };
 
 /// Everything a launch needs besides the program itself.
 struct LaunchOptions {
-  PlanOptions plan;
+  PlanOptions plan;                ///< plan.num_processes 0 = 1 (or the hosts' slots)
   RecipeOptions recipe;
-  Backend backend = Backend::automatic;
+  Backend backend = Backend::automatic;  ///< automatic = mpi when mpirun is on PATH
   std::string topology_xml;        ///< plan against this hwloc XML instead of this machine
   std::string synthetic;           ///< plan against this hwloc synthetic description
   std::string hostfile;            ///< mpi backend: Open MPI hostfile
@@ -32,11 +47,13 @@ struct LaunchOptions {
   bool tag_output = true;          ///< prefix lines with "[rank N] "
   std::chrono::milliseconds grace_period{5000};  ///< SIGTERM -> SIGKILL delay at teardown
   std::map<std::string, std::string> extra_env;  ///< added to every rank (TorchNano uses it)
+  std::string shim_executable;     ///< mpi backend: program run as the rank shim ("" = find nano-run)
+  std::string mpirun = "mpirun";   ///< mpi backend: mpirun name or path
 };
 
 /// Why a launch failed: the first rank that failed (the root cause).
 struct RankFailure {
-  int rank = -1;
+  int rank = -1;            ///< -1 when mpirun itself failed before any rank did
   std::string host;
   int exit_code = 0;        ///< the rank's exit code when it exited
   int signal = 0;           ///< the signal that killed it, 0 when it exited
@@ -52,6 +69,34 @@ struct LaunchResult {
 
 /// Plans, starts and supervises the ranks of `argv` (argv[0] = the program). Blocks until all
 /// ranks are gone. Throws UsageError (nothing started) for bad options or a bad program.
+/// Prints tagged rank output and, on failure, the root-cause summary to stderr.
+/// SIGINT/SIGTERM/SIGHUP received meanwhile are forwarded to the ranks (handlers restored after).
 LaunchResult launch(const LaunchOptions& options, const std::vector<std::string>& argv);
+
+/// What a launch would do, without starting anything (`nano-run --dry-run`).
+struct DryRunRank {
+  int rank = 0;
+  std::string host;             ///< "" = this machine
+  std::vector<int> cpus;
+  std::vector<int> numa_nodes;
+  int threads = 1;
+  std::map<std::string, std::string> env;  ///< variables the launcher sets for this rank
+};
+struct DryRun {
+  std::string backend;                  ///< "subprocess" or "mpi"
+  std::vector<std::string> command;     ///< mpi: the mpirun command line
+  std::vector<DryRunRank> ranks;
+  std::vector<std::string> notes;
+};
+
+/// Plans `argv` as launch() would. Throws UsageError like launch().
+DryRun dry_run(const LaunchOptions& options, const std::vector<std::string>& argv);
+
+/// True when argv[1] is the internal "--nano-rank-shim" marker.
+bool is_rank_shim_invocation(int argc, char** argv);
+
+/// The mpi backend's per-rank shim: `PROGRAM --nano-rank-shim [options] -- PROGRAM ARGS...`.
+/// Returns the rank program's exit code (128+signal when killed); 2 on bad input.
+int run_rank_shim(int argc, char** argv);
 
 }  // namespace nano

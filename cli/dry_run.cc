@@ -1,0 +1,57 @@
+#include "cli/dry_run.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <sstream>
+
+#include "cli/mpi_command.h"
+#include "env-init/cpulist.h"
+
+namespace nano {
+
+std::string format_dry_run_table(const DryRun& plan) {
+  std::ostringstream out;
+  out << "backend: " << plan.backend << "\n";
+  std::vector<std::vector<std::string>> rows = {{"rank", "host", "cpus", "numa", "threads"}};
+  for (const auto& r : plan.ranks)
+    rows.push_back({std::to_string(r.rank), r.host.empty() ? "this machine" : r.host,
+                    format_cpu_list(r.cpus), format_cpu_list(r.numa_nodes), std::to_string(r.threads)});
+  std::vector<size_t> width(5, 0);
+  for (const auto& row : rows)
+    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t i = 0; i < row.size(); ++i) {
+      line += row[i];
+      if (i + 1 < row.size()) line += std::string(width[i] - row[i].size() + 2, ' ');
+    }
+    out << line << "\n";
+  }
+  for (const auto& r : plan.ranks) {
+    out << "rank " << r.rank << " environment:\n";
+    for (const auto& [name, value] : r.env) out << "  " << name << "=" << value << "\n";
+  }
+  if (!plan.command.empty()) out << "mpirun command:\n  " << shell_join(plan.command) << "\n";
+  for (const auto& n : plan.notes) out << "note: " << n << "\n";
+  return out.str();
+}
+
+std::string format_dry_run_json(const DryRun& plan) {
+  nlohmann::json j;
+  j["backend"] = plan.backend;
+  j["ranks"] = nlohmann::json::array();
+  for (const auto& r : plan.ranks) {
+    j["ranks"].push_back({{"rank", r.rank},
+                          {"host", r.host},
+                          {"cpus", r.cpus},
+                          {"numa_nodes", r.numa_nodes},
+                          {"threads", r.threads},
+                          {"env", r.env}});
+  }
+  j["command"] = plan.command;
+  j["notes"] = plan.notes;
+  return j.dump(2) + "\n";
+}
+
+}  // namespace nano

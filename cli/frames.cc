@@ -1,0 +1,54 @@
+#include "cli/frames.h"
+
+#include <cstdint>
+#include <sstream>
+
+#include "env-init/error.h"
+
+namespace nano {
+
+std::string encode_frame(FrameType type, const std::string& payload) {
+  std::string out;
+  out.reserve(payload.size() + 5);
+  out.push_back(static_cast<char>(type));
+  uint32_t n = static_cast<uint32_t>(payload.size());
+  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((n >> (8 * i)) & 0xff));
+  out += payload;
+  return out;
+}
+
+void FrameDecoder::feed(const char* data, size_t size) { buffer_.append(data, size); }
+
+bool FrameDecoder::next(FrameType& type, std::string& payload) {
+  if (buffer_.size() < 5) return false;
+  char t = buffer_[0];
+  if (t != 'h' && t != 'o' && t != 'e' && t != 'x') throw Error("bad frame type from rank shim");
+  uint32_t n = 0;
+  for (int i = 0; i < 4; ++i) n |= static_cast<uint32_t>(static_cast<unsigned char>(buffer_[1 + i])) << (8 * i);
+  if (n > (16u << 20)) throw Error("oversized frame from rank shim");
+  if (buffer_.size() < 5 + static_cast<size_t>(n)) return false;
+  type = static_cast<FrameType>(t);
+  payload = buffer_.substr(5, n);
+  buffer_.erase(0, 5 + static_cast<size_t>(n));
+  return true;
+}
+
+std::string hello_payload(const std::string& token, int rank, const std::string& host) {
+  return token + " " + std::to_string(rank) + " " + host;
+}
+
+bool parse_hello(const std::string& payload, std::string& token, int& rank, std::string& host) {
+  std::istringstream in(payload);
+  return static_cast<bool>(in >> token >> rank >> host) && rank >= 0;
+}
+
+std::string exit_payload(int exit_code, int signal) {
+  return std::to_string(exit_code) + " " + std::to_string(signal);
+}
+
+bool parse_exit(const std::string& payload, int& exit_code, int& signal) {
+  std::istringstream in(payload);
+  return static_cast<bool>(in >> exit_code >> signal);
+}
+
+}  // namespace nano

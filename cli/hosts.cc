@@ -1,0 +1,147 @@
+#include "cli/hosts.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "env-init/error.h"
+
+namespace nano {
+namespace {
+
+bool parse_positive(const std::string& text, int& out) {
+  if (text.empty() || text.size() > 6) return false;
+  int value = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return false;
+    value = value * 10 + (c - '0');
+  }
+  if (value <= 0) return false;
+  out = value;
+  return true;
+}
+
+bool valid_host_name(const std::string& host) {
+  if (host.empty()) return false;
+  for (char c : host) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '-' || c == '.' || c == '_' || c == ':';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+void add_host(std::vector<HostSlots>& hosts, const std::string& host, int slots) {
+  for (auto& h : hosts) {
+    if (h.host == host) {
+      h.slots += slots;
+      return;
+    }
+  }
+  hosts.push_back({host, slots});
+}
+
+std::string trim(const std::string& s) {
+  size_t b = s.find_first_not_of(" \t\r");
+  if (b == std::string::npos) return "";
+  size_t e = s.find_last_not_of(" \t\r");
+  return s.substr(b, e - b + 1);
+}
+
+}  // namespace
+
+std::vector<HostSlots> parse_hosts(const std::string& text) {
+  std::vector<HostSlots> hosts;
+  if (trim(text).empty()) throw UsageError("invalid value '' for --hosts: expected host:slots,...");
+  std::stringstream in(text);
+  std::string entry;
+  while (std::getline(in, entry, ',')) {
+    auto colon = entry.rfind(':');
+    std::string host = colon == std::string::npos ? entry : entry.substr(0, colon);
+    int slots = 1;
+    bool ok = valid_host_name(host) && host.find(':') == std::string::npos;
+    if (ok && colon != std::string::npos) ok = parse_positive(entry.substr(colon + 1), slots);
+    if (!ok)
+      throw UsageError("invalid --hosts entry '" + entry + "': expected host:slots with slots >= 1");
+    add_host(hosts, host, slots);
+  }
+  if (!text.empty() && text.back() == ',')
+    throw UsageError("invalid --hosts entry '': expected host:slots with slots >= 1");
+  return hosts;
+}
+
+std::vector<HostSlots> parse_hostfile(const std::string& contents, const std::string& name) {
+  std::vector<HostSlots> hosts;
+  std::stringstream in(contents);
+  std::string raw;
+  int line_number = 0;
+  while (std::getline(in, raw)) {
+    ++line_number;
+    std::string line = trim(raw.substr(0, raw.find('#')));
+    if (line.empty()) continue;
+    std::stringstream words(line);
+    std::string host, word;
+    words >> host;
+    int slots = 1;
+    bool ok = valid_host_name(host);
+    while (ok && words >> word) {
+      auto eq = word.find('=');
+      std::string key = word.substr(0, eq);
+      std::string value = eq == std::string::npos ? "" : word.substr(eq + 1);
+      if (key == "slots" || key == "cpu" || key == "count") {
+        ok = parse_positive(value, slots);
+      } else if (key == "max_slots" || key == "max-slots") {
+        int ignored = 0;
+        ok = parse_positive(value, ignored);
+      } else {
+        ok = false;
+      }
+    }
+    if (!ok)
+      throw UsageError("malformed hostfile " + name + " line " + std::to_string(line_number) +
+                       ": '" + trim(raw) + "'");
+    add_host(hosts, host, slots);
+  }
+  if (hosts.empty()) throw UsageError("hostfile " + name + " lists no hosts");
+  return hosts;
+}
+
+std::vector<HostSlots> read_hostfile(const std::string& path) {
+  std::ifstream file(path);
+  if (!file) {
+    int err = errno;
+    throw UsageError("cannot read hostfile " + path + ": " + std::strerror(err));
+  }
+  std::stringstream contents;
+  contents << file.rdbuf();
+  if (file.bad()) throw UsageError("cannot read hostfile " + path);
+  return parse_hostfile(contents.str(), path);
+}
+
+int total_slots(const std::vector<HostSlots>& hosts) {
+  int total = 0;
+  for (const auto& h : hosts) total += h.slots;
+  return total;
+}
+
+std::vector<int> group_starts(const std::vector<HostSlots>& hosts, int num_processes) {
+  std::vector<int> starts;
+  int next = 0;
+  for (const auto& h : hosts) {
+    if (next >= num_processes) break;
+    starts.push_back(next);
+    next += h.slots;
+  }
+  if (starts.empty()) starts.push_back(0);
+  return starts;
+}
+
+int group_of_rank(const std::vector<int>& starts, int rank) {
+  int group = 0;
+  for (size_t i = 0; i < starts.size(); ++i)
+    if (starts[i] <= rank) group = static_cast<int>(i);
+  return group;
+}
+
+}  // namespace nano

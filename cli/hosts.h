@@ -1,0 +1,36 @@
+#pragma once
+// The machines of a multi-host (mpi backend) run: `--hosts a:4,b:4` or an Open MPI hostfile.
+#include <string>
+#include <vector>
+
+namespace nano {
+
+/// One machine and how many ranks it runs.
+struct HostSlots {
+  std::string host;
+  int slots = 1;
+};
+
+/// Parses `--hosts` text "host:slots,host:slots" ("host" alone means 1 slot).
+/// Throws UsageError naming the bad entry.
+std::vector<HostSlots> parse_hosts(const std::string& text);
+
+/// Parses the contents of an Open MPI hostfile ("node1 slots=4 max_slots=8", '#' comments,
+/// blank lines). `name` is the file's path, used in error messages. A host listed twice has
+/// its slots added. Throws UsageError naming the file, the line number and the line.
+std::vector<HostSlots> parse_hostfile(const std::string& contents, const std::string& name);
+
+/// Reads and parses the hostfile at `path`. Throws UsageError when unreadable or malformed.
+std::vector<HostSlots> read_hostfile(const std::string& path);
+
+/// Sum of slots over all hosts.
+int total_slots(const std::vector<HostSlots>& hosts);
+
+/// The first global rank on each host when ranks fill hosts in order ("--map-by slot"):
+/// {0, slots0, slots0+slots1, ...} limited to hosts that get at least one of `num_processes`.
+std::vector<int> group_starts(const std::vector<HostSlots>& hosts, int num_processes);
+
+/// The group (host index) of `rank` given `group_starts`.
+int group_of_rank(const std::vector<int>& starts, int rank);
+
+}  // namespace nano

@@ -1,0 +1,635 @@
+#include "cli/launcher.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <iostream>
+#include <memory>
+#include <random>
+#include <set>
+
+#include "cli/frames.h"
+#include "cli/hosts.h"
+#include "cli/mpi_command.h"
+#include "cli/options.h"
+#include "cli/output.h"
+#include "cli/port.h"
+#include "cli/rank_env.h"
+#include "cli/signals.h"
+#include "cli/subprocess.h"
+#include "cli/supervisor.h"
+#include "env-init/cpulist.h"
+#include "env-init/error.h"
+#include "env-init/topology.h"
+
+#ifndef NANO_RUN_BUILD_PATH
+#define NANO_RUN_BUILD_PATH ""
+#endif
+#ifndef NANO_RUN_INSTALL_PATH
+#define NANO_RUN_INSTALL_PATH ""
+#endif
+
+namespace nano {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string getenv_string(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+bool is_executable_file(const std::string& path) {
+  try {
+    resolve_program(path, "");
+    return true;
+  } catch (const UsageError&) {
+    return false;
+  }
+}
+
+std::string self_executable() {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return "";
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+std::string find_shim_executable(const LaunchOptions& o) {
+  if (!o.shim_executable.empty()) return resolve_program(o.shim_executable, getenv_string("PATH"));
+  std::vector<std::string> candidates;
+  candidates.push_back(getenv_string("NANO_RUN"));
+  std::string self = self_executable();
+  std::string dir = self.substr(0, self.rfind('/') + 1);
+  if (self.size() >= 8 && self.compare(self.size() - 8, 8, "nano-run") == 0) candidates.push_back(self);
+  if (!dir.empty()) candidates.push_back(dir + "nano-run");
+  candidates.push_back(NANO_RUN_BUILD_PATH);
+  candidates.push_back(NANO_RUN_INSTALL_PATH);
+  for (const auto& c : candidates)
+    if (!c.empty() && is_executable_file(c)) return c;
+  try {
+    return resolve_program("nano-run", getenv_string("PATH"));
+  } catch (const UsageError&) {
+    throw UsageError(
+        "the mpi backend needs nano-run for its rank shim and none was found (set NANO_RUN or "
+        "use --backend subprocess)");
+  }
+}
+
+std::string signal_name(int sig) {
+  switch (sig) {
+    case SIGHUP: return "SIGHUP";
+    case SIGINT: return "SIGINT";
+    case SIGQUIT: return "SIGQUIT";
+    case SIGILL: return "SIGILL";
+    case SIGABRT: return "SIGABRT";
+    case SIGBUS: return "SIGBUS";
+    case SIGFPE: return "SIGFPE";
+    case SIGKILL: return "SIGKILL";
+    case SIGSEGV: return "SIGSEGV";
+    case SIGPIPE: return "SIGPIPE";
+    case SIGALRM: return "SIGALRM";
+    case SIGTERM: return "SIGTERM";
+    case SIGUSR1: return "SIGUSR1";
+    case SIGUSR2: return "SIGUSR2";
+    default: return "signal " + std::to_string(sig);
+  }
+}
+
+// One group of ranks on one host.
+struct HostGroup {
+  std::string host;  // "" = this machine
+  int first_rank = 0;
+  int size = 0;
+};
+
+// Every decision of a launch, made before anything starts.
+struct Setup {
+  Backend backend = Backend::subprocess;
+  std::vector<std::string> argv;  // argv[0] resolved
+  std::vector<HostSlots> hosts;
+  std::vector<HostGroup> groups;
+  int world_size = 0;
+  Topology topology;
+  std::vector<RankPlan> rank_plans;  // global rank order
+  std::vector<RankEnvironment> envs;
+  std::string master_addr;
+  int master_port = 0;
+  std::vector<std::string> notes;
+  std::string warning;  // the user_kept warning, printed once
+};
+
+Topology load_topology(const LaunchOptions& o) {
+  if (!o.topology_xml.empty()) return load_xml_topology(o.topology_xml);
+  if (!o.synthetic.empty()) return load_synthetic_topology(o.synthetic);
+  return load_machine_topology();
+}
+
+std::vector<int> allowed_cpus_of_this_process() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> out;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return out;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &set)) out.push_back(c);
+  return out;
+}
+
+Setup prepare(const LaunchOptions& o, const std::vector<std::string>& argv, bool dry) {
+  Setup s;
+  if (argv.empty()) throw UsageError("missing PROGRAM (usage: nano-run [options] [--] PROGRAM [ARGS...])");
+  std::string path = getenv_string("PATH");
+  bool wants_hosts = !o.hosts.empty() || !o.hostfile.empty();
+  s.backend = o.backend;
+  if (s.backend == Backend::automatic) {
+    bool have_mpirun = true;
+    try {
+      resolve_program(o.mpirun, path);
+    } catch (const UsageError&) {
+      have_mpirun = false;
+    }
+    if (have_mpirun) {
+      s.backend = Backend::mpi;
+    } else {
+      if (wants_hosts)
+        throw UsageError("--hosts and --hostfile need Open MPI's mpirun, which is not on PATH");
+      s.backend = Backend::subprocess;
+      s.notes.push_back("nano-run: mpirun not found on PATH; using the subprocess backend");
+    }
+  } else if (s.backend == Backend::mpi) {
+    try {
+      resolve_program(o.mpirun, path);
+    } catch (const UsageError&) {
+      throw UsageError("--backend mpi needs Open MPI's mpirun, which is not on PATH ('" + o.mpirun + "')");
+    }
+  } else if (wants_hosts) {
+    throw UsageError("--hosts and --hostfile need the mpi backend, not --backend subprocess");
+  }
+  if (!o.hosts.empty()) s.hosts = parse_hosts(o.hosts);
+  if (!o.hostfile.empty()) s.hosts = read_hostfile(o.hostfile);
+
+  s.argv = argv;
+  s.argv[0] = resolve_program(argv[0], path);
+  if (s.backend == Backend::mpi) find_shim_executable(o);
+
+  s.topology = load_topology(o);
+  if (s.hosts.empty()) {
+    Plan plan = make_plan(s.topology, o.plan);
+    s.world_size = static_cast<int>(plan.ranks.size());
+    s.groups.push_back({"", 0, s.world_size});
+    s.rank_plans = plan.ranks;
+    s.notes.insert(s.notes.end(), plan.notes.begin(), plan.notes.end());
+  } else {
+    int slots = total_slots(s.hosts);
+    s.world_size = o.plan.num_processes > 0 ? o.plan.num_processes : slots;
+    if (s.world_size > slots)
+      throw UsageError("--num-processes " + std::to_string(s.world_size) + " is more than the " +
+                       std::to_string(slots) + " slots of the hosts");
+    int next = 0;
+    for (const auto& h : s.hosts) {
+      if (next >= s.world_size) break;
+      int size = std::min(h.slots, s.world_size - next);
+      s.groups.push_back({h.host, next, size});
+      PlanOptions po = o.plan;
+      po.num_processes = size;
+      Plan plan = make_plan(s.topology, po);
+      for (auto rp : plan.ranks) {
+        rp.rank += next;
+        s.rank_plans.push_back(rp);
+      }
+      next += size;
+    }
+    s.notes.push_back("each host plans its own ranks against its own topology; shown: this "
+                      "machine's topology for every host");
+  }
+  for (int r : o.output_ranks)
+    if (r >= s.world_size)
+      throw UsageError("--output-ranks " + std::to_string(r) + " is not a rank (world size " +
+                       std::to_string(s.world_size) + ")");
+
+  s.master_addr = !o.master_addr.empty() ? o.master_addr
+                  : s.hosts.empty()      ? "127.0.0.1"
+                                         : s.hosts.front().host;
+  if (o.master_port > 0) {
+    if (!dry && s.hosts.empty()) check_port_free(o.master_port);
+    s.master_port = o.master_port;
+  } else {
+    s.master_port = dry ? 0 : pick_free_port();
+  }
+
+  bool planned_elsewhere = !o.topology_xml.empty() || !o.synthetic.empty();
+  if (!dry && s.hosts.empty() && planned_elsewhere) {
+    std::vector<int> allowed = allowed_cpus_of_this_process();
+    for (const auto& rp : s.rank_plans)
+      for (int c : rp.cpus)
+        if (!std::binary_search(allowed.begin(), allowed.end(), c))
+          throw UsageError("rank " + std::to_string(rp.rank) + "'s CPUs " + format_cpu_list(rp.cpus) +
+                           " are not usable on this machine (allowed: " + format_cpu_list(allowed) +
+                           "); plans for other machines are for --dry-run");
+  }
+
+  Environment current = current_environment();
+  for (const auto& g : s.groups) {
+    for (int local = 0; local < g.size; ++local) {
+      int rank = g.first_rank + local;
+      RankIdentity id{rank, local, s.world_size, g.size,
+                      static_cast<int>(&g - s.groups.data()), s.master_addr, s.master_port};
+      s.envs.push_back(make_rank_environment(id, s.rank_plans[static_cast<size_t>(rank)], o.recipe,
+                                             current, find_installed_library, o.extra_env));
+    }
+  }
+  if (!s.envs.empty()) s.warning = user_kept_warning(s.envs.front().user_kept, current);
+  return s;
+}
+
+std::vector<std::string> mpi_command_for(const LaunchOptions& o, const Setup& s, const ShimLink& link) {
+  MpiCommandInput in;
+  in.mpirun = resolve_program(o.mpirun, getenv_string("PATH"));
+  in.num_processes = s.world_size;
+  in.hosts = s.hosts;
+  in.as_root = geteuid() == 0;
+  for (const char* name : {"PATH", "LD_LIBRARY_PATH", "PYTHONPATH"})
+    if (std::getenv(name)) in.forward_env.push_back(name);
+  for (const auto& [name, value] : o.extra_env) in.env.push_back({name, value});
+  LaunchOptions shim_options = o;
+  shim_options.master_addr = s.master_addr;
+  shim_options.master_port = s.master_port;
+  in.shim.push_back(find_shim_executable(o));
+  auto args = shim_arguments(shim_options, link);
+  in.shim.insert(in.shim.end(), args.begin(), args.end());
+  in.program = s.argv;
+  return make_mpi_command(in);
+}
+
+// ---- supervision ---------------------------------------------------------------------------
+
+struct Channel {
+  int fd = -1;
+  int rank = -1;              // for pipes: the rank (kMpirunStream for mpirun); shims: after hello
+  Stream stream = Stream::out;
+  bool shim = false;          // a framed connection from a rank shim
+  bool hello = false;
+  FrameDecoder decoder;
+};
+
+class Run {
+ public:
+  Run(const LaunchOptions& o, const Setup& s, OutputRouter& router)
+      : o_(o), s_(s), router_(router), supervisor_(s.world_size),
+        hosts_(static_cast<size_t>(s.world_size), host_name()) {}
+
+  LaunchResult subprocess() {
+    SignalPipe signals({SIGINT, SIGTERM, SIGHUP, SIGCHLD});
+    signals_ = &signals;
+    std::vector<std::string> warnings;
+    bool bind_memory = s_.topology.numa_nodes.size() > 1;
+    for (int r = 0; r < s_.world_size; ++r) {
+      SpawnRequest req;
+      req.argv = s_.argv;
+      req.env = environment_strings(s_.envs[static_cast<size_t>(r)].env);
+      req.cpus = s_.rank_plans[static_cast<size_t>(r)].cpus;
+      if (bind_memory) req.numa_nodes = s_.rank_plans[static_cast<size_t>(r)].numa_nodes;
+      Spawned sp;
+      try {
+        sp = spawn_process(req);
+      } catch (const Error&) {
+        kill_all(SIGKILL);
+        reap_all_blocking();
+        throw;
+      }
+      for (auto& w : sp.warnings)
+        if (std::find(warnings.begin(), warnings.end(), w) == warnings.end()) warnings.push_back(w);
+      children_.push_back({sp.pid, r, true});
+      add_pipe(sp.stdout_fd, r, Stream::out);
+      add_pipe(sp.stderr_fd, r, Stream::err);
+    }
+    for (auto& w : warnings) router_.note("nano-run: warning: " + w);
+    loop();
+    for (auto& c : children_) killpg(c.pid, SIGKILL);  // leftovers of a rank's group (daemons)
+    return finish();
+  }
+
+  LaunchResult mpi() {
+    SignalPipe signals({SIGINT, SIGTERM, SIGHUP, SIGCHLD});
+    signals_ = &signals;
+    int port = 0;
+    listen_fd_ = listen_on_free_port(!s_.hosts.empty(), port);
+    std::random_device rd;
+    token_ = std::to_string(rd()) + std::to_string(rd());
+    ShimLink link;
+    link.launcher = (s_.hosts.empty() ? std::string("127.0.0.1") : host_name()) + ":" + std::to_string(port);
+    link.token = token_;
+    for (const auto& g : s_.groups) link.group_starts.push_back(g.first_rank);
+    SpawnRequest req;
+    req.argv = mpi_command_for(o_, s_, link);
+    req.env = environment_strings(current_environment());
+    Spawned sp;
+    try {
+      sp = spawn_process(req);
+    } catch (...) {
+      close(listen_fd_);
+      throw;
+    }
+    children_.push_back({sp.pid, -1, true});
+    add_pipe(sp.stdout_fd, kMpirunStream, Stream::out);
+    add_pipe(sp.stderr_fd, kMpirunStream, Stream::err);
+    loop();
+    close(listen_fd_);
+    return finish();
+  }
+
+ private:
+  struct Child {
+    pid_t pid;
+    int rank;  // -1 = mpirun
+    bool running;
+  };
+
+  void add_pipe(int fd, int rank, Stream stream) {
+    auto c = std::make_unique<Channel>();
+    c->fd = fd;
+    c->rank = rank;
+    c->stream = stream;
+    channels_.push_back(std::move(c));
+  }
+
+  void kill_all(int sig) {
+    for (auto& c : children_)
+      if (c.running) killpg(c.pid, sig);
+  }
+
+  void reap_all_blocking() {
+    for (auto& c : children_) {
+      if (!c.running) continue;
+      int status;
+      while (waitpid(c.pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      c.running = false;
+    }
+  }
+
+  void apply(const Decision& d) {
+    if (d.kind == Decision::signal_all) {
+      kill_all(d.signal);
+      if (d.start_grace) deadline_ = Clock::now() + o_.grace_period;
+    } else if (d.kind == Decision::kill_all) {
+      kill_all(SIGKILL);
+      deadline_.reset();
+    }
+  }
+
+  void rank_ended(int rank, int code, int sig) {
+    bool first_failure = !supervisor_.root_cause() && !supervisor_.tearing_down() &&
+                         supervisor_.interrupted_by() == 0 && (code != 0 || sig != 0);
+    if (first_failure) {
+      router_.note("nano-run: rank " + std::to_string(rank) + " " + describe_end(code, sig) +
+                   "; stopping the other ranks");
+    }
+    apply(supervisor_.rank_exited(rank, code, sig));
+  }
+
+  static std::string describe_end(int code, int sig) {
+    if (sig != 0) return "was killed by " + signal_name(sig);
+    return "exited with code " + std::to_string(code);
+  }
+
+  // Returns true when the channel reached EOF.
+  bool read_channel(Channel& ch) {
+    char buf[65536];
+    ssize_t n = read(ch.fd, buf, sizeof buf);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) return false;
+    if (n <= 0) {
+      if (!ch.shim) router_.finish(ch.rank, ch.stream);
+      else if (ch.hello) {
+        router_.finish(ch.rank, Stream::out);
+        router_.finish(ch.rank, Stream::err);
+      }
+      return true;
+    }
+    if (!ch.shim) {
+      router_.feed(ch.rank, ch.stream, buf, static_cast<size_t>(n));
+      return false;
+    }
+    try {
+      ch.decoder.feed(buf, static_cast<size_t>(n));
+      FrameType type;
+      std::string payload;
+      while (ch.decoder.next(type, payload)) {
+        if (!ch.hello) {
+          std::string token, host;
+          int rank = -1;
+          if (type != FrameType::hello || !parse_hello(payload, token, rank, host) || token != token_ ||
+              rank >= s_.world_size)
+            return true;  // not one of ours
+          ch.hello = true;
+          ch.rank = rank;
+          hosts_[static_cast<size_t>(rank)] = host;
+        } else if (type == FrameType::out || type == FrameType::err) {
+          router_.feed(ch.rank, type == FrameType::out ? Stream::out : Stream::err, payload.data(), payload.size());
+        } else if (type == FrameType::exit) {
+          int code = 0, sig = 0;
+          if (parse_exit(payload, code, sig)) {
+            router_.finish(ch.rank, Stream::out);
+            router_.finish(ch.rank, Stream::err);
+            rank_ended(ch.rank, code, sig);
+          }
+        }
+      }
+    } catch (const Error&) {
+      return true;
+    }
+    return false;
+  }
+
+  void accept_shim() {
+    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) return;
+    auto c = std::make_unique<Channel>();
+    c->fd = fd;
+    c->shim = true;
+    channels_.push_back(std::move(c));
+  }
+
+  // Polls channels (and the listener/signals) once for at most `timeout_ms`.
+  void poll_once(int timeout_ms) {
+    std::vector<pollfd> fds;
+    fds.push_back({signals_->fd(), POLLIN, 0});
+    fds.push_back({listen_fd_, POLLIN, 0});
+    for (auto& c : channels_) fds.push_back({c->fd, POLLIN, 0});
+    int n = poll(fds.data(), fds.size(), timeout_ms);
+    if (n <= 0) return;
+    if (fds[0].revents) {
+      for (int sig : signals_->take()) {
+        if (sig == SIGCHLD) continue;
+        router_.note("nano-run: received " + signal_name(sig) + "; forwarding it to every rank");
+        apply(supervisor_.received_signal(sig));
+      }
+    }
+    std::vector<size_t> closed;
+    for (size_t i = 0; i < channels_.size(); ++i) {
+      if (fds[i + 2].revents && read_channel(*channels_[i])) closed.push_back(i);
+    }
+    for (auto it = closed.rbegin(); it != closed.rend(); ++it) {
+      close(channels_[*it]->fd);
+      channels_.erase(channels_.begin() + static_cast<long>(*it));
+    }
+    if (listen_fd_ >= 0 && fds[1].revents) accept_shim();
+  }
+
+  bool reap() {
+    bool any_running = false;
+    for (auto& c : children_) {
+      if (!c.running) continue;
+      int status;
+      pid_t got = waitpid(c.pid, &status, WNOHANG);
+      if (got == c.pid) {
+        c.running = false;
+        int code, sig;
+        decode_wait_status(status, code, sig);
+        if (c.rank >= 0) {
+          rank_ended(c.rank, code, sig);
+        } else {
+          drain();  // the shims' last frames (their exit statuses) come before mpirun's verdict
+          if (!supervisor_.root_cause() && supervisor_.interrupted_by() == 0 && (code != 0 || sig != 0))
+            router_.note("nano-run: mpirun " + describe_end(code, sig));
+          apply(supervisor_.backend_exited(code, sig));
+        }
+      } else {
+        any_running = true;
+      }
+    }
+    return any_running;
+  }
+
+  void drain() {
+    auto until = Clock::now() + std::chrono::milliseconds(500);
+    while (!channels_.empty() && Clock::now() < until) poll_once(50);
+  }
+
+  void loop() {
+    while (reap()) {
+      int timeout = 100;
+      if (deadline_) {
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline_ - Clock::now()).count();
+        if (left <= 0) {
+          router_.note("nano-run: grace period over; killing the remaining ranks");
+          apply(supervisor_.grace_expired());
+          deadline_.reset();
+        } else {
+          timeout = static_cast<int>(std::min<long long>(left, timeout));
+        }
+      }
+      poll_once(timeout);
+    }
+    drain();
+    for (auto& c : channels_) close(c->fd);
+    channels_.clear();
+  }
+
+  LaunchResult finish() {
+    LaunchResult result;
+    result.exit_code = supervisor_.exit_code();
+    if (const auto& rc = supervisor_.root_cause()) {
+      RankFailure f;
+      f.rank = rc->rank;
+      f.exit_code = rc->exit_code;
+      f.signal = rc->signal;
+      f.host = rc->rank >= 0 ? hosts_[static_cast<size_t>(rc->rank)] : host_name();
+      std::string tail;
+      for (const auto& line : router_.stderr_tail(rc->rank)) tail += line + "\n";
+      f.stderr_tail = tail;
+      std::string who = rc->rank >= 0 ? "rank " + std::to_string(rc->rank) : std::string("mpirun");
+      router_.note("nano-run: root cause: " + who + " on " + f.host + " " + describe_end(rc->exit_code, rc->signal) +
+                   "; nano-run exits with " + std::to_string(result.exit_code));
+      if (!tail.empty()) {
+        router_.note("nano-run: last stderr lines of " + who + ":");
+        for (const auto& line : router_.stderr_tail(rc->rank)) router_.note("  | " + line);
+      }
+      result.failure = f;
+    } else if (supervisor_.interrupted_by() != 0) {
+      router_.note("nano-run: stopped by " + signal_name(supervisor_.interrupted_by()) + "; exit " +
+                   std::to_string(result.exit_code));
+    }
+    return result;
+  }
+
+  const LaunchOptions& o_;
+  const Setup& s_;
+  OutputRouter& router_;
+  Supervisor supervisor_;
+  std::vector<std::string> hosts_;
+  std::vector<Child> children_;
+  std::vector<std::unique_ptr<Channel>> channels_;
+  SignalPipe* signals_ = nullptr;
+  int listen_fd_ = -1;
+  std::string token_;
+  std::optional<Clock::time_point> deadline_;
+};
+
+Environment changed_variables(const Environment& env, const Environment& current) {
+  Environment out;
+  for (const auto& [name, value] : env) {
+    auto it = current.find(name);
+    if (it == current.end() || it->second != value) out[name] = value;
+  }
+  return out;
+}
+
+}  // namespace
+
+DryRun dry_run(const LaunchOptions& options, const std::vector<std::string>& argv) {
+  Setup s = prepare(options, argv, true);
+  DryRun d;
+  d.backend = s.backend == Backend::mpi ? "mpi" : "subprocess";
+  d.notes = s.notes;
+  if (!s.warning.empty()) d.notes.push_back(s.warning);
+  Environment current = current_environment();
+  for (const auto& g : s.groups) {
+    for (int local = 0; local < g.size; ++local) {
+      size_t r = static_cast<size_t>(g.first_rank + local);
+      DryRunRank dr;
+      dr.rank = static_cast<int>(r);
+      dr.host = g.host;
+      dr.cpus = s.rank_plans[r].cpus;
+      dr.numa_nodes = s.rank_plans[r].numa_nodes;
+      dr.threads = s.rank_plans[r].threads;
+      dr.env = changed_variables(s.envs[r].env, current);
+      d.ranks.push_back(dr);
+    }
+  }
+  if (s.backend == Backend::mpi) {
+    ShimLink link;
+    link.launcher = "<launcher>";
+    link.token = "<token>";
+    for (const auto& g : s.groups) link.group_starts.push_back(g.first_rank);
+    d.command = mpi_command_for(options, s, link);
+  }
+  return d;
+}
+
+LaunchResult launch(const LaunchOptions& options, const std::vector<std::string>& argv) {
+  Setup s = prepare(options, argv, false);
+  StdioSink sink;
+  OutputConfig config;
+  config.tag = options.tag_output;
+  config.show_ranks = options.output_ranks;
+  config.log_dir = options.log_dir;
+  OutputRouter router(s.world_size, config, sink);
+  for (const auto& n : s.notes) router.note(n.rfind("nano-run:", 0) == 0 ? n : "nano-run: note: " + n);
+  if (!s.warning.empty()) router.note(s.warning);
+  Run run(options, s, router);
+  return s.backend == Backend::mpi ? run.mpi() : run.subprocess();
+}
+
+bool is_rank_shim_invocation(int argc, char** argv) {
+  return argc > 1 && std::string(argv[1]) == kRankShimFlag;
+}
+
+}  // namespace nano

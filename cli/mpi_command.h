@@ -1,0 +1,33 @@
+#pragma once
+// The Open MPI `mpirun` command line of the mpi backend. Pure: nano-run decides, this spells it.
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cli/hosts.h"
+
+namespace nano {
+
+/// What goes into the mpirun command.
+struct MpiCommandInput {
+  std::string mpirun = "mpirun";  ///< path of mpirun
+  int num_processes = 1;
+  std::vector<HostSlots> hosts;   ///< empty = this machine only
+  bool as_root = false;           ///< add --allow-run-as-root (Open MPI refuses root otherwise)
+  std::vector<std::pair<std::string, std::string>> env;  ///< exported as -x NAME=VALUE
+  std::vector<std::string> forward_env;  ///< exported as -x NAME (its current value)
+  std::vector<std::string> shim;         ///< per-rank shim command, e.g. {nano-run, --nano-rank-shim, ...}
+  std::vector<std::string> program;      ///< the user's program and its arguments
+};
+
+/// `mpirun -np N --bind-to none --map-by slot [--oversubscribe] [--allow-run-as-root]
+/// [--host h:s,...] [-x ...] SHIM... -- PROGRAM...`. Open MPI's own binding is off because the
+/// shim binds every rank from nano's plan; ranks fill hosts in order (slot mapping), which is
+/// what `group_starts` assumes; a single-host run allows oversubscription because nano's planner
+/// has already decided (and refused, unless asked) too many ranks.
+std::vector<std::string> make_mpi_command(const MpiCommandInput& input);
+
+/// Joins a command for display, quoting words that a shell would split.
+std::string shell_join(const std::vector<std::string>& words);
+
+}  // namespace nano

@@ -1,0 +1,134 @@
+#include "cli/output.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "env-init/error.h"
+
+namespace nano {
+namespace {
+
+constexpr size_t kMaxLine = 64 * 1024;
+
+void write_all(int fd, const std::string& text) {
+  const char* p = text.data();
+  size_t left = text.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return;  // a closed terminal must not stop supervision
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+}
+
+void make_dirs(const std::string& path) {
+  std::string partial;
+  size_t pos = 0;
+  while (pos != std::string::npos) {
+    pos = path.find('/', pos + 1);
+    partial = path.substr(0, pos);
+    if (partial.empty()) continue;
+    if (mkdir(partial.c_str(), 0777) != 0 && errno != EEXIST)
+      throw UsageError("cannot create --log-dir " + path + ": " + strerror(errno));
+  }
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    throw UsageError("cannot create --log-dir " + path + ": not a directory");
+}
+
+}  // namespace
+
+void StdioSink::write(Stream stream, const std::string& line) {
+  write_all(stream == Stream::out ? 1 : 2, line);
+}
+
+OutputRouter::OutputRouter(int world_size, OutputConfig config, OutputSink& sink)
+    : config_(std::move(config)), sink_(sink), ranks_(static_cast<size_t>(world_size) + 1) {
+  if (config_.log_dir.empty()) return;
+  make_dirs(config_.log_dir);
+  auto open = [&](const std::string& name) {
+    auto file = std::make_unique<std::ofstream>(config_.log_dir + "/" + name, std::ios::trunc);
+    if (!*file) throw UsageError("cannot write --log-dir " + config_.log_dir + ": " + name);
+    return file;
+  };
+  for (int r = 0; r < world_size; ++r) ranks_[static_cast<size_t>(r) + 1].log = open("rank-" + std::to_string(r) + ".log");
+  ranks_[0].log = open("mpirun.log");
+  summary_ = open("summary.log");
+}
+
+OutputRouter::RankState& OutputRouter::state(int rank) {
+  size_t index = static_cast<size_t>(rank + 1);
+  if (rank < -1 || index >= ranks_.size()) throw Error("output from unknown rank " + std::to_string(rank));
+  return ranks_[index];
+}
+
+void OutputRouter::emit(int rank, Stream stream, const std::string& line) {
+  RankState& s = state(rank);
+  if (stream == Stream::err) {
+    s.tail.push_back(line);
+    while (s.tail.size() > config_.tail_lines) s.tail.pop_front();
+  }
+  if (s.log) {
+    *s.log << line << '\n';
+    s.log->flush();
+  }
+  bool shown = rank == kMpirunStream || config_.show_ranks.empty() ||
+               std::find(config_.show_ranks.begin(), config_.show_ranks.end(), rank) !=
+                   config_.show_ranks.end();
+  if (!shown) return;
+  std::string text;
+  if (rank == kMpirunStream) text = "[mpirun] ";
+  else if (config_.tag) text = "[rank " + std::to_string(rank) + "] ";
+  text += line;
+  text += '\n';
+  sink_.write(stream, text);
+}
+
+void OutputRouter::feed(int rank, Stream stream, const char* data, size_t size) {
+  std::string& pending = state(rank).pending[stream == Stream::out ? 0 : 1];
+  pending.append(data, size);
+  size_t start = 0;
+  for (;;) {
+    size_t nl = pending.find('\n', start);
+    if (nl == std::string::npos) break;
+    emit(rank, stream, pending.substr(start, nl - start));
+    start = nl + 1;
+  }
+  pending.erase(0, start);
+  while (pending.size() > kMaxLine) {
+    emit(rank, stream, pending.substr(0, kMaxLine));
+    pending.erase(0, kMaxLine);
+  }
+}
+
+void OutputRouter::finish(int rank, Stream stream) {
+  std::string& pending = state(rank).pending[stream == Stream::out ? 0 : 1];
+  if (pending.empty()) return;
+  std::string line;
+  line.swap(pending);
+  emit(rank, stream, line);
+}
+
+std::vector<std::string> OutputRouter::stderr_tail(int rank) const {
+  size_t index = static_cast<size_t>(rank + 1);
+  if (rank < -1 || index >= ranks_.size()) return {};
+  const auto& tail = ranks_[index].tail;
+  return {tail.begin(), tail.end()};
+}
+
+void OutputRouter::note(const std::string& line) {
+  sink_.write(Stream::err, line + "\n");
+  if (summary_) {
+    *summary_ << line << '\n';
+    summary_->flush();
+  }
+}
+
+}  // namespace nano

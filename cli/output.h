@@ -1,0 +1,68 @@
+#pragma once
+// Rank output: bytes from each rank's stdout/stderr become whole, tagged lines ("[rank 3] ..."),
+// never two ranks mixed inside one line; optional per-rank log files; the last stderr lines
+// of every rank are kept for the failure summary.
+#include <deque>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace nano {
+
+enum class Stream { out, err };
+
+/// Where finished lines go. The real one writes each line with a single write(2).
+class OutputSink {
+ public:
+  virtual ~OutputSink() = default;
+  virtual void write(Stream stream, const std::string& line) = 0;
+};
+
+/// Writes to file descriptors 1 and 2.
+class StdioSink : public OutputSink {
+ public:
+  void write(Stream stream, const std::string& line) override;
+};
+
+struct OutputConfig {
+  bool tag = true;              ///< prefix "[rank N] "
+  std::vector<int> show_ranks;  ///< ranks whose lines reach the terminal; empty = all
+  std::string log_dir;          ///< "" = no files; else rank-N.log per rank and summary.log
+  size_t tail_lines = 20;       ///< stderr lines kept per rank
+};
+
+/// The launcher's own rank for lines of mpirun itself.
+constexpr int kMpirunStream = -1;
+
+class OutputRouter {
+ public:
+  /// Creates `config.log_dir` (and its files) when set; throws UsageError when it cannot.
+  OutputRouter(int world_size, OutputConfig config, OutputSink& sink);
+
+  /// Appends bytes a rank wrote; complete lines are emitted at once, the rest is kept.
+  /// A line longer than 64 KiB is emitted in pieces. `rank` may be kMpirunStream.
+  void feed(int rank, Stream stream, const char* data, size_t size);
+  /// Emits what is left of an unterminated last line (at end of stream).
+  void finish(int rank, Stream stream);
+  /// The last stderr lines of `rank` (at most `tail_lines`), oldest first, without tags.
+  std::vector<std::string> stderr_tail(int rank) const;
+  /// A line from nano-run itself: to stderr, untagged, and into summary.log.
+  void note(const std::string& line);
+
+ private:
+  struct RankState {
+    std::string pending[2];
+    std::deque<std::string> tail;
+    std::unique_ptr<std::ofstream> log;
+  };
+  RankState& state(int rank);
+  void emit(int rank, Stream stream, const std::string& line);
+
+  OutputConfig config_;
+  OutputSink& sink_;
+  std::vector<RankState> ranks_;  // index rank+1: slot 0 is mpirun's own output
+  std::unique_ptr<std::ofstream> summary_;
+};
+
+}  // namespace nano

@@ -1,0 +1,97 @@
+#include "cli/port.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "env-init/error.h"
+
+namespace nano {
+namespace {
+
+int bind_socket(uint32_t address, int port, bool reuse) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw Error(std::string("socket: ") + strerror(errno));
+  if (reuse) {
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  }
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(address);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    int err = errno;
+    close(fd);
+    errno = err;
+    return -1;
+  }
+  return fd;
+}
+
+int bound_port(int fd) {
+  sockaddr_in addr{};
+  socklen_t len = sizeof addr;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  return ntohs(addr.sin_port);
+}
+
+}  // namespace
+
+int pick_free_port() {
+  int fd = bind_socket(INADDR_ANY, 0, false);
+  if (fd < 0) throw Error(std::string("cannot pick a free port: ") + strerror(errno));
+  int port = bound_port(fd);
+  close(fd);
+  return port;
+}
+
+void check_port_free(int port) {
+  // SO_REUSEADDR as the rendezvous server (c10d TCPStore, Gloo) uses it: a port in TIME_WAIT is
+  // usable, a port some process listens on is not.
+  int fd = bind_socket(INADDR_ANY, port, true);
+  if (fd < 0) {
+    if (errno == EADDRINUSE || errno == EACCES)
+      throw UsageError("--master-port " + std::to_string(port) + " is busy on this machine");
+    throw UsageError("--master-port " + std::to_string(port) + " cannot be used: " + strerror(errno));
+  }
+  close(fd);
+}
+
+int listen_on_free_port(bool any_interface, int& port) {
+  int fd = bind_socket(any_interface ? INADDR_ANY : INADDR_LOOPBACK, 0, false);
+  if (fd < 0 || listen(fd, 128) != 0)
+    throw Error(std::string("cannot listen for rank shims: ") + strerror(errno));
+  port = bound_port(fd);
+  return fd;
+}
+
+int connect_to(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) return -1;
+  int fd = -1;
+  for (addrinfo* a = found; a; a = a->ai_next) {
+    fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    if (connect(fd, a->ai_addr, a->ai_addrlen) == 0) break;
+    close(fd);
+    fd = -1;
+  }
+  freeaddrinfo(found);
+  return fd;
+}
+
+std::string host_name() {
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) != 0) return "localhost";
+  return name;
+}
+
+}  // namespace nano

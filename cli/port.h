@@ -1,0 +1,24 @@
+#pragma once
+// TCP ports: the rendezvous port handed to ranks as MASTER_PORT, and the launcher's own
+// listening socket for mpi-backend rank shims.
+#include <string>
+
+namespace nano {
+
+/// A port that is free right now on this machine (the OS picks it: bind to port 0).
+int pick_free_port();
+
+/// Throws UsageError "--master-port N is busy on this machine" when `port` cannot be bound.
+void check_port_free(int port);
+
+/// Opens a listening TCP socket (CLOEXEC) on `any_interface` ? 0.0.0.0 : 127.0.0.1, port
+/// chosen by the OS. Returns the fd and sets `port`. Throws Error on failure.
+int listen_on_free_port(bool any_interface, int& port);
+
+/// Connects to host:port (TCP). Returns the fd (CLOEXEC) or -1.
+int connect_to(const std::string& host, int port);
+
+/// This machine's host name.
+std::string host_name();
+
+}  // namespace nano

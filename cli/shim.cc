@@ -1,0 +1,176 @@
+// The mpi backend's per-rank shim (nano-run --nano-rank-shim): one code path for planning and
+// binding on every host. It plans its host's LOCAL_SIZE ranks against its own topology, starts
+// the program bound to its rank's CPUs, and streams the program's output and final status to
+// the launcher (cli/frames.h). It dies with its parent (mpirun or orted) and takes the program
+// with it.
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <iostream>
+
+#include "cli/frames.h"
+#include "cli/hosts.h"
+#include "cli/launcher.h"
+#include "cli/options.h"
+#include "cli/port.h"
+#include "cli/rank_env.h"
+#include "cli/signals.h"
+#include "cli/subprocess.h"
+#include "env-init/error.h"
+#include "env-init/topology.h"
+
+namespace nano {
+namespace {
+
+int env_int(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) throw UsageError(std::string("nano-run ") + kRankShimFlag + " must run under mpirun (" + name + " is not set)");
+  try {
+    return std::stoi(v);
+  } catch (...) {
+    throw UsageError(std::string("invalid ") + name + " '" + v + "'");
+  }
+}
+
+void send_all(int fd, const std::string& bytes) {
+  const char* p = bytes.data();
+  size_t left = bytes.size();
+  while (fd >= 0 && left > 0) {
+    ssize_t n = write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+}
+
+struct ShimRun {
+  int link = -1;  // socket to the launcher, -1 = plain output
+  int rank = 0;
+
+  void send(FrameType type, const std::string& payload) {
+    if (link >= 0) send_all(link, encode_frame(type, payload));
+    else send_all(type == FrameType::out ? 1 : 2, payload);
+  }
+};
+
+}  // namespace
+
+int run_rank_shim(int argc, char** argv) {
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  pid_t parent = getppid();
+  ShimRun io;
+  RunCommand cmd;
+  try {
+    cmd = parse_run_command(std::vector<std::string>(argv + 1, argv + argc));
+  } catch (const Error& e) {
+    std::cerr << "nano-run: " << e.what() << "\n";
+    return 2;
+  }
+  const LaunchOptions& o = cmd.launch;
+  try {
+    int rank = env_int("OMPI_COMM_WORLD_RANK");
+    io.rank = rank;
+    if (!cmd.link.launcher.empty()) {
+      auto colon = cmd.link.launcher.rfind(':');
+      io.link = connect_to(cmd.link.launcher.substr(0, colon), std::stoi(cmd.link.launcher.substr(colon + 1)));
+      if (io.link < 0)
+        std::cerr << "nano-run: rank " << rank << ": cannot reach the launcher at " << cmd.link.launcher
+                  << "; output goes through mpirun untagged\n";
+      else
+        io.send(FrameType::hello, hello_payload(cmd.link.token, rank, host_name()));
+    }
+    RankIdentity id;
+    id.rank = rank;
+    id.local_rank = env_int("OMPI_COMM_WORLD_LOCAL_RANK");
+    id.world_size = env_int("OMPI_COMM_WORLD_SIZE");
+    id.local_world_size = env_int("OMPI_COMM_WORLD_LOCAL_SIZE");
+    id.group_rank = group_of_rank(cmd.link.group_starts, rank);
+    id.master_addr = o.master_addr.empty() ? "127.0.0.1" : o.master_addr;
+    id.master_port = o.master_port;
+
+    Topology topology = !o.topology_xml.empty() ? load_xml_topology(o.topology_xml)
+                        : !o.synthetic.empty()  ? load_synthetic_topology(o.synthetic)
+                                                : load_machine_topology();
+    PlanOptions po = o.plan;
+    po.num_processes = id.local_world_size;
+    Plan plan = make_plan(topology, po);
+    if (id.local_rank >= static_cast<int>(plan.ranks.size()))
+      throw UsageError("local rank " + std::to_string(id.local_rank) + " has no CPUs in the plan");
+    const RankPlan& mine = plan.ranks[static_cast<size_t>(id.local_rank)];
+    Environment current = current_environment();
+    RankEnvironment env = make_rank_environment(id, mine, o.recipe, current, find_installed_library, o.extra_env);
+    if (rank == 0) {
+      std::string warning = user_kept_warning(env.user_kept, current);
+      if (!warning.empty()) io.send(FrameType::err, warning + "\n");
+    }
+    if (cmd.argv.empty()) throw UsageError("missing PROGRAM");
+
+    SignalPipe signals({SIGINT, SIGTERM, SIGHUP, SIGCHLD});
+    SpawnRequest req;
+    auto path_it = env.env.find("PATH");
+    req.argv = cmd.argv;
+    req.argv[0] = resolve_program(cmd.argv[0], path_it == env.env.end() ? "" : path_it->second);
+    req.env = environment_strings(env.env);
+    req.cpus = mine.cpus;
+    if (topology.numa_nodes.size() > 1) req.numa_nodes = mine.numa_nodes;
+    req.capture_output = io.link >= 0;
+    Spawned child = spawn_process(req);
+    for (const auto& w : child.warnings)
+      if (rank == 0) io.send(FrameType::err, "nano-run: warning: " + w + "\n");
+
+    std::vector<int> open_fds;
+    if (child.stdout_fd >= 0) open_fds = {child.stdout_fd, child.stderr_fd};
+    int status = 0;
+    bool exited = false;
+    while (!exited || !open_fds.empty()) {
+      std::vector<pollfd> fds = {{signals.fd(), POLLIN, 0}};
+      for (int fd : open_fds) fds.push_back({fd, POLLIN, 0});
+      poll(fds.data(), fds.size(), 200);
+      if (getppid() != parent) {  // mpirun/orted is gone: nobody supervises us any more
+        killpg(child.pid, SIGKILL);
+        _exit(137);
+      }
+      for (int sig : signals.take())
+        if (sig != SIGCHLD && !exited) killpg(child.pid, sig);
+      for (size_t i = 1; i < fds.size(); ++i) {
+        if (!fds[i].revents) continue;
+        char buf[65536];
+        ssize_t n = read(fds[i].fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+          close(fds[i].fd);
+          open_fds.erase(std::find(open_fds.begin(), open_fds.end(), fds[i].fd));
+        } else {
+          io.send(fds[i].fd == child.stdout_fd ? FrameType::out : FrameType::err,
+                  std::string(buf, static_cast<size_t>(n)));
+        }
+      }
+      if (!exited && waitpid(child.pid, &status, WNOHANG) == child.pid) {
+        exited = true;
+        killpg(child.pid, SIGKILL);  // no leftovers of this rank's group keep its pipes open
+      }
+    }
+    int code, sig;
+    decode_wait_status(status, code, sig);
+    io.send(FrameType::exit, exit_payload(code, sig));
+    if (io.link >= 0) close(io.link);
+    return sig != 0 ? 128 + sig : code;
+  } catch (const Error& e) {
+    std::string message = "nano-run: rank " + std::to_string(io.rank) + ": " + e.what() + "\n";
+    if (io.link >= 0) {
+      io.send(FrameType::err, message);
+      io.send(FrameType::exit, exit_payload(2, 0));
+    } else {
+      std::cerr << message;
+    }
+    return 2;
+  }
+}
+
+}  // namespace nano

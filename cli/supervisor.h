@@ -1,0 +1,58 @@
+#pragma once
+// The supervision rules as a pure state machine: which rank is the root cause, when to stop
+// the others, when to escalate to SIGKILL, and nano-run's exit code. The launcher feeds it
+// events (rank exits, signals, the grace deadline) and carries out the decisions.
+#include <optional>
+#include <vector>
+
+namespace nano {
+
+/// What the launcher must do after an event.
+struct Decision {
+  enum Kind { none, signal_all, kill_all };
+  Kind kind = none;
+  int signal = 0;          ///< for signal_all: the signal to send every remaining rank
+  bool start_grace = false;  ///< arm the grace timer (SIGKILL when it expires)
+};
+
+/// The rank that failed first, how it ended.
+struct RootCause {
+  int rank = -1;  ///< -1: the launcher backend itself (mpirun) failed
+  int exit_code = 0;
+  int signal = 0;
+};
+
+class Supervisor {
+ public:
+  explicit Supervisor(int world_size);
+
+  /// Rank `rank` ended with `exit_code` or by `signal`. The first non-zero end before any
+  /// teardown is the root cause and starts a teardown with SIGTERM.
+  Decision rank_exited(int rank, int exit_code, int signal);
+  /// The backend process (mpirun) ended: ranks that did not report are counted as ended; a
+  /// failure of the backend with no rank to blame becomes the root cause (rank -1).
+  Decision backend_exited(int exit_code, int signal);
+  /// nano-run received SIGINT, SIGTERM or SIGHUP: forward it; a second one while tearing
+  /// down kills at once.
+  Decision received_signal(int signal);
+  /// The grace period after the first forwarded signal ran out.
+  Decision grace_expired();
+
+  bool tearing_down() const { return tearing_down_; }
+  bool all_exited() const;
+  /// 0 when every rank exited 0; the root cause's code or 128+signal; 128+signal of the
+  /// signal nano-run received (130 for SIGINT) when that came first.
+  int exit_code() const;
+  const std::optional<RootCause>& root_cause() const { return root_cause_; }
+  int interrupted_by() const { return interrupted_by_; }
+
+ private:
+  Decision start_teardown(int signal);
+  std::vector<bool> exited_;
+  std::optional<RootCause> root_cause_;
+  int interrupted_by_ = 0;
+  bool tearing_down_ = false;
+  bool killed_ = false;
+};
+
+}  // namespace nano
