@@ -98,8 +98,8 @@ std::vector<std::string> library_dirs() {
 #endif
   if (!triplet.empty()) {
     dirs.push_back("/usr/local/lib/" + triplet);
-    dirs.push_back("/lib/" + triplet);
     dirs.push_back("/usr/lib/" + triplet);
+    dirs.push_back("/lib/" + triplet);
   }
   for (const char* dir : {"/usr/local/lib", "/usr/lib64", "/lib64", "/usr/lib", "/lib"})
     dirs.push_back(dir);
