@@ -71,7 +71,7 @@ int efficiency_kind(hwloc_topology_t t) {
 }
 
 Topology read(hwloc_topology_t t, const std::string& source, const std::string& allowed_text,
-              const std::string& what) {
+              const std::string& what, bool this_process = false) {
   Topology topo;
   topo.source = source;
 
@@ -79,6 +79,14 @@ Topology read(hwloc_topology_t t, const std::string& source, const std::string& 
   // cpuset says which ones cgroups/taskset let this process use.
   topo.present_pus = bitmap_to_vector(hwloc_topology_get_topology_cpuset(t));
   BitmapPtr allowed(hwloc_bitmap_dup(hwloc_topology_get_allowed_cpuset(t)));
+  if (this_process) {
+    // hwloc's allowed set reflects cgroup cpusets (docker --cpuset-cpus) but not taskset or
+    // sched_setaffinity; this thread's binding (inherited from the process) covers those.
+    BitmapPtr bound(hwloc_bitmap_alloc());
+    if (hwloc_get_cpubind(t, bound.get(), HWLOC_CPUBIND_THREAD) == 0 &&
+        !hwloc_bitmap_iszero(bound.get()))
+      hwloc_bitmap_and(allowed.get(), allowed.get(), bound.get());
+  }
   if (!allowed_text.empty()) {
     std::vector<int> wanted;
     try {
@@ -189,7 +197,7 @@ int Topology::smt() const {
 
 Topology load_machine_topology() {
   TopologyPtr t = start(Kind::machine, "");
-  return read(t.get(), "this machine", "", "this machine");
+  return read(t.get(), "this machine", "", "this machine", true);
 }
 
 Topology load_xml_topology(const std::string& path, const std::string& allowed) {

@@ -141,6 +141,13 @@ TEST_CASE("--show-topology and --plan on a synthetic machine") {
   CHECK(run("$NANO_INIT --show-topology").out.rfind("machine:      this machine\n", 0) == 0);
 }
 
+TEST_CASE("taskset limits are respected: only allowed CPUs count") {
+  const Result r = run("taskset -c 1 $NANO_INIT --show-topology | grep allowed"
+                       "; taskset -c 1 $NANO_INIT -c");
+  CHECK(r.rc == 0);
+  CHECK(r.out.rfind("allowed CPUs: 1 (1)\nexport OMP_NUM_THREADS='1'\n", 0) == 0);
+}
+
 TEST_CASE("help and version") {
   Result r = run("$NANO_INIT --help");
   CHECK(r.rc == 0);
