@@ -105,10 +105,7 @@ int run_rank_shim(int argc, char** argv) {
     const RankPlan& mine = plan.ranks[static_cast<size_t>(id.local_rank)];
     Environment current = current_environment();
     RankEnvironment env = make_rank_environment(id, mine, o.recipe, current, find_installed_library, o.extra_env);
-    if (rank == 0) {
-      std::string warning = user_kept_warning(env.user_kept, current);
-      if (!warning.empty()) io.send(FrameType::err, warning + "\n");
-    }
+    // The user_kept warning is nano-run's (printed once, before mpirun starts), not the shims'.
     if (cmd.argv.empty()) throw UsageError("missing PROGRAM");
 
     SignalPipe signals({SIGINT, SIGTERM, SIGHUP, SIGCHLD});

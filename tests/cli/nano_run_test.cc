@@ -1,0 +1,423 @@
+// Integration tests: the real nano-run binary on the real rank_probe (and a stock PyTorch
+// program), with both backends. Real processes, real signals, real affinity masks.
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+const std::string kNanoRun = NANO_RUN_PATH;
+const std::string kProbe = RANK_PROBE_PATH;
+const std::string kAllreduce = ALLREDUCE_PY_PATH;
+
+std::string temp_dir() {
+  char tmpl[] = "/tmp/nano_run_test_XXXXXX";
+  return mkdtemp(tmpl);
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+struct Proc {
+  pid_t pid = -1;
+  std::string dir;
+  Clock::time_point started;
+};
+
+struct Result {
+  int rc = -1;
+  std::string out, err;
+  double seconds = 0;
+};
+
+Proc start(const std::vector<std::string>& args, const std::vector<std::string>& env_add = {}) {
+  Proc p;
+  p.dir = temp_dir();
+  p.started = Clock::now();
+  p.pid = fork();
+  if (p.pid == 0) {
+    int out = open((p.dir + "/out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int err = open((p.dir + "/err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(out, 1);
+    dup2(err, 2);
+    for (const auto& e : env_add) putenv(const_cast<char*>(e.c_str()));
+    std::vector<char*> argv = {const_cast<char*>(kNanoRun.c_str())};
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(126);
+  }
+  return p;
+}
+
+Result wait_for(const Proc& p, double timeout_s = 60) {
+  Result r;
+  int status = 0;
+  auto until = p.started + std::chrono::duration<double>(timeout_s);
+  for (;;) {
+    pid_t got = waitpid(p.pid, &status, WNOHANG);
+    if (got == p.pid) break;
+    if (Clock::now() > until) {
+      kill(p.pid, SIGKILL);
+      waitpid(p.pid, &status, 0);
+      FAIL("nano-run did not finish in time");
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  r.seconds = std::chrono::duration<double>(Clock::now() - p.started).count();
+  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = slurp(p.dir + "/out");
+  r.err = slurp(p.dir + "/err");
+  std::system(("rm -rf " + p.dir).c_str());
+  return r;
+}
+
+Result run(const std::vector<std::string>& args, const std::vector<std::string>& env_add = {}) {
+  return wait_for(start(args, env_add));
+}
+
+bool alive(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return false;
+  auto close_paren = line.rfind(')');
+  return close_paren != std::string::npos && line.size() > close_paren + 2 && line[close_paren + 2] != 'Z';
+}
+
+bool all_dead_within(const std::vector<pid_t>& pids, double seconds) {
+  auto until = Clock::now() + std::chrono::duration<double>(seconds);
+  for (;;) {
+    bool any = false;
+    for (pid_t p : pids) any = any || alive(p);
+    if (!any) return true;
+    if (Clock::now() > until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+std::vector<pid_t> wait_pid_files(const std::string& dir, int n, double seconds = 20) {
+  auto until = Clock::now() + std::chrono::duration<double>(seconds);
+  std::vector<pid_t> pids;
+  while (Clock::now() < until) {
+    pids.clear();
+    for (int r = 0; r < n; ++r) {
+      std::ifstream f(dir + "/rank-" + std::to_string(r) + ".pid");
+      pid_t pid = 0;
+      if (f >> pid) pids.push_back(pid);
+    }
+    if (static_cast<int>(pids.size()) == n) return pids;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return pids;
+}
+
+// The probe's JSON lines, by rank, checking the "[rank N] " tag of each.
+std::map<int, json> probe_lines(const std::string& out) {
+  std::map<int, json> by_rank;
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("[rank ", 0) != 0) continue;
+    auto close = line.find("] ");
+    int tag = std::stoi(line.substr(6, close - 6));
+    json j = json::parse(line.substr(close + 2));
+    CHECK(j["rank"].get<int>() == tag);
+    by_rank[tag] = j;
+  }
+  return by_rank;
+}
+
+json dry_plan(const std::string& backend, const std::vector<std::string>& extra) {
+  std::vector<std::string> args = {"--backend", backend, "--dry-run", "--json"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  args.push_back(kProbe);
+  Result r = run(args);
+  REQUIRE(r.rc == 0);
+  return json::parse(r.out);
+}
+
+const char* kBackends[] = {"subprocess", "mpi"};
+
+}  // namespace
+
+TEST_CASE("masks are disjoint, match the plan, and the environment contract holds") {
+  for (std::string backend : kBackends) {
+    CAPTURE(backend);
+    json plan = dry_plan(backend, {"-n", "2"});
+    Result r = run({"-n", "2", "--backend", backend, kProbe});
+    REQUIRE(r.rc == 0);
+    auto ranks = probe_lines(r.out);
+    REQUIRE(ranks.size() == 2);
+    std::set<int> seen;
+    std::string port = ranks[0]["env"]["MASTER_PORT"];
+    CHECK(std::stoi(port) > 0);
+    for (int rank = 0; rank < 2; ++rank) {
+      json& j = ranks[rank];
+      auto cpus = j["affinity"].get<std::vector<int>>();
+      CHECK(cpus == plan["ranks"][rank]["cpus"].get<std::vector<int>>());
+      for (int c : cpus) CHECK(seen.insert(c).second);
+      json& env = j["env"];
+      CHECK(env["RANK"] == std::to_string(rank));
+      CHECK(env["LOCAL_RANK"] == std::to_string(rank));
+      CHECK(env["WORLD_SIZE"] == "2");
+      CHECK(env["LOCAL_WORLD_SIZE"] == "2");
+      CHECK(env["GROUP_RANK"] == "0");
+      CHECK(env["MASTER_ADDR"] == "127.0.0.1");
+      CHECK(env["MASTER_PORT"] == port);
+      CHECK(env["NANO_CPUS"] == std::to_string(cpus[0]));
+      CHECK(env["OMP_NUM_THREADS"] == "1");
+      CHECK(env["LD_PRELOAD"].get<std::string>().find("libjemalloc.so.2") != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("explicit CPU lists and oversubscribed synthetic-size plans bind exactly as planned") {
+  for (std::string backend : kBackends) {
+    CAPTURE(backend);
+    Result r = run({"-n", "2", "--backend", backend, "--cpu-for-each-process", "1;0", kProbe});
+    REQUIRE(r.rc == 0);
+    auto ranks = probe_lines(r.out);
+    CHECK(ranks[0]["affinity"] == json::array({1}));
+    CHECK(ranks[1]["affinity"] == json::array({0}));
+    json plan = dry_plan(backend, {"-n", "4", "--oversubscribe"});
+    Result over = run({"-n", "4", "--oversubscribe", "--backend", backend, kProbe});
+    REQUIRE(over.rc == 0);
+    auto four = probe_lines(over.out);
+    REQUIRE(four.size() == 4);
+    for (int rank = 0; rank < 4; ++rank)
+      CHECK(four[rank]["affinity"] == plan["ranks"][rank]["cpus"]);
+  }
+}
+
+TEST_CASE("rank 1 exits 3: nano-run exits 3, names the root cause, the others are gone") {
+  for (std::string backend : kBackends) {
+    CAPTURE(backend);
+    std::string dir = temp_dir();
+    Proc p = start({"-n", "2", "--backend", backend, "--grace-period", "1", kProbe, "--pid-dir", dir,
+                    "--sleep", "30@0", "--stderr", "boom from one@1", "--sleep", "0.5@1", "--exit", "3@1"});
+    auto pids = wait_pid_files(dir, 2);
+    REQUIRE(pids.size() == 2);
+    auto rank1_done = Clock::now() + std::chrono::milliseconds(500);
+    Result r = wait_for(p);
+    CHECK(r.rc == 3);
+    CHECK(std::chrono::duration<double>(Clock::now() - rank1_done).count() < 1.0 + 1.0 + 1.0);
+    CHECK(all_dead_within(pids, 0.2));
+    CHECK(r.err.find("nano-run: root cause: rank 1 on ") != std::string::npos);
+    CHECK(r.err.find("exited with code 3; nano-run exits with 3") != std::string::npos);
+    CHECK(r.err.find("  | boom from one") != std::string::npos);
+    std::system(("rm -rf " + dir).c_str());
+  }
+}
+
+TEST_CASE("a rank ignoring SIGTERM is SIGKILLed after the grace period") {
+  for (std::string backend : kBackends) {
+    CAPTURE(backend);
+    std::string dir = temp_dir();
+    Proc p = start({"-n", "2", "--backend", backend, "--grace-period", "1", kProbe, "--pid-dir", dir,
+                    "--ignore-term", "@0", "--sleep", "30@0", "--sleep", "0.3@1", "--exit", "3@1"});
+    auto pids = wait_pid_files(dir, 2);
+    REQUIRE(pids.size() == 2);
+    Result r = wait_for(p);
+    CHECK(r.rc == 3);
+    CHECK(r.seconds < 6.0);
+    CHECK(all_dead_within(pids, 0.5));
+    std::system(("rm -rf " + dir).c_str());
+  }
+}
+
+TEST_CASE("a rank killed by SIGSEGV gives 139") {
+  for (std::string backend : kBackends) {
+    CAPTURE(backend);
+    Result r = run({"-n", "2", "--backend", backend, "--grace-period", "1", kProbe, "--sleep", "30@0",
+                    "--segv", "@1"});
+    CHECK(r.rc == 139);
+    CHECK(r.err.find("rank 1 on ") != std::string::npos);
+    CHECK(r.err.find("was killed by SIGSEGV") != std::string::npos);
+  }
+}
+
+TEST_CASE("SIGINT to nano-run: forwarded, exit 130, no survivors") {
+  for (std::string backend : kBackends) {
+    CAPTURE(backend);
+    std::string dir = temp_dir();
+    Proc p = start({"-n", "2", "--backend", backend, "--grace-period", "1", kProbe, "--pid-dir", dir,
+                    "--sleep", "30"});
+    auto pids = wait_pid_files(dir, 2);
+    REQUIRE(pids.size() == 2);
+    kill(p.pid, SIGINT);
+    Result r = wait_for(p);
+    CHECK(r.rc == 130);
+    CHECK(all_dead_within(pids, 0.5));
+    std::system(("rm -rf " + dir).c_str());
+  }
+}
+
+TEST_CASE("nano-run SIGKILLed: its ranks die too") {
+  for (std::string backend : kBackends) {
+    CAPTURE(backend);
+    std::string dir = temp_dir();
+    Proc p = start({"-n", "2", "--backend", backend, kProbe, "--pid-dir", dir, "--sleep", "30"});
+    auto pids = wait_pid_files(dir, 2);
+    REQUIRE(pids.size() == 2);
+    kill(p.pid, SIGKILL);
+    Result r = wait_for(p);
+    CHECK(r.rc == 128 + SIGKILL);
+    CHECK(all_dead_within(pids, 2.0));
+    std::system(("rm -rf " + dir).c_str());
+  }
+}
+
+TEST_CASE("bad input: one line naming the value, exit 2, nothing started") {
+  int busy = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  REQUIRE(bind(busy, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  REQUIRE(listen(busy, 1) == 0);
+  socklen_t len = sizeof addr;
+  getsockname(busy, reinterpret_cast<sockaddr*>(&addr), &len);
+  std::string busy_port = std::to_string(ntohs(addr.sin_port));
+
+  std::string dir = temp_dir();
+  std::string bad_hostfile = dir + "/hosts", not_exec = dir + "/script";
+  std::ofstream(bad_hostfile) << "node1 slots=2\nnode2 slots=two\n";
+  std::ofstream(not_exec) << "#!/bin/sh\n";
+  struct Row {
+    std::vector<std::string> args;
+    std::string message;
+  } rows[] = {
+      {{"-n", "abc", kProbe}, "invalid value 'abc' for --num-processes: expected a positive integer"},
+      {{"-n", "0", kProbe}, "--num-processes must be at least 1, got 0"},
+      {{"--backend", "slurm", kProbe}, "invalid value 'slurm' for --backend: expected mpi or subprocess"},
+      {{"--grace-period", "-2", kProbe}, "invalid value '-2' for --grace-period: expected seconds >= 0"},
+      {{"--master-port", busy_port, kProbe}, "--master-port " + busy_port + " is busy on this machine"},
+      {{"--hostfile", bad_hostfile, kProbe}, "malformed hostfile " + bad_hostfile + " line 2: 'node2 slots=two'"},
+      {{"--hostfile", dir + "/none", kProbe}, "cannot read hostfile " + dir + "/none: No such file or directory"},
+      {{"--hosts", "a:1", "--backend", "subprocess", kProbe},
+       "--hosts and --hostfile need the mpi backend, not --backend subprocess"},
+      {{"-n", "3", "--hosts", "a:1,b:1", kProbe}, "--num-processes 3 is more than the 2 slots of the hosts"},
+      {{"-n", "2", "--output-ranks", "2", kProbe}, "--output-ranks 2 is not a rank (world size 2)"},
+      {{not_exec}, "program is not executable: " + not_exec},
+      {{"./no-such-program"}, "program not found: ./no-such-program"},
+      {{"no-such-program-on-path"}, "program not found: no-such-program-on-path"},
+      {{"--frobnicate", kProbe}, "unknown option --frobnicate (see nano-run --help)"},
+      {{"-n", "2"}, "missing PROGRAM (usage: nano-run [options] [--] PROGRAM [ARGS...])"},
+      {{"-n", "2", "--synthetic", "pack:1 core:8 pu:1", kProbe},
+       "rank 0's CPUs 0-3 are not usable on this machine (allowed: 0-1); plans for other machines are for --dry-run"},
+      {{"--synthetic", "bogus", kProbe}, "invalid hwloc synthetic topology \"bogus\""},
+  };
+  for (const auto& row : rows) {
+    for (std::string backend : kBackends) {
+      std::vector<std::string> args = row.args;
+      bool has_backend = std::find(args.begin(), args.end(), "--backend") != args.end();
+      bool needs_mpi = std::find(args.begin(), args.end(), "--hosts") != args.end() ||
+                       std::find(args.begin(), args.end(), "--hostfile") != args.end();
+      if (needs_mpi && backend != "mpi") continue;
+      if (!has_backend) args.insert(args.begin(), {"--backend", backend});
+      std::string pid_dir = temp_dir();
+      if (args.back() == kProbe) args.insert(args.end(), {"--pid-dir", pid_dir});
+      CAPTURE(row.message);
+      CAPTURE(backend);
+      Result r = run(args);
+      CHECK(r.rc == 2);
+      CHECK(r.err == "nano-run: " + row.message + "\n");
+      CHECK(r.out.empty());
+      CHECK(slurp(pid_dir + "/rank-0.pid").empty());
+      std::system(("rm -rf " + pid_dir).c_str());
+      if (has_backend) break;
+    }
+  }
+  close(busy);
+  std::system(("rm -rf " + dir).c_str());
+}
+
+TEST_CASE("dry run: JSON plan for a synthetic machine, table, help and version") {
+  Result r = run({"--backend", "subprocess", "-n", "4", "--synthetic", "pack:2 core:4 pu:2", "--dry-run",
+                  "--json", kProbe});
+  REQUIRE(r.rc == 0);
+  json j = json::parse(r.out);
+  REQUIRE(j["ranks"].size() == 4);
+  std::set<int> used;
+  for (int rank = 0; rank < 4; ++rank) {
+    json& rk = j["ranks"][rank];
+    CHECK(rk["rank"] == rank);
+    CHECK(rk["threads"] == 2);
+    CHECK(rk["cpus"].size() == 2);
+    CHECK(rk["numa_nodes"].is_array());
+    CHECK(rk["env"]["RANK"] == std::to_string(rank));
+    CHECK(rk["env"]["OMP_NUM_THREADS"] == "2");
+    for (int c : rk["cpus"]) CHECK(used.insert(c).second);
+  }
+  Result table = run({"--backend", "mpi", "-n", "2", "--dry-run", kProbe});
+  REQUIRE(table.rc == 0);
+  CHECK(table.out.find("rank  host") != std::string::npos);
+  CHECK(table.out.find("--bind-to none") != std::string::npos);
+  Result help = run({"--help"});
+  CHECK(help.rc == 0);
+  CHECK(help.out.find("Examples:") != std::string::npos);
+  Result version = run({"--version"});
+  CHECK(version.out == "nano-run 0.1.0\n");
+}
+
+TEST_CASE("log files, --output-ranks, exported variables win with one warning") {
+  for (std::string backend : kBackends) {
+    CAPTURE(backend);
+    std::string dir = temp_dir();
+    Result r = run({"-n", "2", "--backend", backend, "--log-dir", dir + "/logs", "--output-ranks", "1", kProbe},
+                   {"OMP_NUM_THREADS=7"});
+    REQUIRE(r.rc == 0);
+    auto shown = probe_lines(r.out);
+    CHECK(shown.size() == 1);
+    CHECK(shown.count(1) == 1);
+    CHECK(shown[1]["env"]["OMP_NUM_THREADS"] == "7");
+    std::string log0 = slurp(dir + "/logs/rank-0.log");
+    CHECK(json::parse(log0.substr(log0.find('{')))["rank"] == 0);
+    std::string warning = "keeping your exported OMP_NUM_THREADS=7";
+    auto first = r.err.find(warning);
+    CHECK(first != std::string::npos);
+    CHECK(r.err.find(warning, first + 1) == std::string::npos);
+    std::system(("rm -rf " + dir).c_str());
+  }
+}
+
+TEST_CASE("the mpi backend's multi-host path, run on this host through --hosts") {
+  Result r = run({"--backend", "mpi", "--hosts", "localhost:2", kProbe});
+  REQUIRE(r.rc == 0);
+  auto ranks = probe_lines(r.out);
+  REQUIRE(ranks.size() == 2);
+  CHECK(ranks[0]["env"]["MASTER_ADDR"] == "localhost");
+  CHECK(ranks[1]["env"]["WORLD_SIZE"] == "2");
+  CHECK(ranks[0]["affinity"] != ranks[1]["affinity"]);
+}
+
+TEST_CASE("a stock PyTorch program runs unchanged: gloo env:// all-reduce") {
+  for (std::string backend : kBackends) {
+    CAPTURE(backend);
+    Result r = run({"-n", "2", "--backend", backend, "/usr/bin/python3", kAllreduce});
+    CAPTURE(r.err);
+    CHECK(r.rc == 0);
+    CHECK(r.out.find("[rank 0] rank 0/2 allreduce 3.0 expected 3.0") != std::string::npos);
+    CHECK(r.out.find("[rank 1] rank 1/2 allreduce 3.0 expected 3.0") != std::string::npos);
+  }
+}

@@ -1,0 +1,119 @@
+#include "cli/options.h"
+
+#include <doctest/doctest.h>
+
+#include "env-init/error.h"
+
+using namespace nano;
+
+namespace {
+RunCommand parse(std::vector<std::string> args) { return parse_run_command(args); }
+}  // namespace
+
+TEST_CASE("options fill LaunchOptions; the program and its options stay untouched") {
+  RunCommand c = parse({"-n", "4", "--cores-per-process", "2", "--use-logical-cores", "--oversubscribe",
+                        "--synthetic", "pack:1 core:8", "--allocator", "system", "--disable-openmp",
+                        "--threads", "3", "--backend", "subprocess", "--master-addr", "10.0.0.1",
+                        "--master-port", "29500", "--log-dir", "logs", "--output-ranks", "0,2-3",
+                        "--no-tag-output", "--grace-period", "1.5", "./train", "-n", "7", "--lr", "0.1"});
+  CHECK(c.kind == RunCommand::run);
+  const LaunchOptions& o = c.launch;
+  CHECK(o.plan.num_processes == 4);
+  CHECK(o.plan.cores_per_process == 2);
+  CHECK(o.plan.use_logical_cores);
+  CHECK(o.plan.oversubscribe);
+  CHECK(o.synthetic == "pack:1 core:8");
+  CHECK(o.recipe.allocator == Allocator::system);
+  CHECK(o.recipe.disable_openmp);
+  CHECK(o.recipe.threads == 3);
+  CHECK(o.backend == Backend::subprocess);
+  CHECK(o.master_addr == "10.0.0.1");
+  CHECK(o.master_port == 29500);
+  CHECK(o.log_dir == "logs");
+  CHECK(o.output_ranks == std::vector<int>{0, 2, 3});
+  CHECK_FALSE(o.tag_output);
+  CHECK(o.grace_period.count() == 1500);
+  CHECK(c.argv == std::vector<std::string>{"./train", "-n", "7", "--lr", "0.1"});
+}
+
+TEST_CASE("defaults and the -- separator") {
+  RunCommand c = parse({"--", "--weird-program", "x"});
+  CHECK(c.argv == std::vector<std::string>{"--weird-program", "x"});
+  CHECK(c.launch.plan.num_processes == 0);
+  CHECK(c.launch.backend == Backend::automatic);
+  CHECK(c.launch.tag_output);
+  CHECK(c.launch.grace_period.count() == 5000);
+  CHECK(c.launch.master_port == 0);
+  CHECK_FALSE(c.dry_run);
+}
+
+TEST_CASE("help and version") {
+  RunCommand h = parse({"--help"});
+  CHECK(h.kind == RunCommand::help);
+  CHECK(h.text.find("Examples:") != std::string::npos);
+  CHECK(h.text.find("--num-processes") != std::string::npos);
+  CHECK(h.text.find("--nano-rank-shim") == std::string::npos);
+  RunCommand v = parse({"--version"});
+  CHECK(v.kind == RunCommand::version);
+  CHECK(v.text == "nano-run 0.1.0");
+}
+
+TEST_CASE("every bad option value: one line naming it") {
+  struct Row {
+    std::vector<std::string> args;
+    const char* message;
+  } rows[] = {
+      {{"-n", "abc", "p"}, "invalid value 'abc' for --num-processes: expected a positive integer"},
+      {{"-n", "0", "p"}, "--num-processes must be at least 1, got 0"},
+      {{"-n", "-3", "p"}, "--num-processes must be at least 1, got -3"},
+      {{"-n", "2.5", "p"}, "invalid value '2.5' for --num-processes: expected a positive integer"},
+      {{"--cores-per-process", "0", "p"}, "invalid value '0' for --cores-per-process: expected a positive integer"},
+      {{"--threads", "x", "p"}, "invalid value 'x' for --threads: expected a positive integer"},
+      {{"--backend", "slurm", "p"}, "invalid value 'slurm' for --backend: expected mpi or subprocess"},
+      {{"--master-port", "70000", "p"}, "invalid value '70000' for --master-port: expected a port number 1-65535"},
+      {{"--master-port", "0", "p"}, "invalid value '0' for --master-port: expected a port number 1-65535"},
+      {{"--grace-period", "-1", "p"}, "invalid value '-1' for --grace-period: expected seconds >= 0"},
+      {{"--grace-period", "soon", "p"}, "invalid value 'soon' for --grace-period: expected seconds >= 0"},
+      {{"--output-ranks", "a", "p"}, "invalid value 'a' for --output-ranks: expected rank numbers like 0,2-3"},
+      {{"--allocator", "foo", "p"}, "unknown allocator \"foo\" (choose jemalloc, tcmalloc, system or auto)"},
+      {{"--frobnicate", "p"}, "unknown option --frobnicate (see nano-run --help)"},
+      {{"-n", "2"}, "missing PROGRAM (usage: nano-run [options] [--] PROGRAM [ARGS...])"},
+      {{"--num-processes"}, "--num-processes: 1 required TEXT missing"},
+      {{"--json", "p"}, "--json needs --dry-run"},
+      {{"--topology", "a.xml", "--synthetic", "core:2", "p"}, "--topology and --synthetic cannot be used together"},
+      {{"--hosts", "a:1", "--hostfile", "h", "p"}, "--hosts and --hostfile cannot be used together"},
+  };
+  for (const auto& row : rows) {
+    CAPTURE(row.message);
+    CHECK_THROWS_WITH_AS(parse(row.args), row.message, UsageError);
+  }
+}
+
+TEST_CASE("shim arguments round-trip through the parser") {
+  LaunchOptions o;
+  o.plan.cpu_for_each_process = "0-3;4-7";
+  o.plan.use_logical_cores = true;
+  o.synthetic = "pack:1 core:8";
+  o.recipe.allocator = Allocator::tcmalloc;
+  o.recipe.threads = 2;
+  o.master_addr = "node1";
+  o.master_port = 1234;
+  ShimLink link{"node0:999", "secret", {0, 4}};
+  std::vector<std::string> args = shim_arguments(o, link);
+  CHECK(args.front() == kRankShimFlag);
+  args.push_back("--");
+  args.push_back("./train");
+  RunCommand c = parse_run_command(args);
+  CHECK(c.rank_shim);
+  CHECK(c.launch.plan.cpu_for_each_process == "0-3;4-7");
+  CHECK(c.launch.plan.use_logical_cores);
+  CHECK(c.launch.synthetic == "pack:1 core:8");
+  CHECK(c.launch.recipe.allocator == Allocator::tcmalloc);
+  CHECK(c.launch.recipe.threads == 2);
+  CHECK(c.launch.master_addr == "node1");
+  CHECK(c.launch.master_port == 1234);
+  CHECK(c.link.launcher == "node0:999");
+  CHECK(c.link.token == "secret");
+  CHECK(c.link.group_starts == std::vector<int>{0, 4});
+  CHECK(c.argv == std::vector<std::string>{"./train"});
+}

@@ -1,0 +1,95 @@
+#include "cli/supervisor.h"
+
+#include <doctest/doctest.h>
+#include <signal.h>
+
+using namespace nano;
+
+TEST_CASE("all ranks exit 0 -> exit 0, no teardown") {
+  Supervisor s(3);
+  CHECK(s.rank_exited(0, 0, 0).kind == Decision::none);
+  CHECK(s.rank_exited(2, 0, 0).kind == Decision::none);
+  CHECK_FALSE(s.all_exited());
+  CHECK(s.rank_exited(1, 0, 0).kind == Decision::none);
+  CHECK(s.all_exited());
+  CHECK(s.exit_code() == 0);
+  CHECK_FALSE(s.root_cause());
+}
+
+TEST_CASE("first failure is the root cause and stops the others") {
+  Supervisor s(3);
+  Decision d = s.rank_exited(1, 3, 0);
+  CHECK(d.kind == Decision::signal_all);
+  CHECK(d.signal == SIGTERM);
+  CHECK(d.start_grace);
+  // Ranks dying from our SIGTERM are consequences, not causes.
+  CHECK(s.rank_exited(0, 0, SIGTERM).kind == Decision::none);
+  CHECK(s.grace_expired().kind == Decision::kill_all);
+  CHECK(s.rank_exited(2, 0, SIGKILL).kind == Decision::none);
+  CHECK(s.exit_code() == 3);
+  REQUIRE(s.root_cause());
+  CHECK(s.root_cause()->rank == 1);
+}
+
+TEST_CASE("a rank killed by a signal gives 128+signal") {
+  Supervisor s(2);
+  s.rank_exited(0, 0, SIGSEGV);
+  s.rank_exited(1, 0, SIGTERM);
+  CHECK(s.exit_code() == 128 + SIGSEGV);
+}
+
+TEST_CASE("Ctrl-C is forwarded, exits 130; a second one kills") {
+  Supervisor s(2);
+  Decision d = s.received_signal(SIGINT);
+  CHECK(d.kind == Decision::signal_all);
+  CHECK(d.signal == SIGINT);
+  CHECK(s.rank_exited(0, 0, SIGINT).kind == Decision::none);
+  CHECK(s.received_signal(SIGINT).kind == Decision::kill_all);
+  CHECK(s.received_signal(SIGINT).kind == Decision::none);
+  s.rank_exited(1, 1, 0);
+  CHECK(s.exit_code() == 130);
+  CHECK_FALSE(s.root_cause());
+}
+
+TEST_CASE("SIGTERM and SIGHUP to nano-run give 143 and 129") {
+  Supervisor a(1), b(1);
+  CHECK(a.received_signal(SIGTERM).signal == SIGTERM);
+  a.rank_exited(0, 0, SIGTERM);
+  CHECK(a.exit_code() == 143);
+  CHECK(b.received_signal(SIGHUP).signal == SIGHUP);
+  b.rank_exited(0, 0, SIGHUP);
+  CHECK(b.exit_code() == 129);
+}
+
+TEST_CASE("grace expiry does nothing when not tearing down or all gone") {
+  Supervisor s(2);
+  CHECK(s.grace_expired().kind == Decision::none);
+  s.rank_exited(0, 5, 0);
+  s.rank_exited(1, 0, SIGTERM);
+  CHECK(s.grace_expired().kind == Decision::none);
+  CHECK(s.exit_code() == 5);
+}
+
+TEST_CASE("the mpi backend: mpirun failing with no rank to blame") {
+  Supervisor s(2);
+  s.rank_exited(0, 0, 0);
+  s.backend_exited(1, 0);
+  CHECK(s.all_exited());
+  CHECK(s.exit_code() == 1);
+  REQUIRE(s.root_cause());
+  CHECK(s.root_cause()->rank == -1);
+}
+
+TEST_CASE("the mpi backend: a rank's report beats mpirun's verdict") {
+  Supervisor s(2);
+  s.rank_exited(1, 7, 0);
+  s.backend_exited(1, 0);
+  CHECK(s.exit_code() == 7);
+  CHECK(s.root_cause()->rank == 1);
+}
+
+TEST_CASE("a single failing rank with nobody left needs no teardown") {
+  Supervisor s(1);
+  CHECK(s.rank_exited(0, 4, 0).kind == Decision::none);
+  CHECK(s.exit_code() == 4);
+}
