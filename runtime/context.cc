@@ -1,0 +1,178 @@
+#include "runtime/context.h"
+
+#include <sched.h>
+
+#include <ATen/Parallel.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+
+#include "env-init/error.h"
+#include "runtime/communicator.h"
+
+extern char** environ;
+
+namespace nano {
+
+const char* to_string(Launcher launcher) {
+  switch (launcher) {
+    case Launcher::kNone: return "none";
+    case Launcher::kNanoRun: return "nano-run";
+    case Launcher::kMpirun: return "mpirun";
+    case Launcher::kTorchrun: return "torchrun";
+  }
+  return "?";
+}
+
+const char* to_string(Backend backend) {
+  switch (backend) {
+    case Backend::kAuto: return "auto";
+    case Backend::kMpi: return "mpi";
+    case Backend::kGloo: return "gloo";
+    case Backend::kSelf: return "self";
+  }
+  return "?";
+}
+
+namespace {
+
+const std::string* find(const EnvMap& env, const std::string& key) {
+  auto it = env.find(key);
+  return it == env.end() ? nullptr : &it->second;
+}
+
+long parse_int(const EnvMap& env, const std::string& key, long min, long max) {
+  const std::string& text = *find(env, key);
+  errno = 0;
+  char* end = nullptr;
+  long value = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno != 0 || value < min || value > max) {
+    throw UsageError("nano: bad " + key + "='" + text + "': expected an integer in [" +
+                     std::to_string(min) + ", " + std::to_string(max) + "]");
+  }
+  return value;
+}
+
+std::optional<long> get_int(const EnvMap& env, const std::string& key, long min, long max) {
+  if (!find(env, key)) return std::nullopt;
+  return parse_int(env, key, min, max);
+}
+
+Backend parse_backend(const std::string& text) {
+  if (text == "auto") return Backend::kAuto;
+  if (text == "mpi") return Backend::kMpi;
+  if (text == "gloo") return Backend::kGloo;
+  throw UsageError("nano: bad NANO_BACKEND='" + text + "': expected auto, mpi or gloo");
+}
+
+}  // namespace
+
+Context context_from_env(const EnvMap& env, int affinity_cpus, const InitOptions& options) {
+  Context c;
+  const bool has_torchrun = find(env, "RANK") || find(env, "WORLD_SIZE");
+  const bool has_mpi = find(env, "OMPI_COMM_WORLD_SIZE") != nullptr;
+  if (has_torchrun) {
+    if (!find(env, "RANK")) throw UsageError("nano: WORLD_SIZE is set but RANK is not");
+    if (!find(env, "WORLD_SIZE")) throw UsageError("nano: RANK is set but WORLD_SIZE is not");
+    c.world_size = static_cast<int>(parse_int(env, "WORLD_SIZE", 1, INT_MAX));
+    c.rank = static_cast<int>(parse_int(env, "RANK", 0, c.world_size - 1));
+    c.local_rank = static_cast<int>(get_int(env, "LOCAL_RANK", 0, c.world_size - 1).value_or(c.rank));
+    c.local_world_size = static_cast<int>(
+        get_int(env, "LOCAL_WORLD_SIZE", 1, c.world_size).value_or(c.world_size));
+    c.launcher = find(env, "NANO_CPUS") ? Launcher::kNanoRun : Launcher::kTorchrun;
+  }
+  if (has_mpi) {
+    int size = static_cast<int>(parse_int(env, "OMPI_COMM_WORLD_SIZE", 1, INT_MAX));
+    int rank = static_cast<int>(
+        get_int(env, "OMPI_COMM_WORLD_RANK", 0, size - 1).value_or(0));
+    if (has_torchrun && (size != c.world_size || rank != c.rank)) {
+      throw UsageError("nano: RANK/WORLD_SIZE=" + std::to_string(c.rank) + "/" +
+                       std::to_string(c.world_size) +
+                       " disagree with OMPI_COMM_WORLD_RANK/SIZE=" + std::to_string(rank) + "/" +
+                       std::to_string(size));
+    }
+    if (!has_torchrun) {
+      c.world_size = size;
+      c.rank = rank;
+      c.local_rank = static_cast<int>(
+          get_int(env, "OMPI_COMM_WORLD_LOCAL_RANK", 0, size - 1).value_or(rank));
+      c.local_world_size = static_cast<int>(
+          get_int(env, "OMPI_COMM_WORLD_LOCAL_SIZE", 1, size).value_or(size));
+      c.launcher = Launcher::kMpirun;
+    }
+  }
+  if (auto* addr = find(env, "MASTER_ADDR")) {
+    if (addr->empty()) throw UsageError("nano: bad MASTER_ADDR='': expected a host name or address");
+    c.master_addr = *addr;
+  }
+  c.master_port = static_cast<int>(get_int(env, "MASTER_PORT", 1, 65535).value_or(0));
+  if (auto* cpus = find(env, "NANO_CPUS")) c.cpus = *cpus;
+
+  if (c.launcher != Launcher::kNone) {
+    if (auto threads = get_int(env, "OMP_NUM_THREADS", 1, 1 << 16)) {
+      c.threads = static_cast<int>(*threads);
+    } else if (affinity_cpus > 0) {
+      c.threads = affinity_cpus;
+    }
+  }
+
+  Backend backend = options.backend;
+  if (backend == Backend::kAuto) {
+    if (auto* text = find(env, "NANO_BACKEND")) backend = parse_backend(*text);
+  }
+  if (backend == Backend::kAuto) {
+    backend = c.world_size == 1 ? Backend::kSelf : has_mpi ? Backend::kMpi : Backend::kGloo;
+  }
+  if (backend == Backend::kMpi && !has_mpi && c.world_size > 1) {
+    throw UsageError("nano: backend mpi needs a launch under mpirun (OMPI_COMM_WORLD_SIZE is unset)"
+                     " for a world of " + std::to_string(c.world_size));
+  }
+  if (backend == Backend::kGloo && c.world_size > 1 && c.master_port == 0) {
+    throw UsageError("nano: MASTER_PORT is unset: the gloo communicator needs it for a world of " +
+                     std::to_string(c.world_size));
+  }
+  if (backend == Backend::kSelf && c.world_size > 1) {
+    throw UsageError("nano: backend self cannot serve a world of " + std::to_string(c.world_size));
+  }
+  c.backend = backend;
+
+  if (options.rendezvous_timeout) {
+    c.rendezvous_timeout = *options.rendezvous_timeout;
+  } else if (auto* text = find(env, "NANO_RENDEZVOUS_TIMEOUT")) {
+    errno = 0;
+    char* end = nullptr;
+    double seconds = std::strtod(text->c_str(), &end);
+    if (text->empty() || *end != '\0' || errno != 0 || !(seconds > 0) || seconds > 1e7) {
+      throw UsageError("nano: bad NANO_RENDEZVOUS_TIMEOUT='" + *text +
+                       "': expected a positive number of seconds");
+    }
+    c.rendezvous_timeout = std::chrono::milliseconds(static_cast<long long>(seconds * 1000));
+  }
+  return c;
+}
+
+EnvMap current_env() {
+  EnvMap env;
+  for (char** p = environ; p && *p; ++p) {
+    std::string entry(*p);
+    auto eq = entry.find('=');
+    if (eq != std::string::npos) env.emplace(entry.substr(0, eq), entry.substr(eq + 1));
+  }
+  return env;
+}
+
+World init(const InitOptions& options) {
+  cpu_set_t mask;
+  int affinity = 0;
+  if (sched_getaffinity(0, sizeof(mask), &mask) == 0) affinity = CPU_COUNT(&mask);
+  World world;
+  world.context = context_from_env(current_env(), affinity, options);
+  if (options.set_threads && world.context.threads > 0) {
+    at::set_num_threads(world.context.threads);
+  }
+  world.comm = make_communicator(world.context);
+  return world;
+}
+
+}  // namespace nano

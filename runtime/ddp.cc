@@ -1,0 +1,244 @@
+#include "runtime/ddp.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/engine.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/utils/lambda_post_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include "env-init/error.h"
+
+namespace nano {
+
+void broadcast_coalesced(Communicator& comm, const std::vector<at::Tensor>& tensors, int root) {
+  if (comm.size() == 1 || tensors.empty()) return;
+  int64_t total = 0;
+  for (const auto& t : tensors) total += static_cast<int64_t>(t.nbytes());
+  at::Tensor packed = at::empty({total}, at::TensorOptions().dtype(at::kByte));
+  auto* base = packed.data_ptr<uint8_t>();
+  int64_t offset = 0;
+  auto byte_view = [&](const at::Tensor& t) {
+    // A view of `packed` with t's dtype and shape.
+    return at::from_blob(base + offset, t.sizes(), t.options().dtype(t.scalar_type()));
+  };
+  at::NoGradGuard no_grad;
+  if (comm.rank() == root) {
+    for (const auto& t : tensors) {
+      byte_view(t).copy_(t);
+      offset += static_cast<int64_t>(t.nbytes());
+    }
+  }
+  comm.broadcast(packed, root);
+  if (comm.rank() != root) {
+    offset = 0;
+    for (const auto& t : tensors) {
+      const_cast<at::Tensor&>(t).copy_(byte_view(t));
+      offset += static_cast<int64_t>(t.nbytes());
+    }
+  }
+}
+
+namespace detail {
+
+struct Bucket {
+  std::vector<std::size_t> params;  // indexes into Reducer::params
+  std::vector<int64_t> offsets;
+  at::Tensor flat;
+  std::size_t pending = 0;
+  std::unique_ptr<Work> work;
+};
+
+struct Reducer : std::enable_shared_from_this<Reducer> {
+  std::shared_ptr<Communicator> comm;
+  std::vector<at::Tensor> params;     // parameters that require grad
+  std::vector<std::size_t> module_index;  // position in module->parameters()
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
+  std::vector<Bucket> buckets;
+  std::vector<std::size_t> bucket_of;
+  std::vector<char> ready;
+  std::size_t next_to_launch = 0;
+  bool callback_queued = false;
+  bool sync = true;
+
+  void reset_iteration() {
+    std::fill(ready.begin(), ready.end(), 0);
+    for (auto& b : buckets) {
+      b.pending = b.params.size();
+      b.work.reset();
+    }
+    next_to_launch = 0;
+    callback_queued = false;
+  }
+
+  void launch(Bucket& bucket) {
+    at::NoGradGuard no_grad;
+    for (std::size_t k = 0; k < bucket.params.size(); ++k) {
+      const at::Tensor& p = params[bucket.params[k]];
+      at::Tensor slice = bucket.flat.narrow(0, bucket.offsets[k], p.numel()).view(p.sizes());
+      const at::Tensor& grad = p.grad();
+      if (grad.defined()) {
+        slice.copy_(grad);
+      } else {
+        slice.zero_();
+      }
+    }
+    bucket.work = comm->all_reduce_async(bucket.flat, ReduceOp::kSum);
+  }
+
+  void launch_ready_in_order() {
+    while (next_to_launch < buckets.size() && buckets[next_to_launch].pending == 0) {
+      launch(buckets[next_to_launch++]);
+    }
+  }
+
+  void on_grad_ready(std::size_t i) {
+    if (!sync) return;
+    if (!callback_queued) {
+      std::weak_ptr<Reducer> weak = shared_from_this();
+      torch::autograd::Engine::get_default_engine().queue_callback([weak] {
+        if (auto self = weak.lock()) self->finish();
+      });
+      callback_queued = true;
+    }
+    if (ready[i]) return;
+    ready[i] = 1;
+    if (--buckets[bucket_of[i]].pending == 0) launch_ready_in_order();
+  }
+
+  // Runs at the end of backward: every rank launches the remaining buckets in the same order.
+  void finish() {
+    try {
+      while (next_to_launch < buckets.size()) launch(buckets[next_to_launch++]);
+      const double scale = 1.0 / comm->size();
+      at::NoGradGuard no_grad;
+      for (auto& bucket : buckets) {
+        bucket.work->wait();
+        bucket.flat.mul_(scale);
+        for (std::size_t k = 0; k < bucket.params.size(); ++k) {
+          at::Tensor& p = params[bucket.params[k]];
+          at::Tensor slice = bucket.flat.narrow(0, bucket.offsets[k], p.numel()).view(p.sizes());
+          if (p.grad().defined()) {
+            p.mutable_grad().copy_(slice);
+          } else {
+            p.mutable_grad() = slice.clone();
+          }
+        }
+      }
+    } catch (...) {
+      reset_iteration();
+      throw;
+    }
+    reset_iteration();
+  }
+};
+
+}  // namespace detail
+
+DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Module> module,
+                                                 std::shared_ptr<Communicator> comm,
+                                                 DdpOptions options)
+    : module_(std::move(module)), comm_(std::move(comm)), options_(options) {
+  if (!module_) throw Error("nano: DistributedDataParallel: null module");
+  if (!comm_) throw Error("nano: DistributedDataParallel: null communicator");
+  if (options_.bucket_cap_bytes == 0) {
+    throw UsageError("nano: DistributedDataParallel: bad bucket_cap_bytes=0: expected > 0");
+  }
+  auto all_params = module_->parameters(/*recurse=*/true);
+  auto buffers = module_->buffers(/*recurse=*/true);
+
+  std::vector<at::Tensor> state;
+  for (auto& p : all_params) state.push_back(p);
+  for (auto& b : buffers) state.push_back(b);
+  broadcast_coalesced(*comm_, state, 0);
+
+  reducer_ = std::make_shared<detail::Reducer>();
+  auto& r = *reducer_;
+  r.comm = comm_;
+  if (comm_->size() == 1) return;  // nothing to average
+
+  for (std::size_t i = 0; i < all_params.size(); ++i) {
+    if (!all_params[i].requires_grad()) continue;
+    check_reducible(all_params[i], "DistributedDataParallel parameter");
+    r.params.push_back(all_params[i]);
+    r.module_index.push_back(i);
+  }
+  // Reverse order: gradients of the last layers are ready first during backward.
+  r.bucket_of.assign(r.params.size(), 0);
+  for (std::size_t j = r.params.size(); j-- > 0;) {
+    const at::Tensor& p = r.params[j];
+    const std::size_t bytes = p.numel() * p.element_size();
+    bool start_new = r.buckets.empty();
+    if (!start_new) {
+      auto& last = r.buckets.back();
+      const at::Tensor& first = r.params[last.params.front()];
+      std::size_t used = 0;
+      for (auto k : last.params) used += r.params[k].numel() * r.params[k].element_size();
+      start_new = first.scalar_type() != p.scalar_type() ||
+                  used + bytes > options_.bucket_cap_bytes;
+    }
+    if (start_new) r.buckets.emplace_back();
+    auto& bucket = r.buckets.back();
+    bucket.params.push_back(j);
+    r.bucket_of[j] = r.buckets.size() - 1;
+  }
+  for (auto& bucket : r.buckets) {
+    int64_t total = 0;
+    for (auto k : bucket.params) {
+      bucket.offsets.push_back(total);
+      total += r.params[k].numel();
+    }
+    bucket.flat = at::zeros({total}, r.params[bucket.params.front()].options().requires_grad(false));
+  }
+  r.ready.assign(r.params.size(), 0);
+  r.reset_iteration();
+
+  std::weak_ptr<detail::Reducer> weak = reducer_;
+  for (std::size_t j = 0; j < r.params.size(); ++j) {
+    auto acc = torch::autograd::impl::grad_accumulator(r.params[j]);
+    acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+        [weak, j](const torch::autograd::variable_list& outputs,
+                  const torch::autograd::variable_list&) {
+          if (auto self = weak.lock()) self->on_grad_ready(j);
+          return outputs;
+        }));
+    r.accumulators.push_back(std::move(acc));
+  }
+}
+
+DistributedDataParallel::~DistributedDataParallel() = default;
+
+void DistributedDataParallel::sync_buffers() {
+  if (comm_->size() == 1) return;
+  auto buffers = module_->buffers(/*recurse=*/true);
+  std::vector<at::Tensor> tensors(buffers.begin(), buffers.end());
+  broadcast_coalesced(*comm_, tensors, 0);
+}
+
+DistributedDataParallel::NoSync::NoSync(detail::Reducer* reducer)
+    : reducer_(reducer), previous_(reducer->sync) {
+  reducer_->sync = false;
+}
+
+DistributedDataParallel::NoSync::NoSync(NoSync&& other) noexcept
+    : reducer_(other.reducer_), previous_(other.previous_) {
+  other.reducer_ = nullptr;
+}
+
+DistributedDataParallel::NoSync::~NoSync() {
+  if (reducer_) reducer_->sync = previous_;
+}
+
+DistributedDataParallel::NoSync DistributedDataParallel::no_sync() {
+  return NoSync(reducer_.get());
+}
+
+std::vector<std::vector<std::size_t>> DistributedDataParallel::bucket_layout() const {
+  std::vector<std::vector<std::size_t>> layout;
+  for (const auto& bucket : reducer_->buckets) {
+    layout.emplace_back();
+    for (auto k : bucket.params) layout.back().push_back(reducer_->module_index[k]);
+  }
+  return layout;
+}
+
+}  // namespace nano

@@ -1,0 +1,107 @@
+#pragma once
+// Data-parallel training for any libtorch module: replicas start identical (broadcast from
+// rank 0), gradients are averaged in buckets whose all-reduce starts during backward.
+#include <torch/nn/module.h>
+#include <torch/nn/pimpl.h>
+
+#include <cstddef>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "runtime/communicator.h"
+
+namespace nano {
+
+struct DdpOptions {
+  /// Bytes of gradients per bucket (PyTorch's default 25 MB); small values force many buckets.
+  std::size_t bucket_cap_bytes = 25u * 1024u * 1024u;
+  /// Broadcast buffers (e.g. BatchNorm statistics) from rank 0 before each forward().
+  bool broadcast_buffers = true;
+};
+
+namespace detail {
+struct Reducer;
+}
+
+/// Wraps a module (shared_ptr<Module> or ModuleHolder) for data-parallel training.
+/// Construction broadcasts parameters and buffers from rank 0 (collective: every rank
+/// constructs its DDP at the same point). During backward(), each parameter's gradient
+/// accumulator hook marks it ready; buckets (reverse parameter order) are all-reduced
+/// asynchronously, strictly in bucket order, as soon as all their gradients are ready; the
+/// engine's final callback launches the rest (missing gradients count as zeros, so unused
+/// parameters neither hang nor skew the average), waits, and writes the averaged gradients
+/// back, so the optimizer sees them when backward() returns. Parameters without a local
+/// gradient receive the average too.
+class DistributedDataParallel {
+ public:
+  DistributedDataParallel(std::shared_ptr<torch::nn::Module> module,
+                          std::shared_ptr<Communicator> comm, DdpOptions options = {});
+  template <class M>
+  DistributedDataParallel(const torch::nn::ModuleHolder<M>& module,
+                          std::shared_ptr<Communicator> comm, DdpOptions options = {})
+      : DistributedDataParallel(std::shared_ptr<torch::nn::Module>(module.ptr()),
+                                std::move(comm), options) {}
+  ~DistributedDataParallel();
+  DistributedDataParallel(const DistributedDataParallel&) = delete;
+  DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
+
+  /// Copies rank 0's buffers to every rank (collective). forward() calls it when
+  /// options.broadcast_buffers is on; call it yourself before a forward you run directly.
+  void sync_buffers();
+
+  /// RAII guard: while alive, backward() accumulates gradients locally without all-reduce
+  /// (gradient accumulation); the first backward after it ends syncs the accumulated sum.
+  class NoSync {
+   public:
+    explicit NoSync(detail::Reducer* reducer);
+    NoSync(NoSync&& other) noexcept;
+    ~NoSync();
+
+   private:
+    detail::Reducer* reducer_;
+    bool previous_;
+  };
+  NoSync no_sync();
+
+  /// Parameter indexes (in module->parameters() order) of each bucket, in launch order.
+  std::vector<std::vector<std::size_t>> bucket_layout() const;
+  const std::shared_ptr<torch::nn::Module>& module_ptr() const { return module_; }
+  Communicator& comm() const { return *comm_; }
+  const DdpOptions& options() const { return options_; }
+
+ private:
+  std::shared_ptr<torch::nn::Module> module_;
+  std::shared_ptr<Communicator> comm_;
+  DdpOptions options_;
+  std::shared_ptr<detail::Reducer> reducer_;
+};
+
+/// Typed convenience over a ModuleHolder (e.g. torch::nn::Linear or a TORCH_MODULE):
+/// `nano::DDP model(Net(), world.comm); auto y = model(x);` forward() syncs buffers first.
+template <class Holder>
+class DDP : public DistributedDataParallel {
+ public:
+  DDP(Holder module, std::shared_ptr<Communicator> comm, DdpOptions options = {})
+      : DistributedDataParallel(module, std::move(comm), options), holder_(std::move(module)) {}
+
+  template <class... Args>
+  auto forward(Args&&... args) {
+    if (options().broadcast_buffers) sync_buffers();
+    return holder_->forward(std::forward<Args>(args)...);
+  }
+  template <class... Args>
+  auto operator()(Args&&... args) {
+    return forward(std::forward<Args>(args)...);
+  }
+  Holder& module() { return holder_; }
+  auto* operator->() { return holder_.get(); }
+
+ private:
+  Holder holder_;
+};
+
+/// Broadcasts `tensors` (any dtypes, contiguous or not) from `root` as one packed message.
+void broadcast_coalesced(Communicator& comm, const std::vector<at::Tensor>& tensors, int root = 0);
+
+}  // namespace nano

@@ -1,0 +1,268 @@
+#include "runtime/mpi_communicator.h"
+
+// The C API only: Open MPI's deprecated C++ bindings would need libmpi_cxx.
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+
+#include <ATen/ATen.h>
+#include <c10/util/BFloat16.h>
+
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "env-init/error.h"
+
+namespace nano {
+
+namespace {
+
+void check_mpi(int rc, const char* what) {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, text, &len);
+  throw Error(std::string("nano: ") + what + " failed: " + std::string(text, len));
+}
+
+// MPI has no bfloat16: a user op on a 2-byte type, summing in float.
+void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
+  auto* a = static_cast<const c10::BFloat16*>(in);
+  auto* b = static_cast<c10::BFloat16*>(inout);
+  for (int i = 0; i < *len; ++i) b[i] = c10::BFloat16(float(a[i]) + float(b[i]));
+}
+
+// Completion shared between the communication thread and a Work handle.
+struct Completion {
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool done = false;
+  std::exception_ptr error;
+
+  void finish(std::exception_ptr e) {
+    std::lock_guard<std::mutex> lock(mutex);
+    done = true;
+    error = e;
+    cv.notify_all();
+  }
+  void wait() {
+    std::unique_lock<std::mutex> lock(mutex);
+    cv.wait(lock, [&] { return done; });
+    if (error) std::rethrow_exception(error);
+  }
+};
+
+class MpiWork : public Work {
+ public:
+  explicit MpiWork(std::shared_ptr<Completion> c) : completion_(std::move(c)) {}
+  ~MpiWork() override {
+    try {
+      if (!waited_) completion_->wait();
+    } catch (...) {
+    }
+  }
+  void wait() override {
+    waited_ = true;
+    completion_->wait();
+  }
+
+ private:
+  std::shared_ptr<Completion> completion_;
+  bool waited_ = false;
+};
+
+}  // namespace
+
+// Owns MPI for the whole process: MPI_Init_thread and MPI_Finalize happen on its thread,
+// which runs every MPI call in submission order.
+class MpiEngine {
+ public:
+  static std::shared_ptr<MpiEngine> instance() {
+    // Kept alive until static destruction so MPI_Finalize runs at exit (mpirun requires it)
+    // and MPI is never initialised twice.
+    static std::shared_ptr<MpiEngine> engine(new MpiEngine());
+    return engine;
+  }
+
+  ~MpiEngine() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+      cv_.notify_all();
+    }
+    if (thread_.joinable()) thread_.join();
+  }
+
+  std::shared_ptr<Completion> submit(std::function<void()> task) {
+    auto completion = std::make_shared<Completion>();
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (init_error_) std::rethrow_exception(init_error_);
+    queue_.emplace_back([task = std::move(task), completion] {
+      try {
+        task();
+        completion->finish(nullptr);
+      } catch (...) {
+        completion->finish(std::current_exception());
+      }
+    });
+    cv_.notify_all();
+    return completion;
+  }
+
+  void run(std::function<void()> task) { submit(std::move(task))->wait(); }
+
+  MPI_Datatype bf16_type() const { return bf16_type_; }
+  MPI_Op bf16_sum_op() const { return bf16_sum_op_; }
+
+ private:
+  MpiEngine() {
+    auto ready = std::make_shared<Completion>();
+    thread_ = std::thread([this, ready] { loop(ready); });
+    try {
+      ready->wait();
+    } catch (...) {
+      init_error_ = std::current_exception();
+    }
+  }
+
+  void loop(std::shared_ptr<Completion> ready) {
+    try {
+      int initialized = 0;
+      MPI_Initialized(&initialized);
+      if (!initialized) {
+        int provided = 0;
+        check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided),
+                  "MPI_Init_thread");
+        owns_mpi_ = true;
+      }
+      check_mpi(MPI_Type_contiguous(2, MPI_BYTE, &bf16_type_), "MPI_Type_contiguous");
+      check_mpi(MPI_Type_commit(&bf16_type_), "MPI_Type_commit");
+      check_mpi(MPI_Op_create(&bf16_sum, 1, &bf16_sum_op_), "MPI_Op_create");
+      ready->finish(nullptr);
+    } catch (...) {
+      ready->finish(std::current_exception());
+      return;
+    }
+    for (;;) {
+      std::function<void()> task;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+        if (queue_.empty()) break;
+        task = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      task();
+    }
+    MPI_Op_free(&bf16_sum_op_);
+    MPI_Type_free(&bf16_type_);
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (owns_mpi_ && !finalized) MPI_Finalize();
+  }
+
+  std::thread thread_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> queue_;
+  bool stopping_ = false;
+  bool owns_mpi_ = false;
+  std::exception_ptr init_error_;
+  MPI_Datatype bf16_type_ = MPI_DATATYPE_NULL;
+  MPI_Op bf16_sum_op_ = MPI_OP_NULL;
+};
+
+namespace {
+MPI_Comm as_comm(void* p) { return reinterpret_cast<MPI_Comm>(p); }
+constexpr int64_t kMaxCount = 1 << 30;  // MPI counts are int
+}  // namespace
+
+MpiCommunicator::MpiCommunicator(const Context& context) : engine_(MpiEngine::instance()) {
+  MPI_Comm comm = MPI_COMM_NULL;
+  engine_->run([&] {
+    check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &comm), "MPI_Comm_dup");
+    MPI_Comm_rank(comm, &rank_);
+    MPI_Comm_size(comm, &size_);
+  });
+  comm_ = reinterpret_cast<void*>(comm);
+  if (rank_ != context.rank || size_ != context.world_size) {
+    throw Error("nano: MPI world (rank " + std::to_string(rank_) + " of " +
+                std::to_string(size_) + ") disagrees with the environment (rank " +
+                std::to_string(context.rank) + " of " + std::to_string(context.world_size) + ")");
+  }
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  MPI_Comm comm = as_comm(comm_);
+  try {
+    engine_->run([&] { MPI_Comm_free(&comm); });
+  } catch (...) {
+  }
+}
+
+void MpiCommunicator::broadcast(at::Tensor& tensor, int root) {
+  if (!tensor.is_contiguous() || !tensor.device().is_cpu()) {
+    throw Error("nano: broadcast: expected a contiguous CPU tensor");
+  }
+  if (root < 0 || root >= size_) {
+    throw Error("nano: broadcast: bad root " + std::to_string(root) + " in a world of " +
+                std::to_string(size_));
+  }
+  char* data = static_cast<char*>(tensor.data_ptr());
+  int64_t bytes = tensor.nbytes();
+  MPI_Comm comm = as_comm(comm_);
+  engine_->run([&] {
+    for (int64_t off = 0; off < bytes; off += kMaxCount) {
+      int count = static_cast<int>(std::min(kMaxCount, bytes - off));
+      check_mpi(MPI_Bcast(data + off, count, MPI_BYTE, root, comm), "MPI_Bcast");
+    }
+  });
+}
+
+std::unique_ptr<Work> MpiCommunicator::all_reduce_async(at::Tensor& tensor, ReduceOp op) {
+  check_reducible(tensor, "all_reduce");
+  MPI_Datatype type = MPI_FLOAT;
+  MPI_Op mpi_op = MPI_SUM;
+  size_t elem = 4;
+  switch (tensor.scalar_type()) {
+    case at::kDouble: type = MPI_DOUBLE; elem = 8; break;
+    case at::kBFloat16: type = engine_->bf16_type(); mpi_op = engine_->bf16_sum_op(); elem = 2; break;
+    default: break;
+  }
+  MPI_Comm comm = as_comm(comm_);
+  const int size = size_;
+  // The task holds its own reference so the storage outlives the collective.
+  return std::make_unique<MpiWork>(engine_->submit([=]() mutable {
+    char* data = static_cast<char*>(tensor.data_ptr());
+    int64_t n = tensor.numel();
+    for (int64_t off = 0; off < n; off += kMaxCount) {
+      int count = static_cast<int>(std::min(kMaxCount, n - off));
+      check_mpi(MPI_Allreduce(MPI_IN_PLACE, data + off * elem, count, type, mpi_op, comm),
+                "MPI_Allreduce");
+    }
+    if (op == ReduceOp::kAverage && size > 1) tensor.div_(size);
+  }));
+}
+
+void MpiCommunicator::barrier() {
+  MPI_Comm comm = as_comm(comm_);
+  engine_->run([&] { check_mpi(MPI_Barrier(comm), "MPI_Barrier"); });
+}
+
+std::vector<double> MpiCommunicator::gather(const std::vector<double>& values) {
+  std::vector<double> in = values;
+  std::vector<double> out(rank_ == 0 ? values.size() * size_ : 0);
+  MPI_Comm comm = as_comm(comm_);
+  engine_->run([&] {
+    check_mpi(MPI_Gather(in.data(), static_cast<int>(in.size()), MPI_DOUBLE, out.data(),
+                         static_cast<int>(in.size()), MPI_DOUBLE, 0, comm),
+              "MPI_Gather");
+  });
+  return out;
+}
+
+}  // namespace nano

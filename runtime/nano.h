@@ -1,0 +1,10 @@
+#pragma once
+// nano's runtime in one include: context (init), communicators, DistributedDataParallel,
+// auto_lr warm-up and data sharding.
+#include "runtime/auto_lr.h"
+#include "runtime/communicator.h"
+#include "runtime/context.h"
+#include "runtime/ddp.h"
+#include "runtime/gloo_communicator.h"
+#include "runtime/mpi_communicator.h"
+#include "runtime/sharding.h"

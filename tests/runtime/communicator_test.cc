@@ -1,0 +1,89 @@
+// Process-level tests of the communicators: real ranks under mpirun (MPI communicator) and
+// under this test's own launcher (Gloo communicator, c10d TCPStore rendezvous).
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "tests/runtime/launch.h"
+
+using nano::test::run_mpirun;
+using nano::test::run_ranks;
+using nano::test::run_world;
+
+namespace {
+
+// The last line of `text` with its newline (c10d may log lines of its own before ours).
+std::string last_line(const std::string& text) {
+  auto end = text.size() && text.back() == '\n' ? text.size() - 1 : text.size();
+  auto start = text.rfind('\n', end ? end - 1 : 0);
+  return text.substr(start == std::string::npos || end == 0 ? 0 : start + 1);
+}
+
+const std::string kWorker = NANO_TEST_RANK_WORKER;
+
+// Asserts every rank printed its OK line and exited 0.
+void expect_ok_gloo(const std::string& scenario, int world, const std::string& arg = "") {
+  std::vector<std::string> argv{kWorker, scenario};
+  if (!arg.empty()) argv.push_back(arg);
+  auto results = run_world(argv, world);
+  for (int r = 0; r < world; ++r) {
+    INFO("gloo rank " << r << " stdout:\n" << results[r].out << "stderr:\n" << results[r].err);
+    CHECK(results[r].exit_code == 0);
+    CHECK(results[r].out.find("OK " + scenario + " rank " + std::to_string(r) + " of " +
+                              std::to_string(world) + " (gloo)") != std::string::npos);
+  }
+}
+
+void expect_ok_mpi(const std::string& scenario, int world, const std::string& arg = "") {
+  std::vector<std::string> argv{kWorker, scenario};
+  if (!arg.empty()) argv.push_back(arg);
+  auto result = run_mpirun(argv, world);
+  INFO("mpirun stdout:\n" << result.out << "stderr:\n" << result.err);
+  CHECK(result.exit_code == 0);
+  for (int r = 0; r < world; ++r) {
+    CHECK(result.out.find("OK " + scenario + " rank " + std::to_string(r) + " of " +
+                          std::to_string(world) + " (mpi)") != std::string::npos);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("collectives: rank-filled all-reduce closed form, f32/f64/bf16, broadcast, gather") {
+  SUBCASE("mpi, 2 ranks") { expect_ok_mpi("collectives", 2); }
+  SUBCASE("gloo, 2 ranks") { expect_ok_gloo("collectives", 2); }
+  SUBCASE("gloo, 3 ranks") { expect_ok_gloo("collectives", 3); }
+}
+
+TEST_CASE("a world of one runs without any launcher") {
+  auto result = nano::test::run_ranks({kWorker, "collectives"}, 1, {0});
+  // run_ranks sets RANK/WORLD_SIZE=1: the self communicator.
+  INFO(result[0].out << result[0].err);
+  CHECK(result[0].exit_code == 0);
+  CHECK(result[0].out.find("OK collectives rank 0 of 1 (self)") != std::string::npos);
+}
+
+TEST_CASE("gloo rendezvous that does not complete fails with the address and missing ranks") {
+  const int port = nano::test::free_port();
+  const std::string address = "127.0.0.1:" + std::to_string(port);
+  SUBCASE("only rank 0 started: rank 1 is missing") {
+    auto results = run_ranks({kWorker, "collectives"}, 2, {0},
+                             {{"NANO_RENDEZVOUS_TIMEOUT", "1"}}, port, 60);
+    CHECK(results[0].exit_code == 3);
+    CHECK(last_line(results[0].err) == "nano: rendezvous at " + address +
+                                " timed out after 1 s: 1 of 2 ranks did not join (missing: 1)\n");
+  }
+  SUBCASE("only rank 2 of 3 started: ranks 0 (the store host) and 1 are missing") {
+    auto results = run_ranks({kWorker, "collectives"}, 3, {2},
+                             {{"NANO_RENDEZVOUS_TIMEOUT", "1.5"}}, port, 60);
+    CHECK(results[0].exit_code == 3);
+    CHECK(last_line(results[0].err) ==
+          "nano: rendezvous at " + address +
+              " timed out after 1.5 s: the store host (rank 0) did not answer\n");
+  }
+}
+
+TEST_CASE("bad rank variables are one-line usage errors") {
+  auto results = run_ranks({kWorker, "collectives"}, 2, {0}, {{"NANO_BACKEND", "nccl"}}, 0, 60);
+  CHECK(results[0].exit_code == 3);
+  CHECK(last_line(results[0].err) == "nano: bad NANO_BACKEND='nccl': expected auto, mpi or gloo\n");
+}

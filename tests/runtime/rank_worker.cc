@@ -1,0 +1,392 @@
+// The rank program of the runtime's process-level tests: `rank_worker SCENARIO [ARGS]`.
+// Each rank checks its own results against closed forms or a local single-process reference,
+// prints "OK <scenario> rank R of N (<backend>)" and exits 0, or prints "FAIL ..." and exits 1.
+// nano::Error escaping init (e.g. the rendezvous timeout) is printed to stderr, exit 3.
+#include <torch/torch.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <sstream>
+#include <string>
+
+#include "env-init/error.h"
+#include "runtime/nano.h"
+
+namespace {
+
+int failures = 0;
+std::string tag;
+
+void check(bool ok, const std::string& what) {
+  if (!ok) {
+    std::cout << "FAIL " << tag << ": " << what << std::endl;
+    ++failures;
+  }
+}
+
+std::string str(double v) {
+  std::ostringstream out;
+  out.precision(17);
+  out << v;
+  return out.str();
+}
+
+// --- collectives: rank-filled all-reduce, broadcast, gather, barrier -------------------------
+void scenario_collectives(nano::World& w) {
+  auto& comm = *w.comm;
+  const int n = w.size(), r = w.rank();
+  const double sum = n * (n - 1) / 2.0;
+  for (auto dtype : {torch::kFloat, torch::kDouble, torch::kBFloat16}) {
+    const std::string name = c10::toString(dtype);
+    auto t = torch::full({1000}, r, torch::TensorOptions().dtype(dtype));
+    comm.all_reduce(t, nano::ReduceOp::kSum);
+    check(t.eq(sum).all().item<bool>(), name + " sum != " + str(sum) + " (got " + str(t[0].item<double>()) + ")");
+    auto a = torch::full({7}, r + 1, torch::TensorOptions().dtype(dtype));
+    comm.all_reduce(a, nano::ReduceOp::kAverage);
+    const double avg = (n + 1) / 2.0;
+    check(a.eq(avg).all().item<bool>(), name + " average != " + str(avg));
+  }
+  // Several outstanding asynchronous reductions, waited in reverse order.
+  std::vector<torch::Tensor> ts;
+  std::vector<std::unique_ptr<nano::Work>> works;
+  for (int i = 0; i < 6; ++i) ts.push_back(torch::full({1000 * (i + 1)}, r * (i + 1), torch::kFloat));
+  for (auto& t : ts) works.push_back(comm.all_reduce_async(t, nano::ReduceOp::kSum));
+  for (int i = 5; i >= 0; --i) {
+    works[i]->wait();
+    check(ts[i].eq(sum * (i + 1)).all().item<bool>(), "async #" + std::to_string(i) + " wrong");
+  }
+  // A 6 MB buffer (the multi-chunk path of the transports).
+  auto big = torch::full({1536 * 1024}, r, torch::kFloat);
+  comm.all_reduce(big);
+  check(big.eq(sum).all().item<bool>(), "6 MB all-reduce wrong");
+  // Broadcast from every root, including an int64 tensor.
+  for (int root = 0; root < n; ++root) {
+    auto b = torch::full({5}, r * 10 + 1, torch::kLong);
+    comm.broadcast(b, root);
+    check(b.eq(root * 10 + 1).all().item<bool>(), "broadcast from root " + std::to_string(root));
+  }
+  auto g = comm.gather({double(r), r * 0.5});
+  if (r == 0) {
+    check(g.size() == size_t(2 * n), "gather size " + std::to_string(g.size()));
+    for (int i = 0; i < n && g.size() == size_t(2 * n); ++i) {
+      check(g[2 * i] == i && g[2 * i + 1] == i * 0.5, "gather value of rank " + std::to_string(i));
+    }
+  } else {
+    check(g.empty(), "gather result on rank > 0 not empty");
+  }
+  comm.barrier();
+  bool threw = false;
+  try {
+    auto bad = torch::zeros({3}, torch::kInt);
+    comm.all_reduce(bad);
+  } catch (const nano::Error& e) {
+    threw = std::string(e.what()) ==
+            "nano: all_reduce: unsupported tensor (Int): expected a contiguous CPU tensor of "
+            "Float, Double or BFloat16";
+    if (!threw) std::cout << "unexpected message: " << e.what() << std::endl;
+  }
+  check(threw, "int all-reduce did not throw the expected nano::Error");
+}
+
+// --- models --------------------------------------------------------------------------------
+struct NetImpl : torch::nn::Module {
+  NetImpl() {
+    fc1 = register_module("fc1", torch::nn::Linear(6, 16));
+    fc2 = register_module("fc2", torch::nn::Linear(16, 8));
+    fc3 = register_module("fc3", torch::nn::Linear(8, 3));
+    extra = register_module("extra", torch::nn::Linear(16, 3));
+    unused = register_parameter("unused", torch::randn({4}));
+    bn = register_module("bn", torch::nn::BatchNorm1d(16));
+  }
+  // use_extra: the branch only some ranks take (unused-parameter test).
+  torch::Tensor forward(torch::Tensor x, bool use_extra = false) {
+    auto h = torch::relu(fc1(x));
+    auto y = fc3(torch::relu(fc2(h)));
+    if (use_extra) y = y + extra(h);
+    return y;
+  }
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr}, fc3{nullptr}, extra{nullptr};
+  torch::nn::BatchNorm1d bn{nullptr};
+  torch::Tensor unused;
+};
+TORCH_MODULE(Net);
+
+torch::Tensor flat_params(torch::nn::Module& m) {
+  std::vector<torch::Tensor> all;
+  for (auto& p : m.parameters()) all.push_back(p.detach().reshape(-1).to(torch::kDouble));
+  for (auto& b : m.buffers()) all.push_back(b.detach().reshape(-1).to(torch::kDouble));
+  return torch::cat(all);
+}
+
+void copy_params(torch::nn::Module& from, torch::nn::Module& to) {
+  torch::NoGradGuard no_grad;
+  auto a = from.parameters(), b = to.parameters();
+  for (size_t i = 0; i < a.size(); ++i) b[i].copy_(a[i]);
+}
+
+// Deterministic data of the whole world: rank r's batch is rows [r*B, (r+1)*B).
+std::pair<torch::Tensor, torch::Tensor> world_batch(int n, int per_rank, int iteration) {
+  auto gen = torch::make_generator<at::CPUGeneratorImpl>(1000 + iteration);
+  auto x = torch::randn({n * per_rank, 6}, gen);
+  auto y = torch::randn({n * per_rank, 3}, gen);
+  return {x, y};
+}
+
+size_t bucket_cap(int argc, char** argv) {
+  return argc > 2 ? std::stoul(argv[2]) : 25u * 1024 * 1024;
+}
+
+// --- broadcast: differently seeded replicas become identical -------------------------------
+void scenario_broadcast(nano::World& w, size_t cap) {
+  torch::manual_seed(17 + w.rank());
+  Net net;
+  {
+    torch::NoGradGuard g;
+    net->bn->running_mean.fill_(w.rank() + 3);
+  }
+  auto before = flat_params(*net);
+  nano::DDP<Net> ddp(net, w.comm, {cap});
+  auto after = flat_params(*net);
+  auto reference = after.clone();
+  w.comm->broadcast(reference, 0);
+  check(torch::equal(after, reference), "replica differs from rank 0 after DDP construction");
+  if (w.rank() == 0) check(torch::equal(before, after), "rank 0's parameters changed");
+  if (w.rank() != 0) check(!torch::equal(before, after), "seeds did not differ (test is vacuous)");
+  // Buffers drift (each rank's own batch statistics); forward() brings rank 0's back.
+  {
+    torch::NoGradGuard g;
+    net->bn->running_var.fill_(w.rank() + 7);
+  }
+  ddp.forward(torch::ones({2, 6}));
+  check(net->bn->running_var.eq(7).all().item<bool>(), "buffer not synced from rank 0 before forward");
+}
+
+// --- gradient averaging: closed form through the multi-bucket path -------------------------
+void scenario_rank_grads(nano::World& w, size_t cap) {
+  torch::manual_seed(1);
+  Net net;
+  nano::DistributedDataParallel ddp(net, w.comm, {cap});
+  const size_t buckets = ddp.bucket_layout().size();
+  std::cout << "buckets " << buckets << std::endl;
+  const int n = w.size();
+  for (int it = 0; it < 2; ++it) {
+    net->zero_grad();
+    auto loss = torch::zeros({}, torch::kFloat);
+    for (auto& p : net->parameters()) loss = loss + p.sum() * float(w.rank() + it);
+    loss.backward();
+    // sum over ranks of (r + it) / n
+    const double expect = (n * (n - 1) / 2.0 + n * it) / n;
+    for (auto& p : net->parameters()) {
+      check(p.grad().defined() && p.grad().eq(float(expect)).all().item<bool>(),
+            "averaged grad != " + str(expect) + " at iteration " + std::to_string(it));
+    }
+  }
+}
+
+// --- N-rank DDP gradients == single-process gradients of the concatenated batch -------------
+void scenario_grads(nano::World& w, size_t cap) {
+  const int n = w.size(), r = w.rank(), per = 4;
+  torch::manual_seed(123);
+  Net reference;
+  torch::manual_seed(r == 0 ? 123 : 500 + r);
+  Net net;
+  nano::DistributedDataParallel ddp(net, w.comm, {cap});
+  for (int it = 0; it < 3; ++it) {
+    auto [x, y] = world_batch(n, per, it);
+    net->zero_grad();
+    reference->zero_grad();
+    torch::mse_loss(net->forward(x.narrow(0, r * per, per)), y.narrow(0, r * per, per)).backward();
+    torch::mse_loss(reference->forward(x), y).backward();
+    auto a = net->parameters(), b = reference->parameters();
+    double worst = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (!b[i].grad().defined()) continue;  // "extra", "unused": none in the reference
+      worst = std::max(worst, (a[i].grad() - b[i].grad()).abs().max().item<double>());
+    }
+    check(worst <= 1e-6, "iteration " + std::to_string(it) + ": max |grad - reference| = " + str(worst));
+    // Step both identically so the next iteration starts from new weights.
+    torch::NoGradGuard g;
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (b[i].grad().defined()) {
+        a[i].sub_(0.1 * b[i].grad());
+        b[i].sub_(0.1 * b[i].grad());
+      }
+    }
+  }
+  // no_sync: two local micro-batches accumulate, the third backward averages the sum.
+  net->zero_grad();
+  reference->zero_grad();
+  for (int micro = 0; micro < 3; ++micro) {
+    auto [x, y] = world_batch(n, per, 10 + micro);
+    auto local = torch::mse_loss(net->forward(x.narrow(0, r * per, per)), y.narrow(0, r * per, per));
+    if (micro < 2) {
+      auto guard = ddp.no_sync();
+      local.backward();
+    } else {
+      local.backward();
+    }
+    torch::mse_loss(reference->forward(x), y).backward();
+  }
+  auto a = net->parameters(), b = reference->parameters();
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (b[i].grad().defined()) worst = std::max(worst, (a[i].grad() - b[i].grad()).abs().max().item<double>());
+  }
+  check(worst <= 1e-6, "no_sync accumulation: max |grad - reference| = " + str(worst));
+}
+
+// --- unused parameters: some ranks skip a branch, one parameter is never used ---------------
+void scenario_unused(nano::World& w, size_t cap) {
+  const int n = w.size(), r = w.rank(), per = 3;
+  torch::manual_seed(7);
+  Net net, reference;
+  copy_params(*net, *reference);
+  nano::DistributedDataParallel ddp(net, w.comm, {cap});
+  for (int it = 0; it < 3; ++it) {
+    auto [x, y] = world_batch(n, per, 20 + it);
+    // Rank q takes the extra branch when (q + it) is odd: the set of users changes per step.
+    auto uses_extra = [&](int q) { return (q + it) % 2 == 1; };
+    net->zero_grad();
+    torch::mse_loss(net->forward(x.narrow(0, r * per, per), uses_extra(r)),
+                    y.narrow(0, r * per, per)).backward();
+    // Reference: the mean over ranks of each rank's gradient, computed locally.
+    reference->zero_grad();
+    for (int q = 0; q < n; ++q) {
+      auto loss = torch::mse_loss(reference->forward(x.narrow(0, q * per, per), uses_extra(q)),
+                                  y.narrow(0, q * per, per)) / double(n);
+      loss.backward();
+    }
+    auto a = net->parameters(), b = reference->parameters();
+    double worst = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      auto expect = b[i].grad().defined() ? b[i].grad() : torch::zeros_like(b[i]);
+      if (!a[i].grad().defined()) {
+        check(false, "a parameter has no gradient after backward");
+        continue;
+      }
+      worst = std::max(worst, (a[i].grad() - expect).abs().max().item<double>());
+    }
+    check(worst <= 1e-6, "iteration " + std::to_string(it) + ": max |grad - reference| = " + str(worst));
+  }
+}
+
+// --- the seed's equivalence check ----------------------------------------------------------
+void scenario_equivalence(nano::World& w) {
+  // Rows (x, target): x = [0, 0, 1, 1], targets 0.
+  auto rows = torch::tensor({0.f, 0.f, 0.f, 0.f, 1.f, 0.f, 1.f, 0.f}).reshape({4, 2});
+  auto dataset = torch::data::datasets::TensorDataset(rows);
+  torch::nn::Linear model(torch::nn::LinearOptions(1, 1).bias(false));
+  {
+    torch::NoGradGuard g;
+    model->weight.fill_(1.0);
+  }
+  nano::DDP<torch::nn::Linear> ddp(model, w.comm);
+  const double lr = w.size() == 1 ? 0.25 : 0.5;
+  torch::optim::SGD sgd(model->parameters(), torch::optim::SGDOptions(lr));
+  nano::AutoLr auto_lr(sgd, w.size(), {/*enabled=*/false});
+  nano::ShardOptions shard;
+  shard.shuffle = w.size() > 1;  // one process: the seed's fixed order
+  auto loader = nano::make_sharded_loader(dataset.map(torch::data::transforms::Stack<torch::data::TensorExample>()), w, 2, shard);
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    for (auto& batch : *loader) {
+      auto xb = batch.data.narrow(1, 0, 1);
+      auto yb = batch.data.narrow(1, 1, 1);
+      sgd.zero_grad();
+      torch::mse_loss(ddp(xb), yb).backward();
+      sgd.step();
+      auto_lr.step();
+    }
+  }
+  const double final_w = model->weight.item<double>();
+  std::cout << "w " << str(final_w) << std::endl;
+  check(final_w == 0.25, "final w = " + str(final_w) + ", expected 0.25 exactly");
+}
+
+// --- auto_lr across a real world: the rate at every step equals the closed form -------------
+void scenario_auto_lr(nano::World& w) {
+  auto p = torch::zeros({3}, torch::requires_grad());
+  torch::optim::SGD sgd({p}, torch::optim::SGDOptions(0.1));
+  nano::AutoLrOptions o;
+  o.warmup_steps = 8;
+  nano::AutoLr warm(sgd, w.size(), o);
+  for (int s = 0; s <= 12; ++s) {
+    const double expect = 0.1 * (1.0 + (w.size() - 1) * double(std::min(s, 8)) / 8.0);
+    const double got = sgd.param_groups()[0].options().get_lr();
+    check(std::abs(got - expect) <= 1e-15, "step " + std::to_string(s) + ": lr " + str(got) + " != " + str(expect));
+    p.sum().backward();
+    w.comm->all_reduce(p.mutable_grad(), nano::ReduceOp::kAverage);
+    sgd.step();
+    warm.step();
+  }
+}
+
+// --- sharding: disjoint shards covering the dataset, reshuffled each epoch ------------------
+void scenario_sharding(nano::World& w) {
+  const int n = w.size();
+  auto dataset = torch::data::datasets::TensorDataset(torch::arange(0, 40 * n, torch::kDouble))
+                     .map(torch::data::transforms::Stack<torch::data::TensorExample>());
+  auto loader = nano::make_sharded_loader(std::move(dataset), w, 8);
+  std::vector<double> first_epoch;
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    std::vector<double> seen;
+    int batches = 0;
+    for (auto& batch : *loader) {
+      ++batches;
+      check(batch.data.size(0) == 8, "per-rank batch size " + std::to_string(batch.data.size(0)));
+      for (int64_t i = 0; i < batch.data.size(0); ++i) seen.push_back(batch.data[i].item<double>());
+    }
+    check(batches == 5, "batches per epoch " + std::to_string(batches));
+    // Every index once across ranks: gather all of them on rank 0.
+    auto all = w.comm->gather(seen);
+    if (w.rank() == 0) {
+      std::sort(all.begin(), all.end());
+      bool cover = all.size() == size_t(40 * n);
+      for (size_t i = 0; cover && i < all.size(); ++i) cover = all[i] == double(i);
+      check(cover, "shards of epoch " + std::to_string(epoch) + " are not a disjoint cover");
+    }
+    if (epoch == 0) first_epoch = seen;
+    else check(seen != first_epoch, "epoch 1 has the same order as epoch 0");
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::cerr << "usage: rank_worker SCENARIO [BUCKET_CAP_BYTES]\n";
+    return 2;
+  }
+  const std::string scenario = argv[1];
+  nano::World world;
+  try {
+    world = nano::init();
+  } catch (const nano::Error& e) {
+    std::cerr << e.what() << std::endl;
+    return 3;
+  }
+  tag = scenario + " rank " + std::to_string(world.rank());
+  const size_t cap = bucket_cap(argc, argv);
+  try {
+    if (scenario == "collectives") scenario_collectives(world);
+    else if (scenario == "broadcast") scenario_broadcast(world, cap);
+    else if (scenario == "rank-grads") scenario_rank_grads(world, cap);
+    else if (scenario == "grads") scenario_grads(world, cap);
+    else if (scenario == "unused") scenario_unused(world, cap);
+    else if (scenario == "equivalence") scenario_equivalence(world);
+    else if (scenario == "auto-lr") scenario_auto_lr(world);
+    else if (scenario == "sharding") scenario_sharding(world);
+    else {
+      std::cerr << "rank_worker: unknown scenario '" << scenario << "'\n";
+      return 2;
+    }
+  } catch (const std::exception& e) {
+    std::cout << "FAIL " << tag << ": exception: " << e.what() << std::endl;
+    return 1;
+  }
+  if (failures) return 1;
+  std::cout << "OK " << scenario << " rank " << world.rank() << " of " << world.size() << " ("
+            << world.comm->name() << ")" << std::endl;
+  return 0;
+}
