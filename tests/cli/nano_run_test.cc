@@ -241,6 +241,7 @@ TEST_CASE("a rank ignoring SIGTERM is SIGKILLed after the grace period") {
     Result r = wait_for(p);
     CHECK(r.rc == 3);
     CHECK(r.seconds < 6.0);
+    CHECK(r.err.find("nano-run: grace period over; killing the remaining ranks") != std::string::npos);
     CHECK(all_dead_within(pids, 0.5));
     std::system(("rm -rf " + dir).c_str());
   }
