@@ -3,6 +3,7 @@
 #include <hwloc.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -166,9 +167,37 @@ Topology read(hwloc_topology_t t, const std::string& source, const std::string& 
   return topo;
 }
 
+// nano never looks at I/O devices, yet hwloc dlopens its plugins (OpenCL, GL, PCI) when a
+// topology is initialised; with an OpenCL loader installed that alone costs ~60 ms, paid by
+// nano-run and again by every MPI rank shim. hwloc reads the blacklist only while it loads its
+// plugins, so it is set around hwloc_topology_init and taken out again: ranks never inherit
+// it, and a user who chose plugins themselves (either variable set) keeps their choice.
+class IoPluginsOff {
+  static constexpr const char* kIoPlugins =
+      "hwloc_opencl,hwloc_gl,hwloc_pci,hwloc_cuda,hwloc_nvml,hwloc_rsmi,hwloc_levelzero";
+
+ public:
+  IoPluginsOff()
+      : active_(std::getenv("HWLOC_PLUGINS_BLACKLIST") == nullptr &&
+                std::getenv("HWLOC_COMPONENTS") == nullptr) {
+    if (active_) setenv("HWLOC_PLUGINS_BLACKLIST", kIoPlugins, 1);
+  }
+  ~IoPluginsOff() {
+    if (active_) unsetenv("HWLOC_PLUGINS_BLACKLIST");
+  }
+  IoPluginsOff(const IoPluginsOff&) = delete;
+  IoPluginsOff& operator=(const IoPluginsOff&) = delete;
+
+ private:
+  bool active_;
+};
+
 TopologyPtr start(Kind kind, const std::string& input) {
   hwloc_topology_t raw = nullptr;
-  if (hwloc_topology_init(&raw) != 0) throw Error("hwloc: cannot initialise a topology");
+  {
+    IoPluginsOff io_plugins_off;
+    if (hwloc_topology_init(&raw) != 0) throw Error("hwloc: cannot initialise a topology");
+  }
   TopologyPtr t(raw);
   hwloc_topology_set_flags(raw, HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED);
   if (kind == Kind::xml) {

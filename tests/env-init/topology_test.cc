@@ -2,6 +2,8 @@
 
 #include <doctest/doctest.h>
 
+#include <cstdlib>
+
 #include "env-init/cpulist.h"
 #include "env-init/error.h"
 #include "machines.h"
@@ -127,4 +129,12 @@ TEST_CASE("describe_topology summarises the machine") {
         "  NUMA node 1: package 0, 8 cores, CPUs 16-31\n");
   CHECK(describe_topology(load_xml_topology(nano_test::hybrid_xml())).find(
             "core kinds:   hybrid: 8 performance, 4 efficiency\n") != std::string::npos);
+}
+
+TEST_CASE("reading this machine leaves hwloc's plugin blacklist out of the environment") {
+  // The I/O plugins are blocked only while hwloc initialises; ranks must not inherit that.
+  REQUIRE(std::getenv("HWLOC_PLUGINS_BLACKLIST") == nullptr);
+  const nano::Topology t = nano::load_machine_topology();
+  CHECK(!t.cores.empty());
+  CHECK(std::getenv("HWLOC_PLUGINS_BLACKLIST") == nullptr);
 }
