@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include <cstdlib>
+
 #include "env-init/error.h"
 #include "runtime/gloo_communicator.h"
 #include "runtime/mpi_communicator.h"
@@ -40,7 +42,19 @@ std::unique_ptr<Work> SelfCommunicator::all_reduce_async(at::Tensor& tensor, Red
 
 std::shared_ptr<Communicator> make_communicator(const Context& context) {
   switch (context.backend) {
-    case Backend::kMpi: return std::make_shared<MpiCommunicator>(context);
+    case Backend::kMpi: {
+      // Test and tuning knob: bytes of the per-rank shared-memory window (0 = MPI_Allreduce).
+      if (const char* text = std::getenv("NANO_MPI_SHM_BYTES")) {
+        char* end = nullptr;
+        const long long bytes = std::strtoll(text, &end, 10);
+        if (!*text || *end || bytes < 0 || (bytes > 0 && bytes < 64)) {
+          throw UsageError(std::string("nano: bad NANO_MPI_SHM_BYTES='") + text +
+                           "': expected 0 or a byte count >= 64");
+        }
+        return std::make_shared<MpiCommunicator>(context, static_cast<std::size_t>(bytes));
+      }
+      return std::make_shared<MpiCommunicator>(context);
+    }
     case Backend::kGloo: return std::make_shared<GlooCommunicator>(context);
     case Backend::kSelf:
     case Backend::kAuto: break;

@@ -2,6 +2,9 @@
 // Communicator over Open MPI's C API: shared memory between ranks of one host, the network
 // between hosts. Every MPI call runs on one dedicated communication thread, so an
 // all_reduce_async started from an autograd hook progresses while backward continues.
+// When every rank shares one host, all-reduce runs through an MPI shared-memory window
+// (each rank reduces its 1/N slice straight from its peers' memory, then gathers the others'
+// slices): about 1.5 memcpy of traffic per rank. Across hosts it is MPI_Allreduce.
 #include <memory>
 
 #include "runtime/communicator.h"
@@ -9,13 +12,15 @@
 namespace nano {
 
 class MpiEngine;
+struct ShmArena;
 
 class MpiCommunicator : public Communicator {
  public:
   /// Initialises MPI once per process (MPI_Init_thread on the communication thread; it is
   /// finalised at process exit) and duplicates MPI_COMM_WORLD. Throws nano::Error when MPI's
   /// world disagrees with `context` (rank or size).
-  explicit MpiCommunicator(const Context& context);
+  /// `shm_segment_bytes`: per-rank shared window (0 = never use shared memory).
+  explicit MpiCommunicator(const Context& context, std::size_t shm_segment_bytes = 16u << 20);
   ~MpiCommunicator() override;
 
   int rank() const override { return rank_; }
@@ -29,6 +34,7 @@ class MpiCommunicator : public Communicator {
  private:
   std::shared_ptr<MpiEngine> engine_;
   void* comm_ = nullptr;  // MPI_Comm, kept opaque so users need no <mpi.h>
+  std::shared_ptr<ShmArena> shm_;  // null when ranks span hosts
   int rank_ = 0;
   int size_ = 1;
 };

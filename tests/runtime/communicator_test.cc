@@ -34,10 +34,9 @@ void expect_ok_gloo(const std::string& scenario, int world, const std::string& a
   }
 }
 
-void expect_ok_mpi(const std::string& scenario, int world, const std::string& arg = "") {
+void expect_ok_mpi(const std::string& scenario, int world, const nano::test::Env& env = {}) {
   std::vector<std::string> argv{kWorker, scenario};
-  if (!arg.empty()) argv.push_back(arg);
-  auto result = run_mpirun(argv, world);
+  auto result = run_mpirun(argv, world, env);
   INFO("mpirun stdout:\n" << result.out << "stderr:\n" << result.err);
   CHECK(result.exit_code == 0);
   for (int r = 0; r < world; ++r) {
@@ -49,7 +48,13 @@ void expect_ok_mpi(const std::string& scenario, int world, const std::string& ar
 }  // namespace
 
 TEST_CASE("collectives: rank-filled all-reduce closed form, f32/f64/bf16, broadcast, gather") {
-  SUBCASE("mpi, 2 ranks") { expect_ok_mpi("collectives", 2); }
+  SUBCASE("mpi, 2 ranks, shared-memory path") { expect_ok_mpi("collectives", 2); }
+  SUBCASE("mpi, 3 ranks, shared memory in many small chunks") {
+    expect_ok_mpi("collectives", 3, {{"NANO_MPI_SHM_BYTES", "4096"}});
+  }
+  SUBCASE("mpi, 2 ranks, MPI_Allreduce path") {
+    expect_ok_mpi("collectives", 2, {{"NANO_MPI_SHM_BYTES", "0"}});
+  }
   SUBCASE("gloo, 2 ranks") { expect_ok_gloo("collectives", 2); }
   SUBCASE("gloo, 3 ranks") { expect_ok_gloo("collectives", 3); }
 }

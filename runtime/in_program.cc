@@ -1,0 +1,257 @@
+#include "runtime/in_program.h"
+
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+
+#include <torch/optim/optimizer.h>
+#include <torch/serialize/input-archive.h>
+#include <torch/serialize/output-archive.h>
+#include <torch/utils.h>
+
+#include "runtime/in_program_launch.h"
+
+namespace nano {
+namespace detail {
+const char* result_kind(const TrainResult& r) {
+  switch (r.index()) {
+    case 0: return "nothing";
+    case 1: return "double";
+    case 2: return "int64";
+    case 3: return "string";
+    default: return "tensor";
+  }
+}
+}  // namespace detail
+
+namespace in_program {
+namespace {
+
+// How many in-program trainings this process has reached; a re-executed rank must run the
+// same one its caller launched.
+int g_trainings_reached = 0;
+
+std::string env_or_empty(const EnvMap& env, const char* name) {
+  auto it = env.find(name);
+  return it == env.end() ? std::string() : it->second;
+}
+
+std::string make_report_path() {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/nano-in-program-XXXXXX";
+  std::vector<char> buf(templ.begin(), templ.end());
+  buf.push_back('\0');
+  int fd = mkstemp(buf.data());
+  if (fd < 0) throw Error("nano: cannot create a result file like " + templ);
+  close(fd);
+  return std::string(buf.data());
+}
+
+}  // namespace
+
+Role role_from_env(const EnvMap& env) {
+  const bool ranked = env.count("RANK") || env.count("OMPI_COMM_WORLD_RANK");
+  if (!ranked) return Role::kCaller;
+  return env.count(kMarkerVar) ? Role::kLaunchedRank : Role::kExternalRank;
+}
+
+struct Session::Hook {
+  at::Tensor param;
+  unsigned id = 0;
+  int64_t backwards = 0;
+  std::vector<AutoLr*> auto_lrs;
+};
+
+Session::Session(TorchNanoOptions options)
+    : options_(std::move(options)), role_(role_from_env(current_env())) {
+  const int index = ++g_trainings_reached;
+  if (role_ == Role::kLaunchedRank) {
+    const std::string marker = env_or_empty(current_env(), kMarkerVar);
+    if (marker != std::to_string(index)) {
+      throw UsageError("nano: this rank was launched for in-program training #" + marker +
+                       " but the re-executed program reached training #" +
+                       std::to_string(index) +
+                       " first; the program must reach the same training call on every run");
+    }
+  }
+}
+
+Session::~Session() { detach(); }
+
+void Session::launch() {
+  if (launched_ || role_ != Role::kCaller) return;
+  SelfLaunch l;
+  l.num_processes = options_.num_processes;
+  l.cpu_for_each_process = options_.cpu_for_each_process;
+  l.distributed_backend = options_.distributed_backend;
+  l.oversubscribe = options_.oversubscribe;
+  l.hostfile = options_.hostfile;
+  l.hosts = options_.hosts;
+  l.log_dir = options_.log_dir;
+  l.grace_period_ms = options_.grace_period_ms;
+  check_self_launch(l);  // bad options: nothing created, nothing started
+  const std::string path = make_report_path();
+  l.extra_env[kMarkerVar] = std::to_string(g_trainings_reached);
+  l.extra_env[kResultVar] = path;
+  try {
+    std::cout.flush();
+    std::fflush(nullptr);
+    launch_self(l);
+    read_report(path);
+  } catch (...) {
+    ::unlink(path.c_str());
+    throw;
+  }
+  ::unlink(path.c_str());
+  launched_ = true;
+}
+
+void Session::load_model(torch::nn::Module& model) const {
+  if (report_names_.empty()) {
+    throw Error("nano: rank 0 reported no model (its training never called setup() with one)");
+  }
+  std::map<std::string, at::Tensor> mine;
+  for (auto& p : model.named_parameters(true)) mine["p:" + p.key()] = p.value();
+  for (auto& b : model.named_buffers(true)) mine["b:" + b.key()] = b.value();
+  if (mine.size() != report_names_.size()) {
+    throw Error("nano: rank 0's model has " + std::to_string(report_names_.size()) +
+                " parameters and buffers, the caller's " + std::to_string(mine.size()));
+  }
+  torch::NoGradGuard no_grad;
+  for (std::size_t i = 0; i < report_names_.size(); ++i) {
+    auto it = mine.find(report_names_[i]);
+    if (it == mine.end()) {
+      throw Error("nano: the caller's model has no " + report_names_[i].substr(2) +
+                  " (rank 0's model has)");
+    }
+    if (!it->second.sizes().equals(report_tensors_[i].sizes())) {
+      throw Error("nano: " + report_names_[i].substr(2) + " has another shape in the caller's model");
+    }
+    it->second.copy_(report_tensors_[i]);
+  }
+}
+
+World& Session::world() {
+  if (!world_) world_ = nano::init();
+  return *world_;
+}
+
+void Session::attach(std::shared_ptr<torch::nn::Module> model,
+                     std::vector<torch::optim::Optimizer*> optimizers) {
+  detach();
+  model_ = std::move(model);
+  World& w = world();
+  ddp_ = std::make_unique<DistributedDataParallel>(model_, w.comm, options_.ddp);
+  const AutoLrOptions lr = options_.auto_lr.options;
+  if (!lr.enabled || w.size() == 1 || optimizers.empty()) return;
+  auto hook = std::make_shared<Hook>();
+  for (auto* opt : optimizers) {
+    auto_lrs_.push_back(std::make_unique<AutoLr>(*opt, w.size(), lr));
+    hook->auto_lrs.push_back(auto_lrs_.back().get());
+  }
+  for (auto& p : model_->parameters(true)) {
+    if (!p.requires_grad()) continue;
+    hook->param = p;
+    break;
+  }
+  if (!hook->param.defined()) return;
+  // The rate for step k must be in place before the k-th optimizer.step(): move it at every
+  // backward but the first (backward k precedes step k).
+  Hook* raw = hook.get();
+  hook->id = hook->param.register_hook([raw](const at::Tensor&) {
+    if (raw->backwards++ > 0) {
+      for (auto* a : raw->auto_lrs) a->step();
+    }
+  });
+  hook_ = std::move(hook);
+}
+
+void Session::detach() {
+  if (hook_) {
+    hook_->param.remove_hook(hook_->id);
+    hook_.reset();
+  }
+  auto_lrs_.clear();
+  ddp_.reset();
+}
+
+void Session::write_report(const std::string& path) const {
+  torch::serialize::OutputArchive archive;
+  std::string names;
+  std::vector<at::Tensor> tensors;
+  if (model_) {
+    for (auto& p : model_->named_parameters(true)) {
+      names += "p:" + p.key() + "\n";
+      tensors.push_back(p.value().detach());
+    }
+    for (auto& b : model_->named_buffers(true)) {
+      names += "b:" + b.key() + "\n";
+      tensors.push_back(b.value().detach());
+    }
+  }
+  archive.write("names", c10::IValue(names));
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    archive.write("t" + std::to_string(i), tensors[i], /*is_buffer=*/true);
+  }
+  archive.write("result_kind", c10::IValue(static_cast<int64_t>(result_.index())));
+  if (auto* d = std::get_if<double>(&result_)) archive.write("result", c10::IValue(*d));
+  if (auto* i = std::get_if<int64_t>(&result_)) archive.write("result", c10::IValue(*i));
+  if (auto* s = std::get_if<std::string>(&result_)) archive.write("result", c10::IValue(*s));
+  if (auto* t = std::get_if<at::Tensor>(&result_)) archive.write("result_tensor", t->detach(), true);
+  archive.save_to(path);
+}
+
+void Session::read_report(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || st.st_size == 0) {
+    throw Error("nano: rank 0 finished without reporting its results to " + path +
+                " (did the re-executed program reach the same training call?)");
+  }
+  torch::serialize::InputArchive archive;
+  archive.load_from(path);
+  c10::IValue v;
+  archive.read("names", v);
+  const std::string names = v.toStringRef();
+  std::size_t start = 0;
+  for (std::size_t end; (end = names.find('\n', start)) != std::string::npos; start = end + 1) {
+    report_names_.push_back(names.substr(start, end - start));
+    at::Tensor t;
+    archive.read("t" + std::to_string(report_tensors_.size()), t, /*is_buffer=*/true);
+    report_tensors_.push_back(t);
+  }
+  archive.read("result_kind", v);
+  switch (v.toInt()) {
+    case 1: archive.read("result", v); result_ = v.toDouble(); break;
+    case 2: archive.read("result", v); result_ = v.toInt(); break;
+    case 3: archive.read("result", v); result_ = v.toStringRef(); break;
+    case 4: {
+      at::Tensor t;
+      archive.read("result_tensor", t, true);
+      result_ = t;
+      break;
+    }
+    default: result_ = std::monostate{};
+  }
+}
+
+void Session::finish_launched_rank() {
+  int code = 0;
+  try {
+    const int rank = world().rank();
+    if (rank == 0) write_report(env_or_empty(current_env(), kResultVar));
+    detach();
+    model_.reset();
+    world_.reset();
+  } catch (const std::exception& e) {
+    std::cerr << "nano: rank could not report its results: " << e.what() << std::endl;
+    code = 1;
+  }
+  std::cout.flush();
+  std::exit(code);
+}
+
+}  // namespace in_program
+}  // namespace nano

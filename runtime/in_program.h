@@ -1,0 +1,159 @@
+#pragma once
+// The shared core of nano's in-program launch (nano::TorchNano and nano::nano): who this
+// process is (the caller, a rank it launched, or a rank of an outer nano-run/mpirun world),
+// the options, the value rank 0 hands back, and the per-process session that launches (in
+// the caller) or joins the world, wraps the model and reports rank 0's results (in a rank).
+#include <ATen/core/Tensor.h>
+#include <torch/nn/module.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <variant>
+#include <vector>
+
+#include "runtime/auto_lr.h"
+#include "runtime/context.h"
+#include "runtime/ddp.h"
+#include "runtime/in_program_error.h"
+
+namespace nano {
+
+/// auto_lr as a bool (`.auto_lr = false`) or full options (`.auto_lr = AutoLrOptions{...}`).
+struct AutoLrSetting {
+  AutoLrSetting() = default;
+  AutoLrSetting(bool enabled) { options.enabled = enabled; }  // NOLINT: implicit on purpose
+  AutoLrSetting(AutoLrOptions o) : options(o) {}              // NOLINT
+  AutoLrOptions options;
+};
+
+/// Options of nano::TorchNano and nano::nano(). Field order matters for designated
+/// initializers: `{.num_processes = 2, .distributed_backend = "mpi", .auto_lr = false}`.
+struct TorchNanoOptions {
+  int num_processes = 1;
+  /// One CPU list per rank, e.g. {{0}, {1}}; empty = nano's planner decides.
+  std::vector<std::vector<int>> cpu_for_each_process;
+  /// "subprocess" (default: re-execute this program per rank) or "mpi" (through mpirun and
+  /// nano-run's rank shim; hostfile/hosts for several machines). "fork" is refused.
+  std::string distributed_backend = "subprocess";
+  /// Linear warm-up of the learning rate to N times (on by default; no effect with N = 1).
+  AutoLrSetting auto_lr;
+  bool oversubscribe = false;   ///< allow more ranks than cores
+  std::string hostfile;         ///< mpi: Open MPI hostfile
+  std::string hosts;            ///< mpi: "host:slots,host:slots"
+  std::string log_dir;          ///< one log per rank ("" = none)
+  int grace_period_ms = 5000;   ///< SIGTERM -> SIGKILL delay when a rank fails
+  DdpOptions ddp;               ///< gradient bucket size etc.
+};
+using NanoOptions = TorchNanoOptions;
+
+/// The value rank 0's training code hands back to the caller.
+using TrainResult = std::variant<std::monostate, double, int64_t, std::string, at::Tensor>;
+
+namespace detail {
+template <class T>
+constexpr bool is_result_type_v =
+    std::is_void_v<T> || std::is_arithmetic_v<T> || std::is_same_v<T, std::string> ||
+    std::is_same_v<T, at::Tensor>;
+
+template <class T>
+TrainResult to_result(const T& value) {
+  if constexpr (std::is_same_v<T, bool> || std::is_integral_v<T>) {
+    return TrainResult(static_cast<int64_t>(value));
+  } else if constexpr (std::is_floating_point_v<T>) {
+    return TrainResult(static_cast<double>(value));
+  } else if constexpr (std::is_same_v<T, at::Tensor>) {
+    return TrainResult(value);
+  } else {
+    static_assert(std::is_same_v<T, std::string>,
+                  "nano: a training result must be a number, std::string or at::Tensor");
+    return TrainResult(value);
+  }
+}
+
+/// "nothing", "double", "int64", "string", "tensor".
+const char* result_kind(const TrainResult& result);
+
+template <class T>
+T from_result(const TrainResult& result) {
+  using Held = std::conditional_t<
+      std::is_integral_v<T>, int64_t,
+      std::conditional_t<std::is_floating_point_v<T>, double, T>>;
+  if (const Held* v = std::get_if<Held>(&result)) return static_cast<T>(*v);
+  throw Error(std::string("nano: rank 0's result is ") + result_kind(result) +
+              ", not the type asked for (" + result_kind(TrainResult(Held{})) + ")");
+}
+}  // namespace detail
+
+namespace in_program {
+
+/// Who this process is in an in-program launch.
+enum class Role {
+  kCaller,         ///< a plain process: launches the ranks and waits
+  kLaunchedRank,   ///< a rank re-executed by a caller (NANO_IN_PROGRAM set)
+  kExternalRank,   ///< a rank of a world started by nano-run, mpirun or torchrun: joins it
+};
+
+/// Pure: the role from the environment (rank variables and the in-program marker).
+Role role_from_env(const EnvMap& env);
+
+/// One in-program training of this process. Not copyable.
+class Session {
+ public:
+  /// Decides the role. In a launched rank, checks that this is the training the caller
+  /// launched (the n-th one this program reaches); throws UsageError otherwise.
+  explicit Session(TorchNanoOptions options);
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  Role role() const { return role_; }
+  const TorchNanoOptions& options() const { return options_; }
+
+  // ---- caller ----
+  /// Runs the ranks (this program re-executed) and waits; then reads rank 0's report.
+  /// Throws UsageError (nothing started) or RankFailedError. Idempotent.
+  void launch();
+  bool launched() const { return launched_; }
+  /// Copies rank 0's trained parameters and buffers into `model` (same names and shapes).
+  void load_model(torch::nn::Module& model) const;
+  const TrainResult& result() const { return result_; }
+
+  // ---- ranks ----
+  /// The connected world (nano::init() on first use).
+  World& world();
+  /// Wraps `model` for gradient averaging (DDP on the same module object: a plain
+  /// loss.backward() averages) and applies auto_lr to `optimizers`: the rate moves at every
+  /// backward after the first, i.e. before each optimizer.step() (one backward per step).
+  void attach(std::shared_ptr<torch::nn::Module> model,
+              std::vector<torch::optim::Optimizer*> optimizers);
+  DistributedDataParallel* ddp() { return ddp_.get(); }
+  void set_result(TrainResult result) { result_ = std::move(result); }
+  /// Launched rank: rank 0 writes its model and result for the caller; every rank tears
+  /// down (hooks, DDP, communicator) and exits with code 0.
+  [[noreturn]] void finish_launched_rank();
+  /// Removes hooks and DDP (the communicator stays until destruction).
+  void detach();
+
+ private:
+  void write_report(const std::string& path) const;
+  void read_report(const std::string& path);
+
+  TorchNanoOptions options_;
+  Role role_;
+  bool launched_ = false;
+  std::optional<World> world_;
+  std::shared_ptr<torch::nn::Module> model_;
+  std::unique_ptr<DistributedDataParallel> ddp_;
+  std::vector<std::unique_ptr<AutoLr>> auto_lrs_;
+  struct Hook;
+  std::shared_ptr<Hook> hook_;
+  TrainResult result_;
+  std::vector<std::string> report_names_;   // caller: rank 0's parameter and buffer names
+  std::vector<at::Tensor> report_tensors_;
+};
+
+}  // namespace in_program
+}  // namespace nano

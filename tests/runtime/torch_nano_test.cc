@@ -1,0 +1,368 @@
+// Tests of nano::TorchNano and nano::nano(): one program, modes chosen by argv[1], so only
+// one executable links torch. `unit` runs the doctest tables; every other mode is a real
+// in-program launch (this program re-executed as ranks) that checks its outcome in the
+// caller and exits 0 when everything matched, 1 (with a message) otherwise.
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <doctest/doctest.h>
+#include <sched.h>
+#include <signal.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+
+#include <torch/data.h>
+#include <torch/nn/functional/loss.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/optim/sgd.h>
+
+#include "runtime/in_program_launch.h"
+#include "runtime/nano_wrapper.h"
+#include "runtime/torch_nano.h"
+
+namespace {
+
+// The seed's equivalence data: x = [0, 0, 1, 1], targets 0.
+struct LineData : torch::data::datasets::Dataset<LineData> {
+  torch::data::Example<> get(std::size_t i) override {
+    const float x[] = {0, 0, 1, 1};
+    return {torch::full({1}, x[i]), torch::zeros({1})};
+  }
+  torch::optional<std::size_t> size() const override { return 4; }
+};
+using Data = decltype(LineData().map(torch::data::transforms::Stack<>()));
+
+torch::nn::Linear unit_model() {
+  torch::nn::Linear model(torch::nn::LinearOptions(1, 1).bias(false));
+  torch::NoGradGuard no_grad;
+  model->weight.fill_(1.0);
+  return model;
+}
+
+int env_rank() {
+  const char* r = std::getenv("RANK");
+  return r ? std::atoi(r) : 0;
+}
+
+std::string affinity_string() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  sched_getaffinity(0, sizeof set, &set);
+  std::string out;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &set)) out += (out.empty() ? "" : ",") + std::to_string(c);
+  }
+  return out;
+}
+
+int fail(const std::string& message) {
+  std::cerr << "FAIL: " << message << std::endl;
+  return 1;
+}
+
+// ---- A: the subclass API ----
+class LineNano : public nano::TorchNano {
+ public:
+  using TorchNano::TorchNano;
+  torch::nn::Linear model = unit_model();
+  std::string mode;
+
+  void train() override {
+    torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.5));
+    setup(model, optimizer);
+    auto loader = setup_dataloader(LineData().map(torch::data::transforms::Stack<>()), 2);
+    for (int epoch = 0; epoch < 2; ++epoch) {
+      for (auto& batch : *loader) {
+        optimizer.zero_grad();
+        auto loss = torch::nn::functional::mse_loss(model(batch.data), batch.target);
+        if (mode == "a-fail" && rank() == 1) {
+          std::cerr << "rank 1 is failing on purpose" << std::endl;
+          raise(SIGKILL);
+        }
+        backward(loss);
+        optimizer.step();
+      }
+    }
+    print0("rank 0 trained w = ", model->weight.item<double>());
+    if (mode == "affinity") {
+      // Rank 0 collects every rank's CPU list: "0's cpus;1's cpus".
+      auto mine = affinity_string();
+      std::vector<double> cpu = {mine.empty() ? -1.0 : std::stod(mine)};
+      auto all = world().comm->gather(cpu);
+      if (is_main()) {
+        std::string joined;
+        for (double c : all) joined += (joined.empty() ? "" : ";") + std::to_string(int(c));
+        set_result(joined);
+      }
+      return;
+    }
+    set_result(model->weight.item<double>());
+  }
+};
+
+nano::TorchNanoOptions options_for(const std::string& backend) {
+  return {.num_processes = 2, .distributed_backend = backend, .auto_lr = false};
+}
+
+int run_a_equiv(const std::string& backend) {
+  LineNano trainer(options_for(backend));
+  trainer.mode = "a-equiv";
+  trainer.train();
+  if (!trainer.is_caller()) return 0;  // a launched rank ends when `trainer` dies
+  const double w = trainer.model->weight.item<double>();
+  const double r = trainer.result<double>();
+  std::cout << "caller: w = " << w << ", result = " << r << std::endl;
+  if (w != 0.25) return fail("caller's model w = " + std::to_string(w) + ", expected 0.25");
+  if (r != 0.25) return fail("rank 0's result = " + std::to_string(r) + ", expected 0.25");
+  return 0;
+}
+
+// Under nano-run: every rank joins the outer world, trains and keeps its own result.
+int run_a_external() {
+  LineNano trainer(options_for("subprocess"));
+  trainer.mode = "a-external";
+  trainer.train();
+  const double w = trainer.model->weight.item<double>();
+  std::cout << "rank " << env_rank() << " of the outer world: w = " << w << std::endl;
+  if (trainer.is_caller()) return fail("a rank of nano-run thinks it is the caller");
+  return w == 0.25 ? 0 : fail("w = " + std::to_string(w) + ", expected 0.25");
+}
+
+int run_a_fail() {
+  LineNano trainer(options_for("subprocess"));
+  trainer.mode = "a-fail";
+  try {
+    trainer.train();
+  } catch (const nano::RankFailedError& e) {
+    std::cout << "caught: " << e.what() << " | tail: " << e.stderr_tail() << std::endl;
+    if (e.what() != "nano: rank 1 (host " + e.host() + ") was killed by SIGKILL") return fail(e.what());
+    if (e.rank() != 1 || e.signal() != SIGKILL || e.exit_code() != 0) return fail("fields");
+    if (e.launch_exit_code() != 128 + SIGKILL) return fail("launch exit code");
+    if (e.stderr_tail().find("rank 1 is failing on purpose") == std::string::npos) {
+      return fail("stderr tail lacks the rank's last line: " + e.stderr_tail());
+    }
+    return 0;
+  }
+  return fail("no RankFailedError");
+}
+
+int run_affinity() {
+  LineNano trainer({.num_processes = 2, .cpu_for_each_process = {{1}, {0}}, .auto_lr = false});
+  trainer.mode = "affinity";
+  trainer.train();
+  if (!trainer.is_caller()) return 0;
+  const auto cpus = trainer.result<std::string>();
+  std::cout << "ranks' affinity (rank 0;rank 1): " << cpus << std::endl;
+  return cpus == "1;0" ? 0 : fail("affinity " + cpus + ", expected 1;0");
+}
+
+// ---- B: the wrapper API, on an unchanged training function ----
+double training_loop(torch::nn::Linear model, torch::optim::SGD& optimizer,
+                     nano::ShardableLoader<Data>& loader, int epochs,
+                     torch::nn::MSELoss loss_func) {
+  for (int epoch = 0; epoch < epochs; ++epoch) {
+    for (auto& batch : *loader) {
+      optimizer.zero_grad();
+      loss_func(model(batch.data), batch.target).backward();
+      optimizer.step();
+    }
+  }
+  return model->weight.item<double>();
+}
+
+int run_b_equiv(const std::string& backend) {
+  auto model = unit_model();
+  torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.5));
+  nano::ShardableLoader<Data> loader(LineData().map(torch::data::transforms::Stack<>()), 2);
+  double w = nano::nano({.num_processes = 2, .distributed_backend = backend, .auto_lr = false})(
+      training_loop)(model, optimizer, loader, 2, torch::nn::MSELoss());
+  const double caller_w = model->weight.item<double>();
+  std::cout << "caller: w = " << caller_w << ", returned = " << w << std::endl;
+  if (caller_w != 0.25) return fail("caller's model w = " + std::to_string(caller_w));
+  if (w != 0.25) return fail("returned w = " + std::to_string(w));
+  return 0;
+}
+
+// Arguments in another order, a lambda, a string result; rank 1 throws.
+int run_b_fail() {
+  auto model = unit_model();
+  torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.5));
+  nano::ShardableLoader<Data> loader(LineData().map(torch::data::transforms::Stack<>()), 2);
+  auto loop = [](int epochs, nano::ShardableLoader<Data>& data, torch::optim::SGD& opt,
+                 torch::nn::Linear net) -> std::string {
+    for (auto& batch : data) {
+      if (env_rank() == 1) throw std::runtime_error("boom on rank 1");
+      opt.zero_grad();
+      torch::nn::functional::mse_loss(net(batch.data), batch.target).backward();
+      opt.step();
+    }
+    return "epochs " + std::to_string(epochs);
+  };
+  try {
+    nano::nano({.num_processes = 2, .grace_period_ms = 1000})(loop)(2, loader, optimizer, model);
+  } catch (const nano::RankFailedError& e) {
+    std::cout << "caught: " << e.what() << " | tail: " << e.stderr_tail() << std::endl;
+    if (e.what() != "nano: rank 1 (host " + e.host() + ") exited with code 1") return fail(e.what());
+    if (e.rank() != 1 || e.exit_code() != 1 || e.signal() != 0) return fail("fields");
+    if (e.stderr_tail().find("nano: rank 1: training function failed: boom on rank 1") ==
+        std::string::npos) {
+      return fail("stderr tail: " + e.stderr_tail());
+    }
+    return 0;
+  }
+  return fail("no RankFailedError");
+}
+
+// auto_lr through the wrapper: warm-up over 2 steps on 2 ranks; 4 steps of one epoch each.
+// The rate used at step k is 0.1 * (1 + min(k, 2) / 2): 0.1, 0.15, 0.2, 0.2.
+int run_b_auto_lr() {
+  auto model = unit_model();
+  torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.1));
+  nano::ShardableLoader<Data> loader(LineData().map(torch::data::transforms::Stack<>()), 2);
+  nano::AutoLrOptions lr;
+  lr.warmup_steps = 2;
+  auto loop = [](torch::optim::SGD& opt, torch::nn::Linear net, nano::ShardableLoader<Data>& data) {
+    for (int epoch = 0; epoch < 4; ++epoch) {
+      for (auto& batch : data) {
+        opt.zero_grad();
+        torch::nn::functional::mse_loss(net(batch.data), batch.target).backward();
+        opt.step();
+      }
+    }
+    return net->weight.item<double>();
+  };
+  const double w = nano::nano({.num_processes = 2, .auto_lr = lr})(loop)(optimizer, model, loader);
+  // The averaged gradient is w, so each step multiplies w by (1 - rate).
+  const double expected = 0.9 * 0.85 * 0.8 * 0.8;
+  std::cout << "auto_lr: w = " << w << ", expected " << expected << std::endl;
+  return std::abs(w - expected) < 1e-6 ? 0 : fail("auto_lr w = " + std::to_string(w));
+}
+
+}  // namespace
+
+// ---- unit tables (no processes) ----
+TEST_CASE("cpu lists become the planner's text") {
+  using nano::in_program::cpu_lists_to_string;
+  CHECK(cpu_lists_to_string({}) == "");
+  CHECK(cpu_lists_to_string({{0}, {1}}) == "0;1");
+  CHECK(cpu_lists_to_string({{0, 1, 2}, {3}}) == "0,1,2;3");
+  CHECK_THROWS_WITH_AS(cpu_lists_to_string({{0}, {}}),
+                       "nano: cpu_for_each_process: the list of rank 1 is empty", nano::UsageError);
+  CHECK_THROWS_WITH_AS(cpu_lists_to_string({{-2}}),
+                       "nano: cpu_for_each_process: bad CPU -2 for rank 0", nano::UsageError);
+}
+
+TEST_CASE("bad options are one-line usage errors") {
+  using nano::in_program::check_self_launch;
+  nano::in_program::SelfLaunch l;
+  l.num_processes = 2;
+  CHECK_NOTHROW(check_self_launch(l));
+  auto bad = l;
+  bad.num_processes = 0;
+  CHECK_THROWS_WITH_AS(check_self_launch(bad), "nano: num_processes must be at least 1, got 0",
+                       nano::UsageError);
+  bad = l;
+  bad.distributed_backend = "fork";
+  CHECK_THROWS_WITH_AS(check_self_launch(bad),
+                       "nano: distributed_backend \"fork\" is not supported (forking after "
+                       "libtorch has started its thread pools is unsafe); use \"subprocess\" or "
+                       "\"mpi\"",
+                       nano::UsageError);
+  bad = l;
+  bad.distributed_backend = "ray";
+  CHECK_THROWS_WITH_AS(check_self_launch(bad),
+                       "nano: unknown distributed_backend \"ray\": expected \"subprocess\" or \"mpi\"",
+                       nano::UsageError);
+  bad = l;
+  bad.cpu_for_each_process = {{0}};
+  CHECK_THROWS_WITH_AS(check_self_launch(bad),
+                       "nano: cpu_for_each_process has 1 lists for 2 processes", nano::UsageError);
+  bad = l;
+  bad.hosts = "a:2";
+  CHECK_THROWS_WITH_AS(check_self_launch(bad),
+                       "nano: hostfile/hosts need distributed_backend \"mpi\", got \"subprocess\"",
+                       nano::UsageError);
+}
+
+TEST_CASE("the command line is split at NULs") {
+  using nano::in_program::split_cmdline;
+  const std::vector<std::string> expected{"prog", "a b", "", "c"};
+  CHECK(split_cmdline(std::string("prog\0a b\0\0c\0", 12)) == expected);
+  CHECK(split_cmdline("").empty());
+}
+
+TEST_CASE("role from the environment") {
+  using nano::in_program::Role;
+  using nano::in_program::role_from_env;
+  CHECK(role_from_env({}) == Role::kCaller);
+  CHECK(role_from_env({{"NANO_IN_PROGRAM", "1"}}) == Role::kCaller);
+  CHECK(role_from_env({{"RANK", "0"}, {"WORLD_SIZE", "2"}}) == Role::kExternalRank);
+  CHECK(role_from_env({{"OMPI_COMM_WORLD_RANK", "1"}}) == Role::kExternalRank);
+  CHECK(role_from_env({{"RANK", "1"}, {"NANO_IN_PROGRAM", "1"}}) == Role::kLaunchedRank);
+}
+
+TEST_CASE("results convert by kind, a wrong kind is an error") {
+  using nano::detail::from_result;
+  using nano::detail::to_result;
+  CHECK(from_result<double>(to_result(0.25)) == 0.25);
+  CHECK(from_result<int>(to_result(7)) == 7);
+  CHECK(from_result<std::string>(to_result(std::string("ok"))) == "ok");
+  CHECK(from_result<at::Tensor>(to_result(torch::ones({2}))).sum().item<double>() == 2.0);
+  CHECK_THROWS_WITH_AS(from_result<double>(to_result(std::string("x"))),
+                       "nano: rank 0's result is string, not the type asked for (double)",
+                       nano::Error);
+  CHECK_THROWS_WITH_AS(from_result<double>(nano::TrainResult{}),
+                       "nano: rank 0's result is nothing, not the type asked for (double)",
+                       nano::Error);
+}
+
+TEST_CASE("argument kinds are recognised at compile time") {
+  using nano::detail::is_model_v;
+  using nano::detail::is_optimizer_v;
+  using nano::detail::is_torch_loader_v;
+  static_assert(is_model_v<torch::nn::Linear>);
+  static_assert(is_model_v<torch::nn::Linear&>);
+  static_assert(is_model_v<std::shared_ptr<torch::nn::LinearImpl>>);
+  static_assert(!is_model_v<torch::nn::MSELoss&>);  // a loss module, not the model
+  static_assert(!is_model_v<std::shared_ptr<torch::nn::CrossEntropyLossImpl>>);
+  static_assert(!is_model_v<int>);
+  static_assert(is_optimizer_v<torch::optim::SGD&>);
+  static_assert(is_optimizer_v<std::shared_ptr<torch::optim::SGD>>);
+  static_assert(!is_optimizer_v<torch::nn::Linear>);
+  static_assert(nano::detail::is_shardable_loader_v<nano::ShardableLoader<Data>&>);
+  using TorchLoader = decltype(torch::data::make_data_loader(
+      LineData().map(torch::data::transforms::Stack<>()), 2));
+  static_assert(is_torch_loader_v<TorchLoader&>);
+  static_assert(!is_torch_loader_v<nano::ShardableLoader<Data>>);
+  CHECK(true);
+}
+
+TEST_CASE("bad options throw before anything starts") {
+  LineNano trainer({.num_processes = 2, .distributed_backend = "fork"});
+  CHECK_THROWS_WITH_AS(trainer.train(),
+                       doctest::Contains("nano: distributed_backend \"fork\" is not supported"),
+                       nano::UsageError);
+}
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "unit";
+  const std::string backend = argc > 2 ? argv[2] : "subprocess";
+  try {
+    if (mode == "unit") {
+      doctest::Context context;
+      context.applyCommandLine(argc - 1, argv + 1);
+      return context.run();
+    }
+    if (mode == "a-equiv") return run_a_equiv(backend);
+    if (mode == "a-external") return run_a_external();
+    if (mode == "a-fail") return run_a_fail();
+    if (mode == "affinity") return run_affinity();
+    if (mode == "b-equiv") return run_b_equiv(backend);
+    if (mode == "b-fail") return run_b_fail();
+    if (mode == "b-auto-lr") return run_b_auto_lr();
+  } catch (const std::exception& e) {
+    return fail(std::string("uncaught: ") + e.what());
+  }
+  return fail("unknown mode " + mode);
+}
