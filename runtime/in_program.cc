@@ -83,6 +83,7 @@ Session::~Session() { detach(); }
 
 void Session::launch() {
   if (launched_ || role_ != Role::kCaller) return;
+  launch_attempted_ = true;
   SelfLaunch l;
   l.num_processes = options_.num_processes;
   l.cpu_for_each_process = options_.cpu_for_each_process;

@@ -117,6 +117,7 @@ class Session {
   /// Throws UsageError (nothing started) or RankFailedError. Idempotent.
   void launch();
   bool launched() const { return launched_; }
+  bool launch_attempted() const { return launch_attempted_; }
   /// Copies rank 0's trained parameters and buffers into `model` (same names and shapes).
   void load_model(torch::nn::Module& model) const;
   const TrainResult& result() const { return result_; }
@@ -144,6 +145,7 @@ class Session {
   TorchNanoOptions options_;
   Role role_;
   bool launched_ = false;
+  bool launch_attempted_ = false;
   std::optional<World> world_;
   std::shared_ptr<torch::nn::Module> model_;
   std::unique_ptr<DistributedDataParallel> ddp_;

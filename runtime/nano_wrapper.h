@@ -2,10 +2,10 @@
 // nano::nano(options)(training_loop)(args...): run an unchanged training function on
 // several ranks. Arguments are recognised by type at compile time, in any position:
 //   * the model: a torch::nn::ModuleHolder (torch::nn::Linear, a TORCH_MODULE) or a
-//     std::shared_ptr to a torch::nn::Module: exactly one, else a compile-time error;
+//     std::shared_ptr to a torch::nn::Module: exactly one, else a compile-time error
+//     (libtorch's loss modules, torch::nn::MSELoss etc., are loss functions, not models);
 //   * optimizers: anything derived from torch::optim::Optimizer (by reference or through
 //     a shared_ptr/unique_ptr), any number: auto_lr applies to each;
-//     (libtorch's loss modules, torch::nn::MSELoss etc., are loss functions, not models);
 //   * loaders: nano::ShardableLoader<Dataset>, any number: each rank iterates its own
 //     disjoint shard. A libtorch DataLoader cannot be sharded (its dataset and sampler are
 //     private): passing one is a compile-time error rather than a silent full-data run;
