@@ -6,6 +6,8 @@
 #include <torch/data/transforms/stack.h>
 #include <torch/utils.h>
 
+#include <ATen/Parallel.h>
+
 #include <cstdio>
 #include <iostream>
 
@@ -41,9 +43,9 @@ int run(const ex::ExampleOptions& o) {
     loss.backward();
     optimizer->step();
   };
-  std::printf("%s: LeNet (%lld parameters), %lld training / %lld test images, batch %lld, lr %g, 1 process\n",
+  std::printf("%s: LeNet (%lld parameters), %lld training / %lld test images, batch %lld, lr %g, 1 process x %d threads\n",
               kProgram, static_cast<long long>(ex::count_parameters(*model)), static_cast<long long>(examples),
-              static_cast<long long>(*test_set.size()), static_cast<long long>(o.batch_size), o.lr);
+              static_cast<long long>(*test_set.size()), static_cast<long long>(o.batch_size), o.lr, at::get_num_threads());
   ex::RunTotals totals;
   for (int epoch = 1; epoch <= o.epochs; ++epoch) {
     ex::ProgressPrinter progress(stdout, epoch, o.epochs,

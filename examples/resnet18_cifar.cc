@@ -6,6 +6,8 @@
 #include <torch/optim/sgd.h>
 #include <torch/utils.h>
 
+#include <ATen/Parallel.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
@@ -41,9 +43,9 @@ int run(const ex::ExampleOptions& o) {
     loss.backward();
     optimizer.step();
   };
-  std::printf("%s: ResNet-18 (%lld parameters), synthetic 3x32x32, batch %lld, %lld timed steps after %lld warm-up\n",
+  std::printf("%s: ResNet-18 (%lld parameters), synthetic 3x32x32, batch %lld, %lld timed steps after %lld warm-up, %d threads\n",
               kProgram, static_cast<long long>(ex::count_parameters(*model)), static_cast<long long>(o.batch_size),
-              static_cast<long long>(o.steps), static_cast<long long>(kWarmupSteps));
+              static_cast<long long>(o.steps), static_cast<long long>(kWarmupSteps), at::get_num_threads());
   ex::ProgressPrinter warmup(stdout, 0, 1, kWarmupSteps, false);
   ex::train_one_epoch(model, *loader, step, warmup, kWarmupSteps);
   ex::ProgressPrinter progress(stdout, 1, 1, o.steps);
@@ -59,7 +61,7 @@ int run(const ex::ExampleOptions& o) {
 int main(int argc, char** argv) {
   try {
     ex::ExampleOptions defaults;
-    defaults.lr = 0.1;
+    defaults.lr = 0.05;
     defaults.steps = 50;
     const auto parsed = ex::parse_example_options(
         argc, argv, defaults,

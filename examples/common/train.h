@@ -64,7 +64,7 @@ EpochResult train_one_epoch(Model& model, Loader& loader, const StepFn& step, Pr
 /// Fraction of `images` [N, ...] whose predicted class equals `labels` [N], evaluated in
 /// eval mode without gradients, `batch_size` rows at a time. Leaves the model in eval mode.
 template <typename Model>
-double evaluate(Model& model, const at::Tensor& images, const at::Tensor& labels, int64_t batch_size = 1000) {
+double evaluate(Model& model, const at::Tensor& images, const at::Tensor& labels, int64_t batch_size = 250) {
   at::NoGradGuard no_grad;
   model->eval();
   const int64_t n = images.size(0);
