@@ -9,7 +9,8 @@ namespace nano {
 
 /// A rank of an in-program launch failed; the other ranks have been stopped. `what()` is one
 /// line: "nano: rank 1 (host h) exited with code 3" or "... was killed by SIGSEGV"; the
-/// rank's last stderr lines are in stderr_tail (not in what()).
+/// rank's last stderr lines are in stderr_tail (not in what()). rank -1: the launch ended
+/// (mpirun failed, Ctrl-C: launch_exit_code 130) before any rank failed.
 class RankFailedError : public Error {
  public:
   RankFailedError(int rank, std::string host, int exit_code, int signal, std::string stderr_tail,

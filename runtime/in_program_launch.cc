@@ -13,7 +13,11 @@ namespace nano {
 
 namespace {
 std::string failure_line(int rank, const std::string& host, int exit_code, int signal) {
-  std::string who = rank < 0 ? std::string("mpirun") : "rank " + std::to_string(rank);
+  if (rank < 0) {
+    return "nano: the launch ended with code " + std::to_string(exit_code) +
+           " before any rank failed (mpirun failed or the launch was interrupted)";
+  }
+  std::string who = "rank " + std::to_string(rank);
   if (!host.empty()) who += " (host " + host + ")";
   if (signal != 0) {
     const char* abbrev = sigabbrev_np(signal);
