@@ -1,7 +1,10 @@
 // One rank of the DDP overhead benchmark: `nano_bench_ddp MODEL MODE STEPS` with MODEL lenet
-// (1x28x28) or resnet18 (3x32x32), MODE ddp (gradients averaged through
-// nano::DistributedDataParallel) or local (the same step, no DDP), batch 64 per rank, SGD.
-// Prints "RESULT <model> <mode> <comm> <rank> <median step ms> <peak RSS MB>".
+// (1x28x28) or resnet18 (3x32x32), batch 64 per rank, SGD with momentum.
+// MODE ddp: the model wrapped in nano::DistributedDataParallel; steps alternate between
+// gradient sync and the same step under no_sync(), so both medians see the same machine load.
+// Prints "RESULT <model> ddp <comm> <rank> <sync ms> <no-sync ms> <peak RSS MB>".
+// MODE local: no DDP at all (for the memory baseline):
+// "RESULT <model> local <comm> <rank> <ms> <ms> <peak RSS MB>".
 #include <ATen/ATen.h>
 #include <torch/nn/functional/loss.h>
 #include <torch/optim/sgd.h>
@@ -31,26 +34,35 @@ double now_ms() {
 }
 
 template <class Model>
-double run(nano::World& world, Model model, bool ddp, int steps, at::IntArrayRef input_shape) {
+std::pair<double, double> run(nano::World& world, Model model, bool ddp, int steps, at::IntArrayRef input_shape) {
   std::optional<nano::DDP<Model>> wrapped;
   if (ddp) wrapped.emplace(model, world.comm);
   torch::optim::SGD sgd(model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
   auto x = at::randn(input_shape);
   auto y = at::randint(0, 10, {input_shape[0]}, at::TensorOptions().dtype(at::kLong));
-  std::vector<double> times;
+  std::vector<double> times[2];  // [0] with sync, [1] without
   const int warmup = 2;
-  for (int i = 0; i < steps + warmup; ++i) {
+  for (int i = 0; i < 2 * steps + warmup; ++i) {
+    const bool sync = ddp && i % 2 == 0;
     world.comm->barrier();  // both ranks start each step together in both modes
     const double t0 = now_ms();
-    sgd.zero_grad();
-    auto out = wrapped ? wrapped->forward(x) : model->forward(x);
-    torch::nn::functional::cross_entropy(out, y).backward();
-    sgd.step();
+    {
+      std::optional<nano::DistributedDataParallel::NoSync> guard;
+      if (wrapped && !sync) guard.emplace(wrapped->no_sync());
+      sgd.zero_grad();
+      auto out = wrapped ? wrapped->forward(x) : model->forward(x);
+      torch::nn::functional::cross_entropy(out, y).backward();
+      sgd.step();
+    }
     const double t1 = now_ms();
-    if (i >= warmup) times.push_back(t1 - t0);
+    if (i >= warmup) times[sync ? 0 : 1].push_back(t1 - t0);
   }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  auto median = [](std::vector<double> v) {
+    if (v.empty()) return 0.0;
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  return {median(times[0]), median(times[1])};
 }
 
 }  // namespace
@@ -66,7 +78,7 @@ int main(int argc, char** argv) {
     nano::World world = nano::init();
     at::manual_seed(1);
     const bool ddp = mode == "ddp";
-    double ms = 0;
+    std::pair<double, double> ms;
     if (model == "lenet") {
       ms = run(world, nano::bench::LeNet(), ddp, steps, {64, 1, 28, 28});
     } else if (model == "resnet18") {
@@ -77,8 +89,10 @@ int main(int argc, char** argv) {
     }
     rusage usage{};
     getrusage(RUSAGE_SELF, &usage);
-    std::printf("RESULT %s %s %s %d %.2f %.1f\n", model.c_str(), mode.c_str(),
-                world.comm->name().c_str(), world.rank(), ms, usage.ru_maxrss / 1024.0);
+    if (!ddp) ms.first = ms.second;
+    std::printf("RESULT %s %s %s %d %.2f %.2f %.1f\n", model.c_str(), mode.c_str(),
+                world.comm->name().c_str(), world.rank(), ms.first, ms.second,
+                usage.ru_maxrss / 1024.0);
     std::fflush(stdout);
     world.comm->barrier();
   } catch (const nano::Error& e) {

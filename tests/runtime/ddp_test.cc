@@ -79,3 +79,20 @@ TEST_CASE("auto_lr: the rate at every step equals the closed form in a real worl
 TEST_CASE("sharded loaders: disjoint cover per epoch, reshuffled, per-rank batch size kept") {
   run_both({"sharding"});
 }
+
+#ifdef NANO_TEST_NANO_RUN
+TEST_CASE("under nano-run (both backends): the seed's equivalence check and gradient equality") {
+  for (const std::string backend : {"subprocess", "mpi"}) {
+    const std::string comm = backend == "mpi" ? "mpi" : "gloo";
+    for (const std::string scenario : {"equivalence", "grads"}) {
+      CAPTURE(backend);
+      CAPTURE(scenario);
+      auto result = nano::test::run_command(
+          {NANO_TEST_NANO_RUN, "-n", "2", "--backend", backend, "--oversubscribe", "--", kWorker, scenario});
+      INFO("stdout:\n" << result.out << "stderr:\n" << result.err);
+      CHECK(result.exit_code == 0);
+      for (int r = 0; r < 2; ++r) CHECK(result.out.find(ok_line(scenario, r, 2, comm)) != std::string::npos);
+    }
+  }
+}
+#endif

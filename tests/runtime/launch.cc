@@ -169,4 +169,12 @@ RankResult run_mpirun(const std::vector<std::string>& argv, int world, const Env
   return wait_all(children, timeout_s)[0];
 }
 
+RankResult run_command(const std::vector<std::string>& argv, const Env& extra, int timeout_s) {
+  Env env = extra;
+  env["OMPI_ALLOW_RUN_AS_ROOT"] = "1";
+  env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1";
+  std::vector<Child> children{spawn(argv, env)};
+  return wait_all(children, timeout_s)[0];
+}
+
 }  // namespace nano::test

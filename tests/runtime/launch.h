@@ -34,4 +34,8 @@ std::vector<RankResult> run_world(const std::vector<std::string>& argv, int worl
 RankResult run_mpirun(const std::vector<std::string>& argv, int world, const Env& extra = {},
                       int timeout_s = 120);
 
+/// Any command (e.g. nano-run), allow-run-as-root set; one combined result.
+RankResult run_command(const std::vector<std::string>& argv, const Env& extra = {},
+                       int timeout_s = 120);
+
 }  // namespace nano::test

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# DDP overhead: per-rank step time with gradient sync (nano::DistributedDataParallel) over
+# the same step without it (no_sync(), alternating steps in one process so both see the same
+# load), batch 64 per rank, 2 ranks, for a LeNet-style CNN (1x28x28) and ResNet-18
+# (3x32x32); each rank's peak RSS with DDP and without it (a separate run with no DDP).
+# Both communicators: MPI (mpirun) and Gloo.
+# Goals: LeNet <= 1.05, ResNet-18 <= 1.10.
+# Usage: scripts/bench-ddp.sh [BUILD_DIR] [LENET_STEPS] [RESNET_STEPS]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-${NANO_BUILD_DIR:-build}}
+lenet_steps=${2:-40}
+resnet_steps=${3:-4}
+bin="$build/runtime/nano_bench_ddp"
+[[ -x $bin ]] || { echo "bench-ddp: $bin not built (cmake --build $build --target nano_bench_ddp)" >&2; exit 2; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+
+results=$(mktemp)
+trap 'rm -f "$results"' EXIT
+run_mpi() { mpirun -np 2 --bind-to core "$bin" "$@" >>"$results"; }
+run_gloo() {
+  local port
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  for r in 0 1; do
+    RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+      taskset -c "$r" "$bin" "$@" >>"$results" &
+  done
+  wait
+}
+for comm in mpi gloo; do
+  for model in lenet resnet18; do
+    steps=$lenet_steps; [[ $model == resnet18 ]] && steps=$resnet_steps
+    "run_$comm" "$model" ddp "$steps"
+    "run_$comm" "$model" local 1   # memory baseline only
+  done
+done
+
+# RESULT model mode comm rank sync_ms nosync_ms rss
+awk '
+$1=="RESULT" { key=$2" "$4; sync[key" "$3" "$5]=$6; nosync[key" "$3" "$5]=$7; rss[key" "$3" "$5]=$8; seen[key]=1 }
+END {
+  printf "\n%-9s %-5s %5s %14s %14s %7s %6s %18s %18s\n", "model", "comm", "rank", "no sync ms", "DDP ms", "ratio", "goal", "peak RSS no DDP MB", "peak RSS DDP MB"
+  split("lenet resnet18", models, " "); split("mpi gloo", comms, " ")
+  for (m = 1; m <= 2; m++) for (c = 1; c <= 2; c++) for (r = 0; r <= 1; r++) {
+    k = models[m]" "comms[c]
+    if (!(k in seen)) continue
+    a = nosync[k" ddp "r]; b = sync[k" ddp "r]
+    goal = models[m] == "lenet" ? 1.05 : 1.10
+    printf "%-9s %-5s %5d %14.2f %14.2f %7.3f %6.2f %18.1f %18.1f\n", models[m], comms[c], r, a, b, b / a, goal, rss[k" local "r], rss[k" ddp "r]
+  }
+}' "$results"
