@@ -22,8 +22,7 @@ LeNetImpl::LeNetImpl()
 at::Tensor LeNetImpl::forward(const at::Tensor& x) {
   auto h = at::max_pool2d(at::relu(conv1_->forward(x)), {2, 2});
   h = at::max_pool2d(at::relu(conv2_->forward(h)), {2, 2});
-  h = at::dropout(h.flatten(1), 0.25, is_training());
-  h = at::dropout(at::relu(fc1_->forward(h)), 0.25, is_training());
+  h = at::dropout(at::relu(fc1_->forward(h.flatten(1))), 0.25, is_training());
   return fc2_->forward(h);
 }
 

@@ -18,8 +18,8 @@
 namespace nano::examples {
 
 /// LeNet-style CNN for 1x28x28 inputs, 10 classes, returning logits:
-/// conv3x3(1->32) relu pool2 - conv3x3(32->64) relu pool2 - dropout - fc(3136->128) relu -
-/// dropout - fc(128->10). About 0.42 M parameters; cheap enough for CPU training.
+/// conv3x3(1->32) relu pool2 - conv3x3(32->64) relu pool2 - fc(3136->128) relu - dropout(0.25) -
+/// fc(128->10). About 0.42 M parameters; cheap enough for CPU training.
 class LeNetImpl : public torch::nn::Module {
  public:
   LeNetImpl();
