@@ -8,7 +8,12 @@
 #include <ATen/ATen.h>
 #include <c10/util/BFloat16.h>
 
+#include <sched.h>
+#include <time.h>
+
 #include <algorithm>
+#include <atomic>
+#include <new>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -226,14 +231,37 @@ void reduce_slice_bf16(c10::BFloat16* out, c10::BFloat16* mirror, const c10::BFl
 struct ShmArena {
   MPI_Win win = MPI_WIN_NULL;
   MPI_Comm comm = MPI_COMM_NULL;
-  std::vector<char*> base;  // each rank's segment
+  std::vector<char*> header;  // each rank's segment
+  std::vector<char*> base;    // each rank's data area (after the header)
   int64_t segment = 0;
   int rank = 0, size = 1;
 
+  // Each segment starts with a cache line holding its rank's fence counter.
+  static constexpr int64_t kHeader = 64;
+  uint64_t epoch = 0;
+
+  std::atomic<uint64_t>* counter(int q) { return reinterpret_cast<std::atomic<uint64_t>*>(header[q]); }
+
+  // A barrier on the shared counters that yields the core while waiting: MPI_Barrier
+  // busy-polls, which starves backward() on a rank bound to one core while a DDP bucket waits.
   void fence() {
-    MPI_Win_sync(win);
-    check_mpi(MPI_Barrier(comm), "MPI_Barrier");
-    MPI_Win_sync(win);
+    ++epoch;
+    counter(rank)->store(epoch, std::memory_order_release);
+    for (int q = 0; q < size; ++q) {
+      int spins = 0;
+      while (counter(q)->load(std::memory_order_acquire) < epoch) {
+        if (++spins < 256) {
+#if defined(__x86_64__) || defined(__i386__)
+          __builtin_ia32_pause();
+#endif
+        } else if (spins < 4096) {
+          sched_yield();
+        } else {
+          timespec pause{0, 20000};
+          nanosleep(&pause, nullptr);
+        }
+      }
+    }
   }
 
   // In-place all-reduce of `count` elements of `elem` bytes at `data`, on the comm thread.
@@ -303,16 +331,21 @@ MpiCommunicator::MpiCommunicator(const Context& context, std::size_t shm_segment
     arena->size = node_size;
     arena->segment = static_cast<int64_t>(shm_segment_bytes);
     char* mine = nullptr;
-    check_mpi(MPI_Win_allocate_shared(arena->segment, 1, MPI_INFO_NULL, node, &mine, &arena->win),
+    check_mpi(MPI_Win_allocate_shared(arena->segment + ShmArena::kHeader, 1, MPI_INFO_NULL, node,
+                                      &mine, &arena->win),
               "MPI_Win_allocate_shared");
+    new (mine) std::atomic<uint64_t>(0);
     for (int q = 0; q < node_size; ++q) {
       MPI_Aint bytes = 0;
       int disp = 0;
       char* ptr = nullptr;
       check_mpi(MPI_Win_shared_query(arena->win, q, &bytes, &disp, &ptr), "MPI_Win_shared_query");
-      arena->base.push_back(ptr);
+      arena->header.push_back(ptr);
+      arena->base.push_back(ptr + ShmArena::kHeader);
     }
     check_mpi(MPI_Win_lock_all(MPI_MODE_NOCHECK, arena->win), "MPI_Win_lock_all");
+    MPI_Win_sync(arena->win);
+    check_mpi(MPI_Barrier(node), "MPI_Barrier");  // every counter is initialised
     shm_ = std::move(arena);
   });
   comm_ = reinterpret_cast<void*>(comm);
