@@ -51,7 +51,7 @@ int run(const ex::ExampleOptions& o) {
     ex::ProgressPrinter progress(stdout, epoch, o.epochs,
                                  ex::batches_per_epoch(examples, o.batch_size, o.max_steps_per_epoch));
     const ex::EpochResult r = ex::train_one_epoch(model, *loader, step, progress, o.max_steps_per_epoch);
-    const double accuracy = ex::evaluate(model, test_set.images(), test_set.labels());
+    const double accuracy = ex::evaluate(model, test_set);
     totals.add(r, accuracy);
     std::printf("%s\n", ex::format_epoch_summary(epoch, o.epochs, r, accuracy).c_str());
     std::fflush(stdout);

@@ -19,7 +19,7 @@ std::string number(double v) {
   return ss.str();
 }
 
-// CLI11 reports conversion failures in several wordings; the examples say it one way.
+// Some CLI11 messages span lines; errors must be one line.
 std::string one_line(std::string s) {
   for (auto& c : s)
     if (c == '\n') c = ' ';

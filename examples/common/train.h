@@ -76,4 +76,11 @@ double evaluate(Model& model, const at::Tensor& images, const at::Tensor& labels
   return n > 0 ? static_cast<double>(correct) / static_cast<double>(n) : 0.0;
 }
 
+/// The same over a dataset that exposes all its examples as `images()` and `labels()`
+/// (FashionMnist).
+template <typename Model, typename Dataset>
+double evaluate(Model& model, const Dataset& dataset, int64_t batch_size = 250) {
+  return evaluate(model, dataset.images(), dataset.labels(), batch_size);
+}
+
 }  // namespace nano::examples

@@ -2,7 +2,6 @@
 
 #include <doctest/doctest.h>
 
-#include "examples/common/train.h"
 
 using namespace nano::examples;
 
@@ -28,15 +27,4 @@ TEST_CASE("SyntheticCifar is deterministic and CIFAR-shaped") {
   CHECK(x.data.equal(a.get(1).data));  // 17 % 16
   CHECK(x.target.item<int64_t>() >= 0);
   CHECK(x.target.item<int64_t>() <= 9);
-}
-
-TEST_CASE("training helpers") {
-  CHECK(batches_per_epoch(60000, 64, 0) == 938);
-  CHECK(batches_per_epoch(60000, 64, 5) == 5);
-  CHECK(batches_per_epoch(128, 64, 0) == 2);
-  CHECK(batches_per_epoch(10, 64, 0) == 1);
-  const at::Tensor logits = at::tensor({0.1f, 0.9f, 0.8f, 0.2f, 0.3f, 0.7f}).view({3, 2});
-  CHECK(count_correct(logits, at::tensor({int64_t{1}, int64_t{0}, int64_t{0}})) == 2);
-  CHECK(classification_loss(at::zeros({4, 10}), at::zeros({4}, at::kLong)).item<double>() ==
-        doctest::Approx(std::log(10.0)));
 }
