@@ -3,10 +3,13 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake pkg-config
+  build-essential cmake ninja-build pkg-config
   libtorch-dev libgloo-dev libcli11-dev libhwloc-dev hwloc nlohmann-json3-dev
   libopenmpi-dev openmpi-bin doctest-dev libjemalloc2 libgoogle-perftools4
   python3-torch dataset-fashion-mnist zlib1g-dev gnuplot-nox
+  # An optimised BLAS for the Linear layers of libtorch and python3-torch (Debian's default
+  # alternative is the single-threaded reference BLAS); the OpenMP build follows OMP_NUM_THREADS.
+  libopenblas0-openmp
 )
 
 missing=()
