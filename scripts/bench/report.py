@@ -1,0 +1,194 @@
+#!/usr/bin/python3
+"""Turns scripts/bench.sh's raw measurements into results.json, results.md and the data files of
+the throughput chart. Medians over repeats; derived numbers:
+  speed-up      = throughput / throughput(1 process x all cores)
+  efficiency    = throughput(k = N) / (N x throughput(1 process x 1 thread)), N = physical cores
+  vs PyTorch    = nano's throughput / stock PyTorch DDP's throughput at the same k
+Usage: report.py OUT_DIR  (reads OUT_DIR/raw.json, OUT_DIR/meta.json, OUT_DIR/sub-*.txt)
+"""
+import json
+import os
+import statistics
+import sys
+
+MODELS = {"lenet": "LeNet / Fashion-MNIST (1x28x28)", "resnet18": "ResNet-18 / synthetic 3x32x32"}
+LAUNCHERS = [("nano-mpi", "nano-run --backend mpi"), ("nano-subprocess", "nano-run --backend subprocess"),
+             ("pytorch", "stock PyTorch DDP (Gloo)")]
+# Goals from the benchmark issue (2-core machine); speed-up and vs-PyTorch goals hold anywhere.
+EFFICIENCY_GOAL = {"lenet": 0.97, "resnet18": 0.95}
+SUBBENCH = [("launcher", "Launcher start-up (scripts/bench-launcher.sh)"),
+            ("allreduce", "All-reduce, 2 ranks (scripts/bench-allreduce.sh)"),
+            ("ddp", "DDP overhead, 2 ranks (scripts/bench-ddp.sh)")]
+
+
+def median(values):
+    return statistics.median(values) if values else None
+
+
+def fmt(v, digits=1):
+    return "n/a" if v is None else f"{v:.{digits}f}"
+
+
+def ratio(a, b):
+    return a / b if a is not None and b else None
+
+
+def derive(runs, model, cores):
+    """Medians and derived numbers of one model."""
+    by = {}
+    for r in runs:
+        if r["model"] == model:
+            by.setdefault((r["kind"], r["k"]), []).append(r)
+    med = {key: median([r["images_per_sec"] for r in rs if "images_per_sec" in r]) for key, rs in by.items()}
+    threads = {}
+    for key, rs in by.items():
+        for r in rs:
+            t = r.get("result", {}).get("threads")
+            if t is not None:
+                threads[key] = t
+    base, all_cores = med.get(("base", 1)), med.get(("all", 1))
+    ks = sorted({k for (kind, k) in med if kind not in ("base", "all")})
+    rows = []
+    for k in ks:
+        row = {"k": k}
+        torch_k = med.get(("pytorch", k))
+        for kind, _ in LAUNCHERS:
+            t = med.get((kind, k))
+            row[kind] = {"images_per_sec": t, "threads_per_rank": threads.get((kind, k)),
+                         "speedup_vs_1proc_all_cores": ratio(t, all_cores),
+                         "repeats": [r.get("images_per_sec") for r in by.get((kind, k), [])]}
+            if kind != "pytorch":
+                row[kind]["vs_pytorch"] = ratio(t, torch_k)
+        rows.append(row)
+    eff = {}
+    for kind, _ in LAUNCHERS:
+        t = med.get((kind, cores))
+        eff[kind] = ratio(t, cores * base) if base else None
+    return {
+        "name": MODELS[model],
+        "per_core_base": {"images_per_sec": base, "threads": threads.get(("base", 1)),
+                          "repeats": [r.get("images_per_sec") for r in by.get(("base", 1), [])]},
+        "one_process_all_cores": {"images_per_sec": all_cores, "threads": threads.get(("all", 1)),
+                                  "repeats": [r.get("images_per_sec") for r in by.get(("all", 1), [])]},
+        "by_ranks": rows,
+        "scaling_efficiency_at_all_cores": eff,
+    }
+
+
+def goals(model, d, cores):
+    """(goal text, measured text, met?) rows for one model."""
+    out = []
+    top = next((r for r in d["by_ranks"] if r["k"] == cores), None)
+    if top is None:
+        return out
+    torch_speedup = top["pytorch"]["speedup_vs_1proc_all_cores"]
+    for kind in ("nano-mpi", "nano-subprocess"):
+        s = top[kind]["speedup_vs_1proc_all_cores"]
+        out.append((f"{kind} speed-up at n={cores} >= PyTorch DDP's ({fmt(torch_speedup, 2)}x)", f"{fmt(s, 2)}x",
+                    s is not None and torch_speedup is not None and s >= torch_speedup))
+        e = d["scaling_efficiency_at_all_cores"][kind]
+        out.append((f"{kind} scaling efficiency >= {EFFICIENCY_GOAL[model]:.2f}", fmt(e, 3),
+                    e is not None and e >= EFFICIENCY_GOAL[model]))
+        worst = [r[kind]["vs_pytorch"] for r in d["by_ranks"]]
+        ok = all(v is not None and v >= 1.0 for v in worst)
+        out.append((f"{kind} >= 1.0x PyTorch DDP at every k",
+                    ", ".join(f"k={r['k']}: {fmt(r[kind]['vs_pytorch'], 2)}x" for r in d["by_ranks"]), ok))
+    return out
+
+
+def markdown(res):
+    m, s = res["machine"], res["settings"]
+    cores = m["physical_cores"]
+    lines = [f"# nano benchmark results", "",
+             f"- machine: {m['cpu_model']}, {cores} physical cores ({m['logical_cpus']} logical CPUs, "
+             f"{m['numa_nodes']} NUMA node(s)), {m['memory_gib']} GiB, {m['os']}, kernel {m['kernel']}",
+             f"- software: libtorch {m['libtorch']}, python3-torch {m['python_torch']}, {m['openmpi']}",
+             f"- date: {res['date']}; load average at start {m['loadavg_start']}, at end {m['loadavg_end']}",
+             f"- command: `{res['command']}`",
+             f"- batch {s['batch_per_rank']} per rank; timed steps per rank: LeNet {s['lenet_steps']}, "
+             f"ResNet-18 {s['resnet_steps']} (warm-up steps excluded); median of {s['lenet_repeats']} (LeNet) / "
+             f"{s['resnet_repeats']} (ResNet-18) interleaved repeats; ranks k in {s['ks']}",
+             ""]
+    for model, d in res["models"].items():
+        base, allc = d["per_core_base"], d["one_process_all_cores"]
+        lines += [f"## {d['name']}", "",
+                  f"Per-core base (1 process x 1 thread, pinned): **{fmt(base['images_per_sec'])} img/s**; "
+                  f"1 process x all cores ({allc['threads'] if allc['threads'] is not None else '?'} threads, plain): **{fmt(allc['images_per_sec'])} img/s**"
+                  f" ({fmt(ratio(allc['images_per_sec'], base['images_per_sec']), 2)}x the base).", "",
+                  "| ranks k | threads/rank | nano mpi img/s | nano subprocess img/s | PyTorch DDP img/s "
+                  "| speed-up nano mpi | speed-up nano subprocess | speed-up PyTorch | nano mpi / PyTorch "
+                  "| nano subprocess / PyTorch |",
+                  "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for r in d["by_ranks"]:
+            t = r["nano-mpi"]["threads_per_rank"] or r["pytorch"]["threads_per_rank"]
+            lines.append(
+                f"| {r['k']} | {t if t is not None else 'n/a'} | {fmt(r['nano-mpi']['images_per_sec'])} | "
+                f"{fmt(r['nano-subprocess']['images_per_sec'])} | {fmt(r['pytorch']['images_per_sec'])} | "
+                f"{fmt(r['nano-mpi']['speedup_vs_1proc_all_cores'], 2)}x | "
+                f"{fmt(r['nano-subprocess']['speedup_vs_1proc_all_cores'], 2)}x | "
+                f"{fmt(r['pytorch']['speedup_vs_1proc_all_cores'], 2)}x | {fmt(r['nano-mpi']['vs_pytorch'], 2)}x | "
+                f"{fmt(r['nano-subprocess']['vs_pytorch'], 2)}x |")
+        e = d["scaling_efficiency_at_all_cores"]
+        lines += ["", f"Scaling efficiency at k = {cores} (throughput / ({cores} x per-core base)): "
+                      f"nano mpi {fmt(e['nano-mpi'], 3)}, nano subprocess {fmt(e['nano-subprocess'], 3)}, "
+                      f"PyTorch DDP {fmt(e['pytorch'], 3)}.", ""]
+        g = goals(model, d, cores)
+        if g:
+            lines += ["| goal | measured | met |", "|---|---|---|"]
+            lines += [f"| {a} | {b} | {'yes' if ok else 'NO'} |" for a, b, ok in g]
+            lines.append("")
+    failed = [r for r in res["runs"] if "images_per_sec" not in r]
+    if failed:
+        lines += ["## Failed runs", ""]
+        for r in failed:
+            lines += [f"- {r['model']} {r['kind']} k={r['k']} (exit {r['exit_code']}): `{r['command']}`", "",
+                      "```", r.get("error", ""), "```", ""]
+    for key, title in SUBBENCH:
+        text = res["sub_benchmarks"].get(key)
+        if text is not None:
+            lines += [f"## {title}", "", "```", text.strip(), "```", ""]
+    lines += ["![images/s against ranks](throughput.png)", ""]
+    return "\n".join(lines)
+
+
+def write_plot_data(res, out):
+    """One file per model: k, nano mpi, nano subprocess, PyTorch DDP, 1 process x all cores,
+    physical cores x per-core base (perfect scaling)."""
+    cores = res["machine"]["physical_cores"]
+    for model, d in res["models"].items():
+        with open(os.path.join(out, f"throughput-{model}.dat"), "w") as f:
+            f.write("# k nano-mpi nano-subprocess pytorch-ddp one-process-all-cores ideal\n")
+            base = d["per_core_base"]["images_per_sec"]
+            for r in d["by_ranks"]:
+                vals = [r[kind]["images_per_sec"] for kind, _ in LAUNCHERS]
+                vals.append(d["one_process_all_cores"]["images_per_sec"])
+                vals.append(cores * base if base else None)
+                f.write(" ".join([str(r["k"])] + ["NaN" if v is None else f"{v:.3f}" for v in vals]) + "\n")
+
+
+def main():
+    out = sys.argv[1]
+    with open(os.path.join(out, "raw.json")) as f:
+        raw = json.load(f)
+    with open(os.path.join(out, "meta.json")) as f:
+        meta = json.load(f)
+    cores = meta["machine"]["physical_cores"]
+    models = sorted({r["model"] for r in raw["runs"]}, key=list(MODELS).index)
+    res = {**meta, "plans": raw["plans"], "models": {m: derive(raw["runs"], m, cores) for m in models},
+           "runs": raw["runs"], "sub_benchmarks": {}}
+    for key, _ in SUBBENCH:
+        path = os.path.join(out, f"sub-{key}.txt")
+        if os.path.exists(path):
+            with open(path) as f:
+                res["sub_benchmarks"][key] = f.read()
+    res["goals"] = {m: [{"goal": a, "measured": b, "met": ok} for a, b, ok in goals(m, d, cores)]
+                    for m, d in res["models"].items()}
+    with open(os.path.join(out, "results.json"), "w") as f:
+        json.dump(res, f, indent=1)
+    with open(os.path.join(out, "results.md"), "w") as f:
+        f.write(markdown(res))
+    write_plot_data(res, out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,200 @@
+#!/usr/bin/python3
+"""Runs the side-by-side throughput measurements of scripts/bench.sh and writes raw.json.
+
+For each model (LeNet on Fashion-MNIST, ResNet-18 on 3x32x32) at a fixed batch per rank:
+  base        1 process x 1 thread, OMP_NUM_THREADS=1, taskset to one core (the per-core base)
+  all         1 process x every core, started plainly (what users run today)
+  nano-mpi / nano-subprocess   nano-run -n k --backend ... for each k
+  pytorch     stock PyTorch DDP (scripts/bench/pytorch_ddp.py, Gloo), k ranks pinned with taskset
+              to the same CPU lists nano-run's plan gives, OMP_NUM_THREADS = its cores
+Repeats are interleaved (every configuration once, then again) so slow drift in the machine's
+load hits all configurations alike; the report takes the median.
+Every program prints `nano-result: {json}` from rank 0; images_per_sec is the global rate over
+the timed steps (warm-up excluded).
+"""
+import argparse
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PYTHON = "/usr/bin/python3"  # Debian's python3 carries python3-torch
+RESULT_RE = re.compile(r"nano-result:\s*(\{.*\})")
+# Launcher variables that would make a "plain" run join some outer world.
+RANK_VARS = ["RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR",
+             "MASTER_PORT", "NANO_CPUS", "OMP_NUM_THREADS", "LD_PRELOAD", "MALLOC_CONF"]
+
+
+def log(msg):
+    print(f"bench: {msg}", file=sys.stderr, flush=True)
+
+
+def clean_env(**extra):
+    env = {k: v for k, v in os.environ.items()
+           if k not in RANK_VARS and not k.startswith("OMPI_COMM_WORLD") and not k.startswith("PMIX_")}
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def parse_result(text):
+    """The nano-result JSON object printed by rank 0, or None."""
+    found = None
+    for line in text.splitlines():
+        m = RESULT_RE.search(line)
+        if m:
+            try:
+                found = json.loads(m.group(1))
+            except json.JSONDecodeError:
+                pass
+    return found
+
+
+def run_group(cmds, timeout):
+    """Starts every (argv, env) in `cmds` at once, each in its own session, waits for all.
+    Returns (worst exit code, combined output). On timeout every process group is killed."""
+    procs = [subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              start_new_session=True, text=True, errors="replace") for argv, env in cmds]
+    deadline = time.monotonic() + timeout
+    outputs, code = [], 0
+    for p in procs:
+        try:
+            out, _ = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                try:
+                    os.killpg(q.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            out, _ = p.communicate()
+            code = code or 124
+        outputs.append(out)
+        code = code or p.returncode
+    return code, "\n".join(outputs)
+
+
+class Bench:
+    def __init__(self, a):
+        self.a = a
+        self.bin = os.path.join(a.build, "bin")
+        self.nano_run = os.path.join(self.bin, "nano-run")
+        self.plans = {}
+
+    def plan(self, k):
+        """CPU lists nano-run's planner gives k ranks on this machine (the PyTorch ranks get the same)."""
+        if k not in self.plans:
+            out = subprocess.run([self.nano_run, "-n", str(k), "--backend", "subprocess", "--dry-run", "--json",
+                                  "/bin/true"], check=True, capture_output=True, text=True).stdout
+            self.plans[k] = [r["cpus"] for r in json.loads(out)["ranks"]]
+        return self.plans[k]
+
+    def program(self, model):
+        a = self.a
+        if model == "lenet":
+            return [os.path.join(self.bin, a.lenet_program), "--batch-size", str(a.batch), "--epochs", "1",
+                    "--max-steps-per-epoch", str(a.lenet_steps)]
+        return [os.path.join(self.bin, "resnet18_cifar"), "--batch-size", str(a.batch), "--steps", str(a.resnet_steps)]
+
+    def steps(self, model):
+        return self.a.lenet_steps if model == "lenet" else self.a.resnet_steps
+
+    def commands(self, model, cfg):
+        kind, k = cfg["kind"], cfg["k"]
+        if kind == "base":
+            cpu = self.plan(1)[0][0]
+            return [(["taskset", "-c", str(cpu)] + self.program(model), clean_env(OMP_NUM_THREADS=1))]
+        if kind == "all":
+            return [(self.program(model), clean_env())]
+        if kind.startswith("nano-"):
+            backend = kind[len("nano-"):]
+            argv = [self.nano_run, "-n", str(k), "--backend", backend, "--output-ranks", "0", "--"] + self.program(model)
+            return [(argv, clean_env(OMPI_ALLOW_RUN_AS_ROOT=1, OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1))]
+        # Stock PyTorch: our own minimal torchrun-style launcher.
+        port = free_port()
+        cmds = []
+        for rank, cpus in enumerate(self.plan(k)):
+            env = clean_env(RANK=rank, LOCAL_RANK=rank, WORLD_SIZE=k, LOCAL_WORLD_SIZE=k, MASTER_ADDR="127.0.0.1",
+                            MASTER_PORT=port, OMP_NUM_THREADS=len(cpus))
+            argv = ["taskset", "-c", ",".join(map(str, cpus)), PYTHON, os.path.join(HERE, "pytorch_ddp.py"), model,
+                    "--steps", str(self.steps(model)), "--warmup", str(self.a.warmup), "--batch-size",
+                    str(self.a.batch), "--data-dir", self.a.data_dir]
+            cmds.append((argv, env))
+        return cmds
+
+    def measure(self, model, cfg):
+        cmds = self.commands(model, cfg)
+        t0 = time.monotonic()
+        code, out = run_group(cmds, self.a.timeout)
+        wall = time.monotonic() - t0
+        result = parse_result(out)
+        if result is None and code == 0:
+            # Programs from before the nano-result contract: their last "X img/s".
+            rates = re.findall(r"([0-9]+(?:\.[0-9]+)?) img/s", out)
+            if rates:
+                result = {"images_per_sec": float(rates[-1]), "parsed_from": "human output"}
+        rec = {"model": model, **cfg, "exit_code": code, "wall_s": round(wall, 2),
+               "command": " ".join(cmds[0][0]) + (f"  (x{len(cmds)} ranks)" if len(cmds) > 1 else "")}
+        if code == 0 and result is not None:
+            rec["images_per_sec"] = result["images_per_sec"]
+            rec["result"] = result
+        else:
+            rec["error"] = "\n".join(out.strip().splitlines()[-8:])
+        return rec
+
+
+def configs(ks, kinds):
+    out = [{"kind": "base", "k": 1}, {"kind": "all", "k": 1}]
+    for k in ks:
+        for kind in kinds:
+            out.append({"kind": kind, "k": k})
+    return out
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--build", required=True)
+    p.add_argument("--out", required=True, help="raw.json to write")
+    p.add_argument("--ks", required=True, help="comma-separated rank counts")
+    p.add_argument("--models", default="lenet,resnet18")
+    p.add_argument("--kinds", default="nano-mpi,nano-subprocess,pytorch")
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--lenet-steps", type=int, required=True)
+    p.add_argument("--resnet-steps", type=int, required=True)
+    p.add_argument("--lenet-repeats", type=int, default=3)
+    p.add_argument("--resnet-repeats", type=int, default=1)
+    p.add_argument("--warmup", type=int, default=3, help="untimed steps of the PyTorch runs")
+    p.add_argument("--lenet-program", default="fashion_mnist_nano")
+    p.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
+    p.add_argument("--timeout", type=float, default=900)
+    a = p.parse_args()
+    bench = Bench(a)
+    ks = [int(k) for k in a.ks.split(",")]
+    records = []
+    for model in a.models.split(","):
+        repeats = a.lenet_repeats if model == "lenet" else a.resnet_repeats
+        for rep in range(repeats):
+            for cfg in configs(ks, a.kinds.split(",")):
+                rec = bench.measure(model, cfg)
+                rec["repeat"] = rep
+                records.append(rec)
+                rate = f"{rec['images_per_sec']:.1f} img/s" if "images_per_sec" in rec else \
+                    f"FAILED (exit {rec['exit_code']}): {rec['error'].splitlines()[-1] if rec['error'] else ''}"
+                log(f"{model:8s} {cfg['kind']:16s} k={cfg['k']:<3d} repeat {rep + 1}/{repeats}: {rate}"
+                    f" ({rec['wall_s']:.1f} s)")
+    with open(a.out, "w") as f:
+        json.dump({"plans": {str(k): v for k, v in bench.plans.items()}, "runs": records}, f, indent=1)
+    return 0 if all("images_per_sec" in r for r in records) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
