@@ -8,8 +8,12 @@
 #include <ATen/ATen.h>
 #include <c10/util/BFloat16.h>
 
-#include <sched.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
+
+#include <climits>
 
 #include <algorithm>
 #include <atomic>
@@ -238,28 +242,37 @@ struct ShmArena {
 
   // Each segment starts with a cache line holding its rank's fence counter.
   static constexpr int64_t kHeader = 64;
-  uint64_t epoch = 0;
+  uint32_t epoch = 0;
 
-  std::atomic<uint64_t>* counter(int q) { return reinterpret_cast<std::atomic<uint64_t>*>(header[q]); }
+  std::atomic<uint32_t>* counter(int q) { return reinterpret_cast<std::atomic<uint32_t>*>(header[q]); }
 
-  // A barrier on the shared counters that yields the core while waiting: MPI_Barrier
-  // busy-polls, which starves backward() on a rank bound to one core while a DDP bucket waits.
+  static bool reached(uint32_t value, uint32_t target) {
+    return static_cast<int32_t>(value - target) >= 0;  // wrap-safe
+  }
+
+  // A barrier on shared counters that sleeps in the kernel (futex) while a peer is late:
+  // MPI_Barrier busy-polls, and yield loops lose whole time slices on a loaded machine; both
+  // starve backward() on a rank bound to one core while a DDP bucket waits.
   void fence() {
     ++epoch;
     counter(rank)->store(epoch, std::memory_order_release);
+    syscall(SYS_futex, reinterpret_cast<uint32_t*>(header[rank]), FUTEX_WAKE, INT32_MAX,
+            nullptr, nullptr, 0);
     for (int q = 0; q < size; ++q) {
-      int spins = 0;
-      while (counter(q)->load(std::memory_order_acquire) < epoch) {
-        if (++spins < 256) {
+      if (q == rank) continue;
+      for (int spins = 0;; ++spins) {
+        const uint32_t value = counter(q)->load(std::memory_order_acquire);
+        if (reached(value, epoch)) break;
+        if (spins < 512) {
 #if defined(__x86_64__) || defined(__i386__)
           __builtin_ia32_pause();
 #endif
-        } else if (spins < 4096) {
-          sched_yield();
-        } else {
-          timespec pause{0, 20000};
-          nanosleep(&pause, nullptr);
+          continue;
         }
+        // Sleeps until the peer's counter changes (or 10 ms, as a safety net).
+        timespec limit{0, 10 * 1000 * 1000};
+        syscall(SYS_futex, reinterpret_cast<uint32_t*>(header[q]), FUTEX_WAIT, value, &limit,
+                nullptr, 0);
       }
     }
   }
@@ -334,7 +347,7 @@ MpiCommunicator::MpiCommunicator(const Context& context, std::size_t shm_segment
     check_mpi(MPI_Win_allocate_shared(arena->segment + ShmArena::kHeader, 1, MPI_INFO_NULL, node,
                                       &mine, &arena->win),
               "MPI_Win_allocate_shared");
-    new (mine) std::atomic<uint64_t>(0);
+    new (mine) std::atomic<uint32_t>(0);
     for (int q = 0; q < node_size; ++q) {
       MPI_Aint bytes = 0;
       int disp = 0;
