@@ -89,6 +89,15 @@ class Bench:
         self.bin = os.path.join(a.build, "bin")
         self.nano_run = os.path.join(self.bin, "nano-run")
         self.plans = {}
+        self.lenet_extra = []
+        if a.lenet_test_limit > 0:
+            try:
+                help_text = subprocess.run([os.path.join(self.bin, a.lenet_program), "--help"], capture_output=True,
+                                           text=True, timeout=60).stdout
+            except (OSError, subprocess.TimeoutExpired):
+                help_text = ""
+            if "--test-limit" in help_text:  # evaluation is untimed; a slice of the test set saves wall time
+                self.lenet_extra = ["--test-limit", str(a.lenet_test_limit)]
 
     def plan(self, k):
         """CPU lists nano-run's planner gives k ranks on this machine (the PyTorch ranks get the same)."""
@@ -102,11 +111,16 @@ class Bench:
         a = self.a
         if model == "lenet":
             return [os.path.join(self.bin, a.lenet_program), "--batch-size", str(a.batch), "--epochs", "1",
-                    "--max-steps-per-epoch", str(a.lenet_steps)]
+                    "--max-steps-per-epoch", str(a.lenet_steps)] + self.lenet_extra
         return [os.path.join(self.bin, "resnet18_cifar"), "--batch-size", str(a.batch), "--steps", str(a.resnet_steps)]
 
-    def steps(self, model):
-        return self.a.lenet_steps if model == "lenet" else self.a.resnet_steps
+    def warmup_and_timed(self, model):
+        """The C++ examples' split: fashion_mnist_nano's --max-steps-per-epoch S counts its
+        min(3, S/2) warm-up steps; resnet18_cifar's --steps S are timed after 3 warm-up steps."""
+        if model == "lenet":
+            warmup = min(3, self.a.lenet_steps // 2)
+            return warmup, self.a.lenet_steps - warmup
+        return 3, self.a.resnet_steps
 
     def commands(self, model, cfg):
         kind, k = cfg["kind"], cfg["k"]
@@ -121,12 +135,13 @@ class Bench:
             return [(argv, clean_env(OMPI_ALLOW_RUN_AS_ROOT=1, OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1))]
         # Stock PyTorch: our own minimal torchrun-style launcher.
         port = free_port()
+        warmup, timed = self.warmup_and_timed(model)
         cmds = []
         for rank, cpus in enumerate(self.plan(k)):
             env = clean_env(RANK=rank, LOCAL_RANK=rank, WORLD_SIZE=k, LOCAL_WORLD_SIZE=k, MASTER_ADDR="127.0.0.1",
                             MASTER_PORT=port, OMP_NUM_THREADS=len(cpus))
             argv = ["taskset", "-c", ",".join(map(str, cpus)), PYTHON, os.path.join(HERE, "pytorch_ddp.py"), model,
-                    "--steps", str(self.steps(model)), "--warmup", str(self.a.warmup), "--batch-size",
+                    "--steps", str(timed), "--warmup", str(warmup), "--batch-size",
                     str(self.a.batch), "--data-dir", self.a.data_dir]
             cmds.append((argv, env))
         return cmds
@@ -172,7 +187,7 @@ def main():
     p.add_argument("--resnet-steps", type=int, required=True)
     p.add_argument("--lenet-repeats", type=int, default=3)
     p.add_argument("--resnet-repeats", type=int, default=1)
-    p.add_argument("--warmup", type=int, default=3, help="untimed steps of the PyTorch runs")
+    p.add_argument("--lenet-test-limit", type=int, default=2000, help="test images the LeNet program evaluates")
     p.add_argument("--lenet-program", default="fashion_mnist_nano")
     p.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
     p.add_argument("--timeout", type=float, default=900)
