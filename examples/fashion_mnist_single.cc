@@ -8,6 +8,7 @@
 
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 
@@ -17,6 +18,7 @@
 #include "examples/common/models.h"
 #include "examples/common/options.h"
 #include "examples/common/progress.h"
+#include "examples/common/throughput.h"
 #include "examples/common/train.h"
 
 namespace ex = nano::examples;
@@ -51,12 +53,17 @@ int run(const ex::ExampleOptions& o) {
     ex::ProgressPrinter progress(stdout, epoch, o.epochs,
                                  ex::batches_per_epoch(examples, o.batch_size, o.max_steps_per_epoch));
     const ex::EpochResult r = ex::train_one_epoch(model, *loader, step, progress, o.max_steps_per_epoch);
-    const double accuracy = ex::evaluate(model, test_set);
+    const int64_t n = o.test_limit > 0 ? std::min(o.test_limit, test_set.images().size(0)) : test_set.images().size(0);
+    const double accuracy = ex::evaluate(model, test_set.images().narrow(0, 0, n), test_set.labels().narrow(0, 0, n));
     totals.add(r, accuracy);
     std::printf("%s\n", ex::format_epoch_summary(epoch, o.epochs, r, accuracy).c_str());
     std::fflush(stdout);
   }
   std::printf("%s\n", ex::format_run_summary(totals).c_str());
+  // The same machine-readable line as the nano programs (here over all training steps).
+  std::printf("%s\n", ex::format_nano_result(totals.seconds > 0 ? static_cast<double>(totals.images) / totals.seconds : 0.0,
+                                             1, at::get_num_threads(), totals.accuracies.back())
+                          .c_str());
   return 0;
 }
 

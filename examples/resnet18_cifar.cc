@@ -1,8 +1,7 @@
-// Throughput program: ResNet-18 on synthetic 3x32x32 images, one process, timed steps.
-#include <torch/data/dataloader.h>
-#include <torch/data/datasets/map.h>
-#include <torch/data/samplers/random.h>
-#include <torch/data/transforms/stack.h>
+// Throughput program: ResNet-18 on synthetic 3x32x32 images, timed steps. Started plainly it
+// trains in one process; under `nano-run -n k` (or mpirun) each rank joins the world through
+// nano::init, trains its shard through nano::DDP, and rank 0 reports the global rate.
+#include <torch/data.h>
 #include <torch/optim/sgd.h>
 #include <torch/utils.h>
 
@@ -11,12 +10,15 @@
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <memory>
 
 #include "env-init/error.h"
 #include "examples/common/models.h"
 #include "examples/common/options.h"
 #include "examples/common/progress.h"
+#include "examples/common/throughput.h"
 #include "examples/common/train.h"
+#include "runtime/nano.h"
 
 namespace ex = nano::examples;
 
@@ -29,30 +31,59 @@ constexpr int64_t kWarmupSteps = 3;
 int run(const ex::ExampleOptions& o) {
   if (o.num_processes != 1)
     throw nano::UsageError("--num-processes " + std::to_string(o.num_processes) + ": " + kProgram +
-                           " runs in one process; start several with nano-run");
+                           " does not launch ranks itself; start several with nano-run -n " +
+                           std::to_string(o.num_processes));
+  nano::World world = nano::init();  // a world of one when started plainly
   torch::manual_seed(0);
   ex::ResNet18 model;
+  // DDP broadcasts rank 0's weights, averages gradients during backward and, before each
+  // forward, copies rank 0's batch-norm statistics (as PyTorch's DDP does by default).
+  std::unique_ptr<nano::DDP<ex::ResNet18>> ddp;
+  if (world.size() > 1) ddp = std::make_unique<nano::DDP<ex::ResNet18>>(model, world.comm);
   torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(o.lr).momentum(0.9));
   const int64_t steps = o.steps + kWarmupSteps;
-  ex::SyntheticCifar data(static_cast<size_t>(steps * o.batch_size));
-  auto loader = torch::data::make_data_loader(
-      data.map(torch::data::transforms::Stack<>()), torch::data::samplers::RandomSampler(*data.size()),
-      torch::data::DataLoaderOptions().batch_size(static_cast<size_t>(o.batch_size)));
-  const ex::StepFn step = [&](const at::Tensor& loss) {
+  // Each rank draws its own disjoint shard of a dataset world-size times one rank's steps.
+  ex::SyntheticCifar data(static_cast<size_t>(steps * o.batch_size * world.size()));
+  auto loader = nano::make_sharded_loader(data.map(torch::data::transforms::Stack<>()), world,
+                                          static_cast<size_t>(o.batch_size));
+  if (world.is_main())
+    std::printf("%s: ResNet-18 (%lld parameters), synthetic 3x32x32, batch %lld per rank, %lld timed steps after %lld "
+                "warm-up, %d ranks x %d threads\n",
+                kProgram, static_cast<long long>(ex::count_parameters(*model)), static_cast<long long>(o.batch_size),
+                static_cast<long long>(o.steps), static_cast<long long>(kWarmupSteps), world.size(),
+                at::get_num_threads());
+
+  ex::StepTimer timer(kWarmupSteps);
+  ex::ProgressPrinter progress(stdout, 1, 1, steps, world.is_main());
+  double loss_sum = 0;
+  int64_t done = 0;
+  timer.epoch_begin();
+  model->train();
+  for (auto& batch : *loader) {
+    if (done == steps) break;
     optimizer.zero_grad();
+    const at::Tensor logits = ddp ? ddp->forward(batch.data) : model->forward(batch.data);
+    const at::Tensor loss = ex::classification_loss(logits, batch.target);
     loss.backward();
     optimizer.step();
-  };
-  std::printf("%s: ResNet-18 (%lld parameters), synthetic 3x32x32, batch %lld, %lld timed steps after %lld warm-up, %d threads\n",
-              kProgram, static_cast<long long>(ex::count_parameters(*model)), static_cast<long long>(o.batch_size),
-              static_cast<long long>(o.steps), static_cast<long long>(kWarmupSteps), at::get_num_threads());
-  ex::ProgressPrinter warmup(stdout, 0, 1, kWarmupSteps, false);
-  ex::train_one_epoch(model, *loader, step, warmup, kWarmupSteps);
-  ex::ProgressPrinter progress(stdout, 1, 1, o.steps);
-  const ex::EpochResult r = ex::train_one_epoch(model, *loader, step, progress, o.steps);
-  std::printf("%s: %lld images in %.2f s, mean loss %.4f\nthroughput %.1f img/s\n", kProgram,
-              static_cast<long long>(r.images), r.seconds, r.mean_loss,
-              r.seconds > 0 ? static_cast<double>(r.images) / r.seconds : 0.0);
+    const double l = loss.item<double>();
+    timer.step_end(batch.data.size(0));
+    ++done;
+    if (done > kWarmupSteps) loss_sum += l;
+    progress.update(1, batch.data.size(0) * world.size(), l);
+  }
+  timer.epoch_end();
+  progress.finish();
+
+  const std::vector<double> timed = world.comm->gather({static_cast<double>(timer.images()), timer.seconds()});
+  if (world.is_main()) {
+    const double rate = ex::global_images_per_sec(timed);
+    std::printf("%s: %lld images in %.2f s on %d ranks, mean loss %.4f\nthroughput %.1f img/s\n", kProgram,
+                static_cast<long long>(timer.images() * world.size()), timer.seconds(), world.size(),
+                timer.steps() > 0 ? loss_sum / static_cast<double>(timer.steps()) : 0.0, rate);
+    std::printf("%s\n", ex::format_nano_result(rate, world.size(), at::get_num_threads(), std::nullopt).c_str());
+    std::fflush(stdout);
+  }
   return 0;
 }
 
@@ -65,7 +96,8 @@ int main(int argc, char** argv) {
     defaults.steps = 50;
     const auto parsed = ex::parse_example_options(
         argc, argv, defaults,
-        {kProgram, "Measure ResNet-18 training throughput on synthetic 3x32x32 images.", false, false, true});
+        {kProgram, "Measure ResNet-18 training throughput on synthetic 3x32x32 images (nano-run -n k for k ranks).",
+         false, false, true});
     if (!parsed.help.empty()) {
       std::cout << parsed.help;
       return 0;

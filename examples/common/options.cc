@@ -38,6 +38,9 @@ void validate_example_options(const ExampleOptions& o) {
   if (o.max_steps_per_epoch < 0)
     throw UsageError("--max-steps-per-epoch must be at least 0, got " + std::to_string(o.max_steps_per_epoch));
   if (o.steps < 1) throw UsageError("--steps must be at least 1, got " + std::to_string(o.steps));
+  if (o.test_limit < 0) throw UsageError("--test-limit must be at least 0, got " + std::to_string(o.test_limit));
+  if (o.backend != "subprocess" && o.backend != "mpi")
+    throw UsageError("--backend must be subprocess or mpi, got '" + o.backend + "'");
 }
 
 ParsedOptions parse_example_options(int argc, const char* const* argv, const ExampleOptions& defaults,
@@ -46,16 +49,23 @@ ParsedOptions parse_example_options(int argc, const char* const* argv, const Exa
   ExampleOptions& o = out.options;
   CLI::App app(spec.description, spec.program);
   // Values are read as strings and converted here so every bad value gets the same message.
-  std::string epochs, batch, lr, procs, max_steps, steps;
+  std::string epochs, batch, lr, procs, max_steps, steps, test_limit;
   if (spec.epochs) {
     app.add_option("--epochs", epochs, "training epochs (default " + std::to_string(o.epochs) + ")");
     app.add_option("--max-steps-per-epoch", max_steps, "stop each epoch after this many steps (0 = all)");
+    app.add_option("--test-limit", test_limit, "evaluate only the first N test images (0 = all)");
   }
   if (spec.steps) app.add_option("--steps", steps, "timed training steps (default " + std::to_string(o.steps) + ")");
   app.add_option("--batch-size", batch, "batch size per process (default " + std::to_string(o.batch_size) + ")");
   app.add_option("--lr", lr, "base learning rate (default " + number(o.lr) + ")");
   app.add_option("--num-processes", procs, "training processes (default " + std::to_string(o.num_processes) + ")");
   if (spec.data_dir) app.add_option("--data-dir", o.data_dir, "folder holding the dataset's .gz files");
+  bool no_auto_lr = false;
+  if (spec.in_program) {
+    app.add_flag("--no-auto-lr", no_auto_lr, "keep the learning rate fixed (no warm-up to N times it)");
+    app.add_option("--backend", o.backend,
+                   "how --num-processes ranks start: subprocess or mpi (default " + o.backend + ")");
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -82,6 +92,8 @@ ParsedOptions parse_example_options(int argc, const char* const* argv, const Exa
   to_int("--epochs", epochs, o.epochs);
   to_int("--max-steps-per-epoch", max_steps, o.max_steps_per_epoch);
   to_int("--steps", steps, o.steps);
+  to_int("--test-limit", test_limit, o.test_limit);
+  if (no_auto_lr) o.auto_lr = false;
   to_int("--batch-size", batch, o.batch_size);
   to_int("--num-processes", procs, o.num_processes);
   if (!lr.empty()) {

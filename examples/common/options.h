@@ -15,6 +15,9 @@ struct ExampleOptions {
   std::string data_dir;              ///< --data-dir, empty = the dataset's default folder
   int64_t max_steps_per_epoch = 0;   ///< --max-steps-per-epoch, 0 = the whole epoch
   int64_t steps = 100;               ///< --steps (throughput programs only), >= 1
+  int64_t test_limit = 0;            ///< --test-limit: evaluate the first N test images, 0 = all
+  bool auto_lr = true;               ///< --no-auto-lr turns nano's learning-rate warm-up off
+  std::string backend = "subprocess";  ///< --backend: how --num-processes ranks start (subprocess | mpi)
 };
 
 /// Which options a program offers.
@@ -24,6 +27,7 @@ struct OptionsSpec {
   bool data_dir = true;      ///< offer --data-dir
   bool epochs = true;        ///< offer --epochs and --max-steps-per-epoch
   bool steps = false;        ///< offer --steps
+  bool in_program = false;   ///< offer --no-auto-lr and --backend (programs that launch their own ranks)
 };
 
 /// Result of parsing: the options, or the help text when --help was asked for.
@@ -34,7 +38,8 @@ struct ParsedOptions {
 
 /// Parses argv (argv[0] is the program) starting from `defaults`. Throws nano::UsageError
 /// with one line naming the bad value, e.g. "--epochs must be at least 1, got 0" or
-/// "--batch-size: 'abc' is not a valid value", or for an unknown option.
+/// "--batch-size: 'abc' is not a valid value", "--backend must be subprocess or mpi, got
+/// 'fork'", or for an unknown option.
 ParsedOptions parse_example_options(int argc, const char* const* argv, const ExampleOptions& defaults,
                                     const OptionsSpec& spec);
 

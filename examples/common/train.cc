@@ -7,6 +7,12 @@ int64_t batches_per_epoch(int64_t examples, int64_t batch_size, int64_t max_step
   return max_steps > 0 ? std::min(full, max_steps) : full;
 }
 
+RowRange evaluation_shard(int64_t examples, int64_t limit, int rank, int world_size) {
+  const int64_t n = limit > 0 ? std::min(limit, examples) : examples;
+  const int64_t begin = n * rank / world_size;
+  return {begin, n * (rank + 1) / world_size - begin};
+}
+
 int64_t count_correct(const at::Tensor& logits, const at::Tensor& targets) {
   return logits.argmax(1).eq(targets).sum().item<int64_t>();
 }

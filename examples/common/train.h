@@ -27,6 +27,16 @@ using StepFn = std::function<void(const at::Tensor& loss)>;
 /// Batches in one epoch: ceil(examples / batch_size), capped at `max_steps` when it is > 0.
 int64_t batches_per_epoch(int64_t examples, int64_t batch_size, int64_t max_steps);
 
+/// A contiguous range of rows.
+struct RowRange {
+  int64_t begin = 0;
+  int64_t length = 0;
+};
+
+/// The rows rank `rank` of `world_size` evaluates among the first `limit` (0 = all) of
+/// `examples`: contiguous, every row exactly once, lengths differing by at most one.
+RowRange evaluation_shard(int64_t examples, int64_t limit, int rank, int world_size);
+
 /// How many rows of `logits` [N, C] have their arg-max equal to `targets` [N].
 int64_t count_correct(const at::Tensor& logits, const at::Tensor& targets);
 
@@ -61,10 +71,11 @@ EpochResult train_one_epoch(Model& model, Loader& loader, const StepFn& step, Pr
   return r;
 }
 
-/// Fraction of `images` [N, ...] whose predicted class equals `labels` [N], evaluated in
+/// How many of `images` [N, ...] have a predicted class equal to `labels` [N], evaluated in
 /// eval mode without gradients, `batch_size` rows at a time. Leaves the model in eval mode.
 template <typename Model>
-double evaluate(Model& model, const at::Tensor& images, const at::Tensor& labels, int64_t batch_size = 250) {
+int64_t correct_predictions(Model& model, const at::Tensor& images, const at::Tensor& labels,
+                            int64_t batch_size = 250) {
   at::NoGradGuard no_grad;
   model->eval();
   const int64_t n = images.size(0);
@@ -73,6 +84,15 @@ double evaluate(Model& model, const at::Tensor& images, const at::Tensor& labels
     const int64_t len = std::min(batch_size, n - begin);
     correct += count_correct(model->forward(images.narrow(0, begin, len)), labels.narrow(0, begin, len));
   }
+  return correct;
+}
+
+/// Fraction of `images` [N, ...] whose predicted class equals `labels` [N] (as
+/// correct_predictions). Leaves the model in eval mode.
+template <typename Model>
+double evaluate(Model& model, const at::Tensor& images, const at::Tensor& labels, int64_t batch_size = 250) {
+  const int64_t n = images.size(0);
+  const int64_t correct = correct_predictions(model, images, labels, batch_size);
   return n > 0 ? static_cast<double>(correct) / static_cast<double>(n) : 0.0;
 }
 

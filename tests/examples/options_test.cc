@@ -75,3 +75,18 @@ TEST_CASE("bad values: one line naming the value") {
   CHECK(error_of({"--steps", "0"}, kThroughput) == "--steps must be at least 1, got 0");
   CHECK(error_of({"--steps", "5"}) == "The following arguments were not expected: 5 --steps");
 }
+
+TEST_CASE("in-program options: --no-auto-lr, --backend, --test-limit") {
+  const OptionsSpec in_program{"prog", "test program", true, true, false, true};
+  const ExampleOptions d = parse({}, in_program).options;
+  CHECK(d.auto_lr);
+  CHECK(d.backend == "subprocess");
+  CHECK(d.test_limit == 0);
+  const ExampleOptions o = parse({"--no-auto-lr", "--backend", "mpi", "--test-limit", "500"}, in_program).options;
+  CHECK_FALSE(o.auto_lr);
+  CHECK(o.backend == "mpi");
+  CHECK(o.test_limit == 500);
+  CHECK(error_of({"--backend", "fork"}, in_program) == "--backend must be subprocess or mpi, got 'fork'");
+  CHECK(error_of({"--test-limit", "-3"}, in_program) == "--test-limit must be at least 0, got -3");
+  CHECK(error_of({"--no-auto-lr"}) == "The following argument was not expected: --no-auto-lr");
+}

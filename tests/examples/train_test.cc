@@ -20,6 +20,27 @@ TEST_CASE("batches, correct counts and loss") {
         doctest::Approx(std::log(10.0)));
 }
 
+TEST_CASE("evaluation_shard: contiguous, complete, balanced") {
+  struct Row {
+    int64_t examples, limit;
+    int rank, world;
+    int64_t begin, length;
+  };
+  const Row rows[] = {
+      {10000, 0, 0, 1, 0, 10000}, {10000, 0, 0, 2, 0, 5000},  {10000, 0, 1, 2, 5000, 5000},
+      {10000, 500, 1, 2, 250, 250}, {10000, 20000, 0, 1, 0, 10000}, {10, 0, 0, 3, 0, 3},
+      {10, 0, 1, 3, 3, 3},         {10, 0, 2, 3, 6, 4},          {1, 0, 0, 2, 0, 0},
+      {1, 0, 1, 2, 0, 1},
+  };
+  for (const Row& r : rows) {
+    CAPTURE(r.examples);
+    CAPTURE(r.rank);
+    const RowRange got = evaluation_shard(r.examples, r.limit, r.rank, r.world);
+    CHECK(got.begin == r.begin);
+    CHECK(got.length == r.length);
+  }
+}
+
 TEST_CASE("evaluate counts arg-max hits in batches and leaves eval mode") {
   torch::nn::Linear identity(2, 2);
   {

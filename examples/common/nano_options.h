@@ -1,0 +1,46 @@
+#pragma once
+// The in-program launch options of the Fashion-MNIST nano examples, from their command line.
+// Header-only: nano::examples_common does not link the runtime, the nano programs do.
+#include <algorithm>
+#include <cstdint>
+
+#include "examples/common/options.h"
+#include "examples/common/train.h"
+#include "runtime/context.h"
+#include "runtime/in_program.h"
+
+namespace nano::examples {
+
+/// auto_lr's warm-up length in epochs: the rate climbs from --lr to N x --lr over this many
+/// epochs (measured: see fashion_mnist_nano.cc).
+inline constexpr int64_t kFashionMnistWarmupEpochs = 1;
+
+/// The number of ranks this run will train with: the outer world's size under nano-run or
+/// mpirun, else --num-processes.
+inline int planned_world_size(const ExampleOptions& o) {
+  const Context outer = context_from_env(current_env());
+  return outer.world_size > 1 ? outer.world_size : o.num_processes;
+}
+
+/// Steps per epoch of each rank: its shard of `examples` (padded to equal size) in batches,
+/// capped at --max-steps-per-epoch.
+inline int64_t rank_steps_per_epoch(const ExampleOptions& o, int64_t examples, int world_size) {
+  const int64_t shard = (examples + world_size - 1) / world_size;
+  return batches_per_epoch(shard, o.batch_size, o.max_steps_per_epoch);
+}
+
+/// --num-processes, --backend and --no-auto-lr as nano::TorchNanoOptions; auto_lr warms the
+/// rate up over kFashionMnistWarmupEpochs epochs of `steps_per_epoch` steps.
+inline TorchNanoOptions fashion_mnist_nano_options(const ExampleOptions& o, int64_t steps_per_epoch) {
+  TorchNanoOptions n;
+  n.num_processes = o.num_processes;
+  n.distributed_backend = o.backend;
+  AutoLrOptions lr;
+  lr.enabled = o.auto_lr;
+  lr.warmup_epochs = kFashionMnistWarmupEpochs;
+  lr.steps_per_epoch = std::max<int64_t>(steps_per_epoch, 1);
+  n.auto_lr = lr;
+  return n;
+}
+
+}  // namespace nano::examples

@@ -1,0 +1,135 @@
+// Trains the LeNet-style CNN on Fashion-MNIST with nano::nano(...), the wrapper (the seed's
+// @nano page): `train_loop` is an ordinary training function over a model, an optimizer and
+// a loader; wrapping it runs it data-parallel on several ranks. The model is found by type
+// and wrapped for gradient averaging, auto_lr applies to the optimizer, the loader is sharded.
+//
+//   fashion_mnist_decorator --num-processes 2   # starts 2 pinned ranks of itself and waits
+//   nano-run -n 2 fashion_mnist_decorator       # each rank joins nano-run's world instead
+#include <torch/data.h>
+#include <torch/optim/adam.h>
+#include <torch/utils.h>
+
+#include <ATen/Parallel.h>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+
+#include "env-init/error.h"
+#include "examples/common/fashion_mnist.h"
+#include "examples/common/fashion_mnist_training.h"
+#include "examples/common/models.h"
+#include "examples/common/nano_options.h"
+#include "examples/common/options.h"
+#include "examples/common/progress.h"
+#include "examples/common/throughput.h"
+#include "examples/common/train.h"
+#include "runtime/nano_wrapper.h"
+
+namespace ex = nano::examples;
+
+namespace {
+
+constexpr const char* kProgram = "fashion_mnist_decorator";
+constexpr int64_t kTrainExamples = 60000;  // Fashion-MNIST's training split (sizes the warm-up)
+
+using TrainData = decltype(std::declval<ex::FashionMnist>().map(torch::data::transforms::Stack<>()));
+
+// The training function, as one writes it for a single process. The only nod to ranks: the
+// loader knows its shard, so rank 0 alone prints and evaluates.
+double train_loop(ex::LeNet model, torch::optim::Adam& optimizer, nano::ShardableLoader<TrainData>& loader,
+                  int epochs, const ex::FashionMnist& test_set, const ex::ExampleOptions& o) {
+  const bool main_rank = loader.rank() == 0;
+  const int world = loader.world_size();
+  const int64_t steps = ex::rank_steps_per_epoch(o, kTrainExamples, world);
+  if (main_rank)
+    std::printf("%s: LeNet (%lld parameters), %d ranks x %d threads, batch %lld per rank, lr %g, auto_lr %s\n",
+                kProgram, static_cast<long long>(ex::count_parameters(*model)), world, at::get_num_threads(),
+                static_cast<long long>(o.batch_size), o.lr, o.auto_lr && world > 1 ? "on" : "off");
+  ex::StepTimer timer(ex::warmup_steps_for(steps * epochs));
+  double accuracy = 0;
+  for (int epoch = 1; epoch <= epochs; ++epoch) {
+    ex::ProgressPrinter progress(stdout, epoch, epochs, steps, main_rank);
+    ex::EpochResult r;
+    double loss_sum = 0;
+    const auto start = std::chrono::steady_clock::now();
+    timer.epoch_begin();
+    model->train();
+    for (auto& batch : loader) {
+      if (r.batches == steps) break;
+      optimizer.zero_grad();
+      const at::Tensor loss = ex::classification_loss(model->forward(batch.data), batch.target);
+      loss.backward();
+      optimizer.step();
+      const double l = loss.item<double>();
+      const int64_t images = batch.data.size(0) * world;  // the ranks step in lock-step
+      timer.step_end(batch.data.size(0));
+      ++r.batches;
+      r.images += images;
+      loss_sum += l;
+      progress.update(1, images, l);
+    }
+    timer.epoch_end();
+    progress.finish();
+    if (!main_rank) continue;  // the others go on to the next epoch and wait in its first step
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    r.mean_loss = r.batches > 0 ? loss_sum / static_cast<double>(r.batches) : 0;
+    const int64_t n = o.test_limit > 0 ? std::min(o.test_limit, test_set.images().size(0)) : test_set.images().size(0);
+    accuracy = ex::evaluate(model, test_set.images().narrow(0, 0, n), test_set.labels().narrow(0, 0, n));
+    std::printf("%s\n", ex::format_epoch_summary(epoch, epochs, r, accuracy).c_str());
+    std::fflush(stdout);
+  }
+  if (main_rank) {
+    // Rank 0's clock covers the run (every step waits for all ranks' gradients), and every
+    // rank trained as many images as rank 0.
+    const double rate = timer.seconds() > 0 ? static_cast<double>(timer.images() * world) / timer.seconds() : 0.0;
+    std::printf("final test accuracy %.4f; %.1f img/s over the timed steps of %d ranks\n", accuracy, rate, world);
+    std::printf("%s\n", ex::format_nano_result(rate, world, at::get_num_threads(), accuracy).c_str());
+    std::fflush(stdout);
+  }
+  return accuracy;
+}
+
+int run(const ex::ExampleOptions& o) {
+  torch::manual_seed(0);
+  ex::FashionMnist train_set(o.data_dir, ex::Split::kTrain);
+  ex::FashionMnist test_set(o.data_dir, ex::Split::kTest);
+  ex::LeNet model;
+  torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(o.lr));
+  nano::ShardableLoader<TrainData> loader(train_set.map(torch::data::transforms::Stack<>()),
+                                          static_cast<size_t>(o.batch_size));
+
+  const int world = ex::planned_world_size(o);
+  const auto options = ex::fashion_mnist_nano_options(o, ex::rank_steps_per_epoch(o, kTrainExamples, world));
+  const double accuracy = nano::nano(options)(train_loop)(model, optimizer, loader, o.epochs, test_set, o);
+
+  if (nano::in_program::role_from_env(nano::current_env()) == nano::in_program::Role::kCaller)
+    std::printf("%s: %d ranks finished; rank 0 returned test accuracy %.4f, and its trained weights are in "
+                "this process's model\n",
+                kProgram, world, accuracy);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    ex::ExampleOptions defaults;
+    defaults.lr = ex::kFashionMnistDefaultLr;
+    const auto parsed = ex::parse_example_options(
+        argc, argv, defaults,
+        {kProgram, "Train a LeNet-style CNN on Fashion-MNIST on several ranks with nano::nano(...).", true, true,
+         false, true});
+    if (!parsed.help.empty()) {
+      std::cout << parsed.help;
+      return 0;
+    }
+    return run(parsed.options);
+  } catch (const nano::UsageError& e) {
+    std::fprintf(stderr, "%s: error: %s\n", kProgram, e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: error: %s\n", kProgram, e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,157 @@
+// Trains the LeNet-style CNN on Fashion-MNIST with nano::TorchNano, the subclass API (the
+// seed's TorchNano page): train() holds an ordinary libtorch loop, and setup(),
+// setup_dataloader() and backward() make it data-parallel over several ranks.
+//
+//   fashion_mnist_nano --num-processes 2   # starts 2 pinned ranks of itself and waits
+//   nano-run -n 2 fashion_mnist_nano       # each rank joins nano-run's world instead
+#include <torch/data.h>
+#include <torch/optim/adam.h>
+#include <torch/utils.h>
+
+#include <ATen/Parallel.h>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+
+#include "env-init/error.h"
+#include "examples/common/fashion_mnist.h"
+#include "examples/common/fashion_mnist_training.h"
+#include "examples/common/models.h"
+#include "examples/common/nano_options.h"
+#include "examples/common/options.h"
+#include "examples/common/progress.h"
+#include "examples/common/throughput.h"
+#include "examples/common/train.h"
+#include "runtime/communicator.h"
+#include "runtime/torch_nano.h"
+
+namespace ex = nano::examples;
+
+namespace {
+
+constexpr const char* kProgram = "fashion_mnist_nano";
+constexpr int64_t kTrainExamples = 60000;  // Fashion-MNIST's training split (sizes the warm-up)
+
+class FashionMnistNano : public nano::TorchNano {
+ public:
+  FashionMnistNano(const ex::ExampleOptions& o, int64_t steps_per_epoch)
+      : TorchNano(ex::fashion_mnist_nano_options(o, steps_per_epoch)), o_(o) {}
+
+  ex::LeNet model;
+
+  void train() override {
+    torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(o_.lr));
+    // In the caller, setup() runs the whole training on the ranks and then loads rank 0's
+    // trained weights into `model`; the caller has nothing left to do here.
+    setup(model, optimizer);
+    if (is_caller()) return;
+
+    ex::FashionMnist train_set(o_.data_dir, ex::Split::kTrain);
+    ex::FashionMnist test_set(o_.data_dir, ex::Split::kTest);
+    auto loader = setup_dataloader(train_set.map(torch::data::transforms::Stack<>()),
+                                   static_cast<size_t>(o_.batch_size));
+    const int64_t steps = ex::rank_steps_per_epoch(o_, static_cast<int64_t>(*train_set.size()), world_size());
+    print0(kProgram, ": LeNet (", ex::count_parameters(*model), " parameters), ", *train_set.size(), " training / ",
+           *test_set.size(), " test images, ", world_size(), " ranks x ", at::get_num_threads(),
+           " threads, batch ", o_.batch_size, " per rank, lr ", o_.lr, ", auto_lr ",
+           o_.auto_lr && world_size() > 1 ? "on" : "off");
+
+    ex::StepTimer timer(ex::warmup_steps_for(steps * o_.epochs));
+    double accuracy = 0;
+    for (int epoch = 1; epoch <= o_.epochs; ++epoch) {
+      ex::ProgressPrinter progress(stdout, epoch, o_.epochs, steps, is_main());
+      ex::EpochResult r;
+      double loss_sum = 0;
+      const auto start = std::chrono::steady_clock::now();
+      timer.epoch_begin();
+      model->train();
+      for (auto& batch : *loader) {
+        if (r.batches == steps) break;
+        optimizer.zero_grad();
+        const at::Tensor loss = ex::classification_loss(model->forward(batch.data), batch.target);
+        backward(loss);  // gradients arrive averaged over the ranks
+        optimizer.step();
+        const double l = loss.item<double>();
+        const int64_t images = batch.data.size(0) * world_size();  // every rank steps in lock-step
+        timer.step_end(batch.data.size(0));
+        ++r.batches;
+        r.images += images;
+        loss_sum += l;
+        progress.update(1, images, l);
+      }
+      timer.epoch_end();
+      progress.finish();
+      r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      r.mean_loss = r.batches > 0 ? loss_sum / static_cast<double>(r.batches) : 0;
+      accuracy = test_accuracy(test_set);
+      print0(ex::format_epoch_summary(epoch, o_.epochs, r, accuracy));
+    }
+
+    const std::vector<double> timed = world().comm->gather({static_cast<double>(timer.images()), timer.seconds()});
+    if (is_main()) {
+      const double rate = ex::global_images_per_sec(timed);
+      std::printf("final test accuracy %.4f; %.1f img/s over the timed steps of %d ranks\n", accuracy, rate,
+                  world_size());
+      std::printf("%s\n", ex::format_nano_result(rate, world_size(), at::get_num_threads(), accuracy).c_str());
+      std::fflush(stdout);
+      set_result(accuracy);
+    }
+  }
+
+ private:
+  // Each rank evaluates its slice of the test set; rank 0 adds up the counts.
+  double test_accuracy(const ex::FashionMnist& test_set) {
+    const ex::RowRange rows = ex::evaluation_shard(test_set.images().size(0), o_.test_limit, rank(), world_size());
+    const int64_t correct = ex::correct_predictions(model, test_set.images().narrow(0, rows.begin, rows.length),
+                                                    test_set.labels().narrow(0, rows.begin, rows.length));
+    const std::vector<double> counts =
+        world().comm->gather({static_cast<double>(correct), static_cast<double>(rows.length)});
+    world().comm->barrier();  // the next epoch's clocks start together
+    double hits = 0, total = 0;
+    for (size_t i = 0; i + 1 < counts.size(); i += 2) {
+      hits += counts[i];
+      total += counts[i + 1];
+    }
+    return total > 0 ? hits / total : 0.0;
+  }
+
+  ex::ExampleOptions o_;
+};
+
+int run(const ex::ExampleOptions& o) {
+  torch::manual_seed(0);
+  const int world = ex::planned_world_size(o);
+  FashionMnistNano trainer(o, ex::rank_steps_per_epoch(o, kTrainExamples, world));
+  trainer.train();
+  if (trainer.is_caller()) {
+    std::printf("%s: %d ranks finished; rank 0 reported test accuracy %.4f, and its trained weights are in "
+                "this process's model\n",
+                kProgram, world, trainer.result<double>());
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    ex::ExampleOptions defaults;
+    defaults.lr = ex::kFashionMnistDefaultLr;
+    const auto parsed = ex::parse_example_options(
+        argc, argv, defaults,
+        {kProgram, "Train a LeNet-style CNN on Fashion-MNIST on several ranks with nano::TorchNano.", true, true,
+         false, true});
+    if (!parsed.help.empty()) {
+      std::cout << parsed.help;
+      return 0;
+    }
+    return run(parsed.options);
+  } catch (const nano::UsageError& e) {
+    std::fprintf(stderr, "%s: error: %s\n", kProgram, e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: error: %s\n", kProgram, e.what());
+    return 1;
+  }
+}
