@@ -42,7 +42,7 @@ std::unique_ptr<Work> SelfCommunicator::all_reduce_async(at::Tensor& tensor, Red
 
 std::shared_ptr<Communicator> make_communicator(const Context& context) {
   switch (context.backend) {
-    case Backend::kMpi: {
+    case CommBackend::kMpi: {
       // Test and tuning knob: bytes of the per-rank shared-memory window (0 = MPI_Allreduce).
       if (const char* text = std::getenv("NANO_MPI_SHM_BYTES")) {
         char* end = nullptr;
@@ -55,9 +55,9 @@ std::shared_ptr<Communicator> make_communicator(const Context& context) {
       }
       return std::make_shared<MpiCommunicator>(context);
     }
-    case Backend::kGloo: return std::make_shared<GlooCommunicator>(context);
-    case Backend::kSelf:
-    case Backend::kAuto: break;
+    case CommBackend::kGloo: return std::make_shared<GlooCommunicator>(context);
+    case CommBackend::kSelf:
+    case CommBackend::kAuto: break;
   }
   return std::make_shared<SelfCommunicator>();
 }

@@ -25,12 +25,12 @@ const char* to_string(Launcher launcher) {
   return "?";
 }
 
-const char* to_string(Backend backend) {
+const char* to_string(CommBackend backend) {
   switch (backend) {
-    case Backend::kAuto: return "auto";
-    case Backend::kMpi: return "mpi";
-    case Backend::kGloo: return "gloo";
-    case Backend::kSelf: return "self";
+    case CommBackend::kAuto: return "auto";
+    case CommBackend::kMpi: return "mpi";
+    case CommBackend::kGloo: return "gloo";
+    case CommBackend::kSelf: return "self";
   }
   return "?";
 }
@@ -59,10 +59,10 @@ std::optional<long> get_int(const EnvMap& env, const std::string& key, long min,
   return parse_int(env, key, min, max);
 }
 
-Backend parse_backend(const std::string& text) {
-  if (text == "auto") return Backend::kAuto;
-  if (text == "mpi") return Backend::kMpi;
-  if (text == "gloo") return Backend::kGloo;
+CommBackend parse_backend(const std::string& text) {
+  if (text == "auto") return CommBackend::kAuto;
+  if (text == "mpi") return CommBackend::kMpi;
+  if (text == "gloo") return CommBackend::kGloo;
   throw UsageError("nano: bad NANO_BACKEND='" + text + "': expected auto, mpi or gloo");
 }
 
@@ -117,22 +117,22 @@ Context context_from_env(const EnvMap& env, int affinity_cpus, const InitOptions
     }
   }
 
-  Backend backend = options.backend;
-  if (backend == Backend::kAuto) {
+  CommBackend backend = options.backend;
+  if (backend == CommBackend::kAuto) {
     if (auto* text = find(env, "NANO_BACKEND")) backend = parse_backend(*text);
   }
-  if (backend == Backend::kAuto) {
-    backend = c.world_size == 1 ? Backend::kSelf : has_mpi ? Backend::kMpi : Backend::kGloo;
+  if (backend == CommBackend::kAuto) {
+    backend = c.world_size == 1 ? CommBackend::kSelf : has_mpi ? CommBackend::kMpi : CommBackend::kGloo;
   }
-  if (backend == Backend::kMpi && !has_mpi && c.world_size > 1) {
+  if (backend == CommBackend::kMpi && !has_mpi && c.world_size > 1) {
     throw UsageError("nano: backend mpi needs a launch under mpirun (OMPI_COMM_WORLD_SIZE is unset)"
                      " for a world of " + std::to_string(c.world_size));
   }
-  if (backend == Backend::kGloo && c.world_size > 1 && c.master_port == 0) {
+  if (backend == CommBackend::kGloo && c.world_size > 1 && c.master_port == 0) {
     throw UsageError("nano: MASTER_PORT is unset: the gloo communicator needs it for a world of " +
                      std::to_string(c.world_size));
   }
-  if (backend == Backend::kSelf && c.world_size > 1) {
+  if (backend == CommBackend::kSelf && c.world_size > 1) {
     throw UsageError("nano: backend self cannot serve a world of " + std::to_string(c.world_size));
   }
   c.backend = backend;

@@ -15,12 +15,12 @@ class Communicator;
 enum class Launcher { kNone, kNanoRun, kMpirun, kTorchrun };
 
 /// Which communicator to use; kAuto = MPI under mpirun (OMPI_COMM_WORLD_SIZE set), else Gloo.
-enum class Backend { kAuto, kMpi, kGloo, kSelf };
+enum class CommBackend { kAuto, kMpi, kGloo, kSelf };
 
 /// "none", "nano-run", "mpirun", "torchrun".
 const char* to_string(Launcher launcher);
 /// "auto", "mpi", "gloo", "self".
-const char* to_string(Backend backend);
+const char* to_string(CommBackend backend);
 
 /// The rank contract of one process. Pure data.
 struct Context {
@@ -33,7 +33,7 @@ struct Context {
   std::string cpus;                ///< NANO_CPUS ("" when not under nano-run)
   int threads = 0;                 ///< intra-op threads to use; 0 = leave libtorch's default
   Launcher launcher = Launcher::kNone;
-  Backend backend = Backend::kSelf;  ///< resolved: never kAuto
+  CommBackend backend = CommBackend::kSelf;  ///< resolved: never kAuto
   std::chrono::milliseconds rendezvous_timeout{300000};
 };
 
@@ -41,7 +41,7 @@ using EnvMap = std::map<std::string, std::string>;
 
 /// Options of init(); each overrides the environment (NANO_BACKEND, NANO_RENDEZVOUS_TIMEOUT).
 struct InitOptions {
-  Backend backend = Backend::kAuto;
+  CommBackend backend = CommBackend::kAuto;
   std::optional<std::chrono::milliseconds> rendezvous_timeout;
   bool set_threads = true;  ///< call at::set_num_threads(context.threads) when threads > 0
 };

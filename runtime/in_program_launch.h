@@ -1,7 +1,7 @@
 #pragma once
 // The launch half of an in-program run: re-executes this program as N ranks through nano's
-// launcher (cli/launcher.h) and waits. Kept free of torch and runtime/context.h: the
-// launcher's nano::Backend and the runtime's nano::Backend must never meet in one file.
+// launcher (cli/launcher.h) and waits. Kept free of torch headers so the launcher side
+// compiles in seconds.
 #include <map>
 #include <string>
 #include <vector>

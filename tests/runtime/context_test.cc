@@ -7,7 +7,7 @@
 #undef CHECK
 #include <doctest/doctest.h>
 
-using nano::Backend;
+using nano::CommBackend;
 using nano::Context;
 using nano::EnvMap;
 using nano::Launcher;
@@ -19,33 +19,33 @@ TEST_CASE("context_from_env: launchers") {
     int affinity;
     int rank, world, local_rank, local_world;
     Launcher launcher;
-    Backend backend;
+    CommBackend backend;
     int threads;
   };
   const std::vector<Row> rows = {
-      {"no launcher: a world of one, threads untouched", {}, 8, 0, 1, 0, 1, Launcher::kNone, Backend::kSelf, 0},
-      {"no launcher ignores OMP_NUM_THREADS", {{"OMP_NUM_THREADS", "3"}}, 8, 0, 1, 0, 1, Launcher::kNone, Backend::kSelf, 0},
+      {"no launcher: a world of one, threads untouched", {}, 8, 0, 1, 0, 1, Launcher::kNone, CommBackend::kSelf, 0},
+      {"no launcher ignores OMP_NUM_THREADS", {{"OMP_NUM_THREADS", "3"}}, 8, 0, 1, 0, 1, Launcher::kNone, CommBackend::kSelf, 0},
       {"nano-run subprocess",
        {{"RANK", "1"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"},
         {"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "29400"}, {"NANO_CPUS", "2-3"},
         {"OMP_NUM_THREADS", "2"}},
-       8, 1, 4, 1, 2, Launcher::kNanoRun, Backend::kGloo, 2},
+       8, 1, 4, 1, 2, Launcher::kNanoRun, CommBackend::kGloo, 2},
       {"torchrun, threads from the affinity mask",
        {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "29400"}},
-       5, 0, 2, 0, 2, Launcher::kTorchrun, Backend::kGloo, 5},
+       5, 0, 2, 0, 2, Launcher::kTorchrun, CommBackend::kGloo, 5},
       {"plain mpirun",
        {{"OMPI_COMM_WORLD_RANK", "2"}, {"OMPI_COMM_WORLD_SIZE", "3"},
         {"OMPI_COMM_WORLD_LOCAL_RANK", "0"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "1"}},
-       1, 2, 3, 0, 1, Launcher::kMpirun, Backend::kMpi, 1},
+       1, 2, 3, 0, 1, Launcher::kMpirun, CommBackend::kMpi, 1},
       {"nano-run mpi backend: both sets agree, MPI chosen",
        {{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"}, {"RANK", "1"},
         {"WORLD_SIZE", "2"}, {"NANO_CPUS", "1"}, {"MASTER_PORT", "5000"}},
-       1, 1, 2, 1, 2, Launcher::kNanoRun, Backend::kMpi, 1},
+       1, 1, 2, 1, 2, Launcher::kNanoRun, CommBackend::kMpi, 1},
       {"NANO_BACKEND overrides mpi",
        {{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}, {"NANO_BACKEND", "gloo"},
         {"MASTER_PORT", "5000"}},
-       0, 0, 2, 0, 2, Launcher::kMpirun, Backend::kGloo, 0},
-      {"world of one under mpirun", {{"OMPI_COMM_WORLD_SIZE", "1"}}, 2, 0, 1, 0, 1, Launcher::kMpirun, Backend::kSelf, 2},
+       0, 0, 2, 0, 2, Launcher::kMpirun, CommBackend::kGloo, 0},
+      {"world of one under mpirun", {{"OMPI_COMM_WORLD_SIZE", "1"}}, 2, 0, 1, 0, 1, Launcher::kMpirun, CommBackend::kSelf, 2},
   };
   for (const auto& row : rows) {
     CAPTURE(row.name);
@@ -70,13 +70,13 @@ TEST_CASE("context_from_env: address, cpus, timeout, explicit options") {
   CHECK(c.rendezvous_timeout == std::chrono::milliseconds(2500));
   CHECK(nano::context_from_env({}).rendezvous_timeout == std::chrono::seconds(300));
   nano::InitOptions options;
-  options.backend = Backend::kGloo;
+  options.backend = CommBackend::kGloo;
   options.rendezvous_timeout = std::chrono::seconds(7);
   Context d = nano::context_from_env({{"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "1"},
                                       {"MASTER_PORT", "1234"}, {"NANO_BACKEND", "mpi"},
                                       {"NANO_RENDEZVOUS_TIMEOUT", "1"}},
                                      0, options);
-  CHECK(d.backend == Backend::kGloo);
+  CHECK(d.backend == CommBackend::kGloo);
   CHECK(d.rendezvous_timeout == std::chrono::seconds(7));
 }
 
