@@ -5,7 +5,8 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 build=${NANO_BUILD_DIR:-build}
 jobs=${NANO_JOBS:-$(nproc)}
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release
+# Explicit options: a build folder first configured by demo.sh has the tests switched off.
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DNANO_BUILD_TESTS=ON -DNANO_BUILD_RUNTIME=ON -DNANO_BUILD_EXAMPLES=ON
 cmake --build "$build" -j "$jobs"
 # MPI tests run as root on CI machines.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
