@@ -10,7 +10,7 @@
 #
 # Knobs (environment): NANO_BUILD_DIR (build), NANO_BENCH_OUT (bench-results),
 #   NANO_BENCH_SCALE (1; multiplies the step counts), NANO_BENCH_LENET_STEPS (120),
-#   NANO_BENCH_RESNET_STEPS (5), NANO_BENCH_REPEATS (3, LeNet), NANO_BENCH_RESNET_REPEATS (1),
+#   NANO_BENCH_RESNET_STEPS (4), NANO_BENCH_REPEATS (3, LeNet), NANO_BENCH_RESNET_REPEATS (1),
 #   NANO_BENCH_KS (e.g. "1,2,4"; default: divisors of the physical cores),
 #   NANO_BENCH_MODELS (lenet,resnet18), NANO_BENCH_SUB (1; 0 skips the three other benchmarks),
 #   NANO_BENCH_DDP (1; 0 skips bench-ddp.sh only).
@@ -28,7 +28,7 @@ scale=${NANO_BENCH_SCALE:-1}
 positive() { [[ $2 =~ ^[0-9]+$ && $2 -ge 1 ]] || { echo "bench: $1 must be a positive integer, got '$2'" >&2; exit 2; }; }
 positive NANO_BENCH_SCALE "$scale"
 lenet_steps=${NANO_BENCH_LENET_STEPS:-$((120 * scale))}
-resnet_steps=${NANO_BENCH_RESNET_STEPS:-$((5 * scale))}
+resnet_steps=${NANO_BENCH_RESNET_STEPS:-$((4 * scale))}
 lenet_repeats=${NANO_BENCH_REPEATS:-3}
 resnet_repeats=${NANO_BENCH_RESNET_REPEATS:-1}
 for v in lenet_steps resnet_steps lenet_repeats resnet_repeats; do positive "$v" "${!v}"; done
@@ -80,7 +80,7 @@ loadavg_start=$(load)
 echo "bench: $cores physical cores, ranks k in {$ks}; LeNet $lenet_steps steps x $lenet_repeats, ResNet-18 $resnet_steps steps x $resnet_repeats" >&2
 
 status=0
-"$python" scripts/bench/run.py --build "$build" --out "$out/raw.json" --ks "$ks" --models "$models" \
+"$python" scripts/bench/run.py --build "$build" --out "$out/raw.json" --cores "$cores" --ks "$ks" --models "$models" \
   --lenet-steps "$lenet_steps" --resnet-steps "$resnet_steps" --lenet-repeats "$lenet_repeats" \
   --resnet-repeats "$resnet_repeats" || status=1
 
@@ -98,7 +98,7 @@ sub() {
 if [[ ${NANO_BENCH_SUB:-1} != 0 ]]; then
   sub launcher scripts/bench-launcher.sh "$build" 5
   sub allreduce scripts/bench-allreduce.sh "$build" 44 9
-  if [[ ${NANO_BENCH_DDP:-1} != 0 ]]; then sub ddp scripts/bench-ddp.sh "$build" 30 3; fi
+  if [[ ${NANO_BENCH_DDP:-1} != 0 ]]; then sub ddp scripts/bench-ddp.sh "$build" 30 1; fi
 fi
 
 # Machine description for results.json.
@@ -106,6 +106,7 @@ fi
   "$lenet_steps" "$resnet_steps" "$lenet_repeats" "$resnet_repeats" "$("$build/bin/nano-init" --show-topology)" <<'EOF'
 import datetime, json, os, platform, re, subprocess, sys
 (path, cores, ks, command, load0, load1, ls, rs, lr, rr, topo) = sys.argv[1:]
+plain = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
 def sh(*argv):
     try:
         return subprocess.run(argv, capture_output=True, text=True, timeout=30).stdout.strip()
@@ -124,6 +125,9 @@ meta = {
         "os": osr.get("PRETTY_NAME", "").strip('"'), "kernel": platform.release(), "topology": topo,
         "libtorch": sh("dpkg-query", "-W", "-f=${Version}", "libtorch-dev"),
         "python_torch": sh("/usr/bin/python3", "-c", "import torch; print(torch.__version__)"),
+        "libtorch_default_threads": subprocess.run(
+            ["/usr/bin/python3", "-c", "import torch; print(torch.get_num_threads())"], env=plain,
+            capture_output=True, text=True).stdout.strip() or None,
         "openmpi": (sh("mpirun", "--version").splitlines() or [""])[0],
         "loadavg_start": load0, "loadavg_end": load1,
     },

@@ -108,12 +108,21 @@ def markdown(res):
              f"- batch {s['batch_per_rank']} per rank; timed steps per rank: LeNet {s['lenet_steps']}, "
              f"ResNet-18 {s['resnet_steps']} (warm-up steps excluded); median of {s['lenet_repeats']} (LeNet) / "
              f"{s['resnet_repeats']} (ResNet-18) interleaved repeats; ranks k in {s['ks']}",
+             f"- rows: *1 process x 1 thread* = OMP_NUM_THREADS=1, taskset to one core; *1 process x all cores* = "
+             f"OMP_NUM_THREADS={cores}, no nano-run (this libtorch's own default is "
+             f"{m.get('libtorch_default_threads', '?')} thread(s) here); *nano-run* = `nano-run -n k --backend B`; "
+             f"*PyTorch DDP* = scripts/bench/pytorch_ddp.py (same model, optimizer, batch, warm-up and timed steps, "
+             f"Gloo), rank r pinned with taskset to the CPUs nano-run's plan gives rank r, OMP_NUM_THREADS = its cores",
+             "- the LeNet program (fashion_mnist_nano) started without nano-run trains through nano's in-program "
+             "launcher as one rank; ResNet-18 (resnet18_cifar) started plainly is an ordinary single process",
+             "- a load average well above 0 at start means other work shared the cores: treat the numbers as noisy",
              ""]
     for model, d in res["models"].items():
         base, allc = d["per_core_base"], d["one_process_all_cores"]
         lines += [f"## {d['name']}", "",
                   f"Per-core base (1 process x 1 thread, pinned): **{fmt(base['images_per_sec'])} img/s**; "
-                  f"1 process x all cores ({allc['threads'] if allc['threads'] is not None else '?'} threads, plain): **{fmt(allc['images_per_sec'])} img/s**"
+                  f"1 process x all cores ({allc['threads'] if allc['threads'] is not None else '?'} threads, "
+                  f"OMP_NUM_THREADS={cores}, no nano-run): **{fmt(allc['images_per_sec'])} img/s**"
                   f" ({fmt(ratio(allc['images_per_sec'], base['images_per_sec']), 2)}x the base).", "",
                   "| ranks k | threads/rank | nano mpi img/s | nano subprocess img/s | PyTorch DDP img/s "
                   "| speed-up nano mpi | speed-up nano subprocess | speed-up PyTorch | nano mpi / PyTorch "

@@ -3,7 +3,7 @@
 
 For each model (LeNet on Fashion-MNIST, ResNet-18 on 3x32x32) at a fixed batch per rank:
   base        1 process x 1 thread, OMP_NUM_THREADS=1, taskset to one core (the per-core base)
-  all         1 process x every core, started plainly (what users run today)
+  all         1 process x every core, started plainly with OMP_NUM_THREADS = physical cores
   nano-mpi / nano-subprocess   nano-run -n k --backend ... for each k
   pytorch     stock PyTorch DDP (scripts/bench/pytorch_ddp.py, Gloo), k ranks pinned with taskset
               to the same CPU lists nano-run's plan gives, OMP_NUM_THREADS = its cores
@@ -128,7 +128,9 @@ class Bench:
             cpu = self.plan(1)[0][0]
             return [(["taskset", "-c", str(cpu)] + self.program(model), clean_env(OMP_NUM_THREADS=1))]
         if kind == "all":
-            return [(self.program(model), clean_env())]
+            # OMP_NUM_THREADS explicit: this libtorch may default to fewer threads than cores (Debian's
+            # 1.13 picks 1 on some virtual machines), and this row means "every core in one process".
+            return [(self.program(model), clean_env(OMP_NUM_THREADS=self.a.cores))]
         if kind.startswith("nano-"):
             backend = kind[len("nano-"):]
             argv = [self.nano_run, "-n", str(k), "--backend", backend, "--output-ranks", "0", "--"] + self.program(model)
@@ -152,11 +154,6 @@ class Bench:
         code, out = run_group(cmds, self.a.timeout)
         wall = time.monotonic() - t0
         result = parse_result(out)
-        if result is None and code == 0:
-            # Programs from before the nano-result contract: their last "X img/s".
-            rates = re.findall(r"([0-9]+(?:\.[0-9]+)?) img/s", out)
-            if rates:
-                result = {"images_per_sec": float(rates[-1]), "parsed_from": "human output"}
         rec = {"model": model, **cfg, "exit_code": code, "wall_s": round(wall, 2),
                "command": " ".join(cmds[0][0]) + (f"  (x{len(cmds)} ranks)" if len(cmds) > 1 else "")}
         if code == 0 and result is not None:
@@ -164,6 +161,8 @@ class Bench:
             rec["result"] = result
         else:
             rec["error"] = "\n".join(out.strip().splitlines()[-8:])
+            if code == 0:
+                rec["error"] += "\n(exit 0 but no nano-result line)"
         return rec
 
 
@@ -179,6 +178,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--build", required=True)
     p.add_argument("--out", required=True, help="raw.json to write")
+    p.add_argument("--cores", type=int, required=True, help="physical cores")
     p.add_argument("--ks", required=True, help="comma-separated rank counts")
     p.add_argument("--models", default="lenet,resnet18")
     p.add_argument("--kinds", default="nano-mpi,nano-subprocess,pytorch")
