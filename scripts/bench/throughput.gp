@@ -16,7 +16,7 @@ set ylabel "images/s"
 set yrange [0:*]
 set grid
 set offsets graph 0.03, graph 0.03, 0, 0
-set key left top
+set key below
 set pointsize 1.2
 title_of(m) = m eq "lenet" ? "LeNet / Fashion-MNIST" : m eq "resnet18" ? "ResNet-18 / 3x32x32" : m
 do for [i=1:words(models)] {
