@@ -13,9 +13,7 @@
 
 #include <chrono>
 #include <cstdio>
-#include <iostream>
 
-#include "env-init/error.h"
 #include "examples/common/fashion_mnist.h"
 #include "examples/common/fashion_mnist_training.h"
 #include "examples/common/models.h"
@@ -113,23 +111,9 @@ int run(const ex::ExampleOptions& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    ex::ExampleOptions defaults;
-    defaults.lr = ex::kFashionMnistDefaultLr;
-    const auto parsed = ex::parse_example_options(
-        argc, argv, defaults,
-        {kProgram, "Train a LeNet-style CNN on Fashion-MNIST on several ranks with nano::nano(...).", true, true,
-         false, true});
-    if (!parsed.help.empty()) {
-      std::cout << parsed.help;
-      return 0;
-    }
-    return run(parsed.options);
-  } catch (const nano::UsageError& e) {
-    std::fprintf(stderr, "%s: error: %s\n", kProgram, e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s: error: %s\n", kProgram, e.what());
-    return 1;
-  }
+  ex::ExampleOptions defaults;
+  defaults.lr = ex::kFashionMnistDefaultLr;
+  return ex::run_example_main(argc, argv, defaults,
+                               {kProgram, "Train a LeNet-style CNN on Fashion-MNIST on several ranks with nano::nano(...).", true, true, false, true},
+                               run);
 }

@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <iostream>
 
 #include "env-init/error.h"
 #include "examples/common/fashion_mnist.h"
@@ -70,21 +69,9 @@ int run(const ex::ExampleOptions& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    ex::ExampleOptions defaults;
-    defaults.lr = ex::kFashionMnistDefaultLr;
-    const auto parsed = ex::parse_example_options(
-        argc, argv, defaults, {kProgram, "Train a LeNet-style CNN on Fashion-MNIST in one process.", true, true, false});
-    if (!parsed.help.empty()) {
-      std::cout << parsed.help;
-      return 0;
-    }
-    return run(parsed.options);
-  } catch (const nano::UsageError& e) {
-    std::fprintf(stderr, "%s: error: %s\n", kProgram, e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s: error: %s\n", kProgram, e.what());
-    return 1;
-  }
+  ex::ExampleOptions defaults;
+  defaults.lr = ex::kFashionMnistDefaultLr;
+  return ex::run_example_main(argc, argv, defaults,
+                               {kProgram, "Train a LeNet-style CNN on Fashion-MNIST in one process.", true, true, false},
+                               run);
 }

@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <iostream>
 #include <memory>
 
 #include "env-init/error.h"
@@ -90,24 +89,10 @@ int run(const ex::ExampleOptions& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    ex::ExampleOptions defaults;
-    defaults.lr = 0.05;
-    defaults.steps = 50;
-    const auto parsed = ex::parse_example_options(
-        argc, argv, defaults,
-        {kProgram, "Measure ResNet-18 training throughput on synthetic 3x32x32 images (nano-run -n k for k ranks).",
-         false, false, true});
-    if (!parsed.help.empty()) {
-      std::cout << parsed.help;
-      return 0;
-    }
-    return run(parsed.options);
-  } catch (const nano::UsageError& e) {
-    std::fprintf(stderr, "%s: error: %s\n", kProgram, e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s: error: %s\n", kProgram, e.what());
-    return 1;
-  }
+  ex::ExampleOptions defaults;
+  defaults.lr = 0.05;
+  defaults.steps = 50;
+  return ex::run_example_main(argc, argv, defaults,
+                               {kProgram, "Measure ResNet-18 training throughput on synthetic 3x32x32 images (nano-run -n k for k ranks).", false, false, true},
+                               run);
 }

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <stdexcept>
 #include <type_traits>
@@ -107,6 +108,24 @@ ParsedOptions parse_example_options(int argc, const char* const* argv, const Exa
   }
   validate_example_options(o);
   return out;
+}
+
+int run_example_main(int argc, const char* const* argv, const ExampleOptions& defaults, const OptionsSpec& spec,
+                     const std::function<int(const ExampleOptions&)>& run) {
+  try {
+    const ParsedOptions parsed = parse_example_options(argc, argv, defaults, spec);
+    if (!parsed.help.empty()) {
+      std::fputs(parsed.help.c_str(), stdout);
+      return 0;
+    }
+    return run(parsed.options);
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "%s: error: %s\n", spec.program.c_str(), e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: error: %s\n", spec.program.c_str(), e.what());
+    return 1;
+  }
 }
 
 }  // namespace nano::examples

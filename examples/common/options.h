@@ -1,6 +1,7 @@
 #pragma once
 // Command-line options shared by the example programs.
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,12 @@ struct ParsedOptions {
 /// 'fork'", or for an unknown option.
 ParsedOptions parse_example_options(int argc, const char* const* argv, const ExampleOptions& defaults,
                                     const OptionsSpec& spec);
+
+/// The whole main() of an example program: parses argv from `defaults`, prints --help, calls
+/// `run`, and turns exceptions into one line "<program>: error: ..." on stderr with exit 2
+/// for bad input (nano::UsageError) and 1 for any other failure. Returns the exit code.
+int run_example_main(int argc, const char* const* argv, const ExampleOptions& defaults, const OptionsSpec& spec,
+                     const std::function<int(const ExampleOptions&)>& run);
 
 /// Checks ranges; throws nano::UsageError as parse_example_options.
 void validate_example_options(const ExampleOptions& options);
