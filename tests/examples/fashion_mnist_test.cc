@@ -10,19 +10,12 @@
 
 #include "env-init/error.h"
 #include "examples/common/idx.h"
+#include "tests/examples/error_of.h"
 
 using namespace nano::examples;
+using nano::examples::test::error_of;
 
 namespace {
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const nano::Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 std::string images_gz(int n, int rows = 28, int cols = 28) {
   std::string data(static_cast<size_t>(n * rows * cols), '\0');

@@ -5,8 +5,10 @@
 #include <functional>
 
 #include "env-init/error.h"
+#include "tests/examples/error_of.h"
 
 using namespace nano::examples;
+using nano::examples::test::error_of;
 
 namespace {
 
@@ -14,15 +16,6 @@ std::string bytes_0_to(int n) {
   std::string s;
   for (int i = 0; i < n; ++i) s.push_back(static_cast<char>(i % 10));
   return s;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const nano::Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 }  // namespace
