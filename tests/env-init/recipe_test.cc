@@ -41,7 +41,7 @@ TEST_CASE("default recipe: threads per physical core, no binding, jemalloc") {
   CHECK(value_of(r, "OMP_PROC_BIND") == "false");
   CHECK(value_of(r, "LD_PRELOAD") == kJemalloc);
   CHECK(value_of(r, "MALLOC_CONF") ==
-        "oversize_threshold:1,background_thread:false,metadata_thp:always,dirty_decay_ms:-1,"
+        "oversize_threshold:1,background_thread:false,metadata_thp:auto,dirty_decay_ms:-1,"
         "muzzy_decay_ms:-1");
   CHECK(r.unset_names ==
         std::vector<std::string>{"OMP_NUM_THREADS", "OMP_PROC_BIND", "MALLOC_CONF"});
