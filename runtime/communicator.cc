@@ -41,21 +41,19 @@ std::unique_ptr<Work> SelfCommunicator::all_reduce_async(at::Tensor& tensor, Red
 }
 
 std::shared_ptr<Communicator> make_communicator(const Context& context) {
-  switch (context.backend) {
-    case CommBackend::kMpi: {
-      // Test and tuning knob: bytes of the per-rank shared-memory window (0 = MPI_Allreduce).
-      if (const char* text = std::getenv("NANO_MPI_SHM_BYTES")) {
-        char* end = nullptr;
-        const long long bytes = std::strtoll(text, &end, 10);
-        if (!*text || *end || bytes < 0 || (bytes > 0 && bytes < 64)) {
-          throw UsageError(std::string("nano: bad NANO_MPI_SHM_BYTES='") + text +
-                           "': expected 0 or a byte count >= 64");
-        }
-        return std::make_shared<MpiCommunicator>(context, static_cast<std::size_t>(bytes));
-      }
-      return std::make_shared<MpiCommunicator>(context);
+  // Test and tuning knob: bytes of each rank's shared-memory area (0 = never shared memory).
+  std::size_t shm_bytes = 16u << 20;
+  if (const char* text = std::getenv("NANO_SHM_BYTES")) {
+    char* end = nullptr;
+    const long long bytes = std::strtoll(text, &end, 10);
+    if (!*text || *end || bytes < 0 || (bytes > 0 && bytes < 64)) {
+      throw UsageError(std::string("nano: bad NANO_SHM_BYTES='") + text + "': expected 0 or a byte count >= 64");
     }
-    case CommBackend::kGloo: return std::make_shared<GlooCommunicator>(context);
+    shm_bytes = static_cast<std::size_t>(bytes);
+  }
+  switch (context.backend) {
+    case CommBackend::kMpi: return std::make_shared<MpiCommunicator>(context, shm_bytes);
+    case CommBackend::kGloo: return std::make_shared<GlooCommunicator>(context, shm_bytes);
     case CommBackend::kSelf:
     case CommBackend::kAuto: break;
   }

@@ -4,13 +4,17 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <ATen/ATen.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <sstream>
 #include <thread>
 
 #include "env-init/error.h"
+#include "runtime/serial_executor.h"
+#include "runtime/shm_all_reduce.h"
 
 namespace nano {
 
@@ -71,7 +75,7 @@ std::string rendezvous_timeout_message(const std::string& address, int port, dou
          std::to_string(world_size) + " ranks did not join (missing: " + list + ")";
 }
 
-GlooCommunicator::GlooCommunicator(const Context& context)
+GlooCommunicator::GlooCommunicator(const Context& context, std::size_t shm_segment_bytes)
     : rank_(context.rank), size_(context.world_size) {
   const auto timeout = context.rendezvous_timeout;
   const double seconds = timeout.count() / 1000.0;
@@ -129,11 +133,66 @@ GlooCommunicator::GlooCommunicator(const Context& context)
     throw Error("nano: gloo connection through " + context.master_addr + ":" +
                 std::to_string(context.master_port) + " failed: " + first_line(e.what()));
   }
+  connect_shared_memory(context, shm_segment_bytes);
   // Every rank has connected before any returns, so rank 0's store may go away later.
   barrier();
 }
 
 GlooCommunicator::~GlooCommunicator() = default;
+
+// Decided by all ranks together through the store: rank 0 creates the object and publishes
+// its name, every rank reports whether it could map it (a rank in another container or on
+// another host cannot), and all use it only if all could. Anything short of that keeps Gloo.
+void GlooCommunicator::connect_shared_memory(const Context& context, std::size_t segment_bytes) {
+  if (size_ < 2 || segment_bytes == 0 || context.local_world_size != size_) return;
+  static std::atomic<int> serial{0};
+  const std::size_t area = ShmAllReduce::kHeaderBytes + segment_bytes;
+  const std::size_t total = area * static_cast<std::size_t>(size_);
+  const std::string name_key = "nano/shm/name";
+  std::unique_ptr<SharedMemory> memory;
+  try {
+    std::string name;
+    if (rank_ == 0) {
+      name = "/nano-" + std::to_string(getpid()) + "-" + std::to_string(context.master_port) + "-" +
+             std::to_string(serial++);
+      try {
+        memory = SharedMemory::create(name, total);
+      } catch (const Error&) {
+        name.clear();
+      }
+      store_->set(name_key, std::vector<uint8_t>(name.begin(), name.end()));
+    } else {
+      const auto value = store_->get(name_key);
+      name.assign(value.begin(), value.end());
+      if (!name.empty()) {
+        try {
+          memory = SharedMemory::open(name, total);
+        } catch (const Error&) {
+        }
+      }
+    }
+    if (memory) ShmAllReduce::init_header(memory->data() + area * rank_);
+    // Reporting also orders every header's initialisation before anyone's first all-reduce.
+    store_->set("nano/shm/ok/" + std::to_string(rank_), std::vector<uint8_t>{uint8_t(memory ? 1 : 0)});
+    bool everyone = true;
+    for (int r = 0; r < size_; ++r) {
+      const auto ok = store_->get("nano/shm/ok/" + std::to_string(r));
+      everyone = everyone && !ok.empty() && ok[0] == 1;
+    }
+    // Every rank has mapped it or given up: the name can go, so a killed job leaves nothing
+    // in /dev/shm.
+    if (memory && rank_ == 0) memory->unlink();
+    if (!everyone) return;
+  } catch (const std::exception& e) {
+    throw Error("nano: rendezvous at " + context.master_addr + ":" + std::to_string(context.master_port) +
+                " failed while agreeing on shared memory: " + first_line(e.what()));
+  }
+  std::vector<char*> areas;
+  for (int q = 0; q < size_; ++q) areas.push_back(memory->data() + area * q);
+  shm_ = std::make_unique<ShmAllReduce>(std::move(areas), static_cast<int64_t>(segment_bytes), rank_);
+  shm_memory_ = std::move(memory);
+  shm_thread_ = std::make_unique<SerialExecutor>();
+}
 
 void GlooCommunicator::broadcast(at::Tensor& tensor, int root) {
   if (!tensor.is_contiguous() || !tensor.device().is_cpu()) {
@@ -156,6 +215,12 @@ std::unique_ptr<Work> GlooCommunicator::all_reduce_async(at::Tensor& tensor, Red
   check_reducible(tensor, "all_reduce");
   const int size = size_;
   const bool average = op == ReduceOp::kAverage && size > 1;
+  if (shm_ && static_cast<int64_t>(tensor.nbytes()) >= ShmAllReduce::kMinBytes) {
+    // The task holds its own reference so the storage outlives the collective.
+    ShmAllReduce* shm = shm_.get();
+    return std::make_unique<CompletionWork>(shm_thread_->submit(
+        [shm, tensor, average, size]() mutable { shm->all_reduce(tensor, average ? 1.0 / size : 1.0); }));
+  }
   if (tensor.scalar_type() == at::kBFloat16) {
     // Debian's Gloo build has no bfloat16 reduction: reduce a float copy.
     at::Tensor wide = tensor.to(at::kFloat);

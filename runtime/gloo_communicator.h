@@ -1,8 +1,12 @@
 #pragma once
 // Communicator over Debian libtorch's c10d::ProcessGroupGloo, rendezvous through a
-// c10d::TCPStore that rank 0 hosts on MASTER_ADDR:MASTER_PORT.
+// c10d::TCPStore that rank 0 hosts on MASTER_ADDR:MASTER_PORT. When every rank runs on one
+// host, all-reduces of 16 KiB and more go through a POSIX shared-memory object (ShmAllReduce,
+// on a thread of its own) instead of Gloo's TCP loopback, whose copies and two I/O threads
+// cost a rank bound to one core more than the reduction itself.
 #include <c10/util/intrusive_ptr.h>
 
+#include <cstddef>
 #include <memory>
 
 #include "runtime/communicator.h"
@@ -14,6 +18,10 @@ class TCPStore;
 
 namespace nano {
 
+class SerialExecutor;
+class SharedMemory;
+class ShmAllReduce;
+
 class GlooCommunicator : public Communicator {
  public:
   /// Rendezvous: rank 0 hosts the store, every rank sets "nano/rank/<r>" and waits for all
@@ -21,7 +29,9 @@ class GlooCommunicator : public Communicator {
   /// missing ranks, e.g. "nano: rendezvous at 127.0.0.1:29500 timed out after 2 s: 1 of 2
   /// ranks did not join (missing: 1)"; a rank > 0 that cannot reach the store says "...: the store
   /// host (rank 0) did not answer".
-  explicit GlooCommunicator(const Context& context);
+  /// `shm_segment_bytes`: per-rank shared-memory area when context.local_world_size equals the
+  /// world size (0 = always Gloo). The ranks use it only if every one of them could map it.
+  explicit GlooCommunicator(const Context& context, std::size_t shm_segment_bytes = 16u << 20);
   ~GlooCommunicator() override;
 
   int rank() const override { return rank_; }
@@ -31,12 +41,20 @@ class GlooCommunicator : public Communicator {
   std::unique_ptr<Work> all_reduce_async(at::Tensor& tensor, ReduceOp op) override;
   void barrier() override;
   std::vector<double> gather(const std::vector<double>& values) override;
+  /// True when all-reduce uses shared memory (see the file comment).
+  bool uses_shared_memory() const { return shm_ != nullptr; }
 
  private:
+  void connect_shared_memory(const Context& context, std::size_t segment_bytes);
+
   int rank_ = 0;
   int size_ = 1;
   c10::intrusive_ptr<c10d::TCPStore> store_;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> group_;
+  // Declared in teardown order's reverse: the thread stops before the memory goes.
+  std::unique_ptr<SharedMemory> shm_memory_;
+  std::unique_ptr<ShmAllReduce> shm_;
+  std::unique_ptr<SerialExecutor> shm_thread_;
 };
 
 /// Pure: the rendezvous-timeout message for `missing` ranks out of `world_size`.

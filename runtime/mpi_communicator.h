@@ -2,9 +2,9 @@
 // Communicator over Open MPI's C API: shared memory between ranks of one host, the network
 // between hosts. Every MPI call runs on one dedicated communication thread, so an
 // all_reduce_async started from an autograd hook progresses while backward continues.
-// When every rank shares one host, all-reduce runs through an MPI shared-memory window
-// (each rank reduces its 1/N slice straight from its peers' memory, then gathers the others'
-// slices): about 1.5 memcpy of traffic per rank. Across hosts it is MPI_Allreduce.
+// When every rank shares one host, all-reduces of 16 KiB and more run through an MPI
+// shared-memory window (ShmAllReduce: about 1.5 memcpy of traffic per rank). Across hosts
+// it is MPI_Allreduce.
 #include <memory>
 
 #include "runtime/communicator.h"

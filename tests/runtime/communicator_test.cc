@@ -2,7 +2,14 @@
 // under this test's own launcher (Gloo communicator, c10d TCPStore rendezvous).
 #include <doctest/doctest.h>
 
+#include <signal.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <filesystem>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "tests/runtime/launch.h"
 
@@ -22,10 +29,11 @@ std::string last_line(const std::string& text) {
 const std::string kWorker = NANO_TEST_RANK_WORKER;
 
 // Asserts every rank printed its OK line and exited 0.
-void expect_ok_gloo(const std::string& scenario, int world, const std::string& arg = "") {
+void expect_ok_gloo(const std::string& scenario, int world, const std::string& arg = "",
+                    const nano::test::Env& env = {}) {
   std::vector<std::string> argv{kWorker, scenario};
   if (!arg.empty()) argv.push_back(arg);
-  auto results = run_world(argv, world);
+  auto results = run_world(argv, world, env);
   for (int r = 0; r < world; ++r) {
     INFO("gloo rank " << r << " stdout:\n" << results[r].out << "stderr:\n" << results[r].err);
     CHECK(results[r].exit_code == 0);
@@ -50,13 +58,62 @@ void expect_ok_mpi(const std::string& scenario, int world, const nano::test::Env
 TEST_CASE("collectives: rank-filled all-reduce closed form, f32/f64/bf16, broadcast, gather") {
   SUBCASE("mpi, 2 ranks, shared-memory path") { expect_ok_mpi("collectives", 2); }
   SUBCASE("mpi, 3 ranks, shared memory in many small chunks") {
-    expect_ok_mpi("collectives", 3, {{"NANO_MPI_SHM_BYTES", "4096"}});
+    expect_ok_mpi("collectives", 3, {{"NANO_SHM_BYTES", "4096"}});
   }
   SUBCASE("mpi, 2 ranks, MPI_Allreduce path") {
-    expect_ok_mpi("collectives", 2, {{"NANO_MPI_SHM_BYTES", "0"}});
+    expect_ok_mpi("collectives", 2, {{"NANO_SHM_BYTES", "0"}});
   }
-  SUBCASE("gloo, 2 ranks") { expect_ok_gloo("collectives", 2); }
-  SUBCASE("gloo, 3 ranks") { expect_ok_gloo("collectives", 3); }
+  SUBCASE("gloo, 2 ranks, shared-memory path") { expect_ok_gloo("collectives", 2); }
+  SUBCASE("gloo, 3 ranks, shared memory in many small chunks") {
+    expect_ok_gloo("collectives", 3, "", {{"NANO_SHM_BYTES", "4096"}});
+  }
+  SUBCASE("gloo, 3 ranks, Gloo's own all-reduce") {
+    expect_ok_gloo("collectives", 3, "", {{"NANO_SHM_BYTES", "0"}});
+  }
+}
+
+// Shared-memory objects whose creator (the pid in "/dev/shm/nano-PID-...") is gone: leaks.
+std::vector<std::string> orphaned_shared_memory() {
+  std::vector<std::string> found;
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("nano-", 0) != 0) continue;
+    const long pid = std::strtol(name.c_str() + 5, nullptr, 10);
+    if (pid > 0 && kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) found.push_back(name);
+  }
+  return found;
+}
+
+TEST_CASE("gloo on one host: all-reduce through shared memory, and nothing left in /dev/shm") {
+  SUBCASE("the transport each setting selects") {
+    for (auto [bytes, transport] : {std::pair<const char*, const char*>{nullptr, "shared memory"}, {"0", "gloo"}}) {
+      nano::test::Env env;
+      if (bytes) env["NANO_SHM_BYTES"] = bytes;
+      auto results = run_world({kWorker, "collectives"}, 2, env);
+      for (int r = 0; r < 2; ++r) {
+        INFO("rank " << r << ":\n" << results[r].out << results[r].err);
+        CHECK(results[r].exit_code == 0);
+        CHECK(results[r].out.find(std::string("transport: ") + transport + "\n") != std::string::npos);
+      }
+    }
+  }
+  SUBCASE("ranks posing as one per host (LOCAL_WORLD_SIZE 1 of 2) keep Gloo") {
+    auto results = run_world({kWorker, "collectives"}, 2, {{"LOCAL_WORLD_SIZE", "1"}, {"LOCAL_RANK", "0"}});
+    for (int r = 0; r < 2; ++r) {
+      INFO("rank " << r << ":\n" << results[r].out << results[r].err);
+      CHECK(results[r].exit_code == 0);
+      CHECK(results[r].out.find("transport: gloo\n") != std::string::npos);
+    }
+  }
+  SUBCASE("a peer that dies mid-collective is reported, not awaited forever") {
+    auto results = run_world({kWorker, "peer-exits"}, 2, {}, 60);
+    for (int r = 0; r < 2; ++r) {
+      INFO("rank " << r << ":\n" << results[r].out << results[r].err);
+      CHECK(results[r].exit_code == 0);
+      CHECK(results[r].out.find("OK peer-exits rank " + std::to_string(r) + " of 2 (gloo)") != std::string::npos);
+    }
+  }
+  CHECK(orphaned_shared_memory() == std::vector<std::string>{});
 }
 
 TEST_CASE("a world of one runs without any launcher") {

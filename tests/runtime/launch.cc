@@ -132,9 +132,9 @@ std::vector<RankResult> run_ranks(const std::vector<std::string>& argv, int worl
   for (int r : ranks) {
     Env env = extra;
     env["RANK"] = std::to_string(r);
-    env["LOCAL_RANK"] = std::to_string(r);
+    env.emplace("LOCAL_RANK", std::to_string(r));  // `extra` may describe ranks on several hosts
     env["WORLD_SIZE"] = std::to_string(world);
-    env["LOCAL_WORLD_SIZE"] = std::to_string(world);
+    env.emplace("LOCAL_WORLD_SIZE", std::to_string(world));
     env["MASTER_ADDR"] = "127.0.0.1";
     env["MASTER_PORT"] = std::to_string(port);
     env.emplace("OMP_NUM_THREADS", "1");

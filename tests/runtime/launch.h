@@ -21,7 +21,8 @@ using Env = std::map<std::string, std::string>;
 int free_port();
 
 /// Runs `ranks` (a subset of 0..world-1) of `argv` with the rank contract for `world` ranks on
-/// 127.0.0.1:`port` (0 = a free port), plus `extra` variables. Returns one result per rank.
+/// 127.0.0.1:`port` (0 = a free port), plus `extra` variables (which may set LOCAL_RANK and
+/// LOCAL_WORLD_SIZE, to pose as ranks on several hosts). Returns one result per rank.
 std::vector<RankResult> run_ranks(const std::vector<std::string>& argv, int world,
                                   const std::vector<int>& ranks, const Env& extra = {},
                                   int port = 0, int timeout_s = 120);

@@ -88,6 +88,30 @@ void scenario_collectives(nano::World& w) {
     if (!threw) std::cout << "unexpected message: " << e.what() << std::endl;
   }
   check(threw, "int all-reduce did not throw the expected nano::Error");
+  if (auto* gloo = dynamic_cast<nano::GlooCommunicator*>(&comm)) {
+    std::cout << "transport: " << (gloo->uses_shared_memory() ? "shared memory" : "gloo") << std::endl;
+  }
+}
+
+// --- peer-exits: rank 1 dies without a word; rank 0's shared-memory all-reduce must fail ----
+void scenario_peer_exits(nano::World& w) {
+  auto* gloo = dynamic_cast<nano::GlooCommunicator*>(w.comm.get());
+  check(gloo && gloo->uses_shared_memory(), "expected the Gloo communicator on shared memory");
+  w.comm->barrier();
+  if (w.rank() != 0) {
+    std::cout << "OK peer-exits rank " << w.rank() << " of " << w.size() << " (gloo)" << std::endl;
+    std::_Exit(0);  // no destructors, no goodbye: as if killed
+  }
+  auto big = torch::ones({1 << 20}, torch::kFloat);
+  std::string message;
+  try {
+    w.comm->all_reduce(big);
+  } catch (const nano::Error& e) {
+    message = e.what();
+  }
+  check(message.rfind("nano: shared-memory all-reduce: rank 1 (pid ", 0) == 0 &&
+            message.find(") exited during the collective") != std::string::npos,
+        "expected the peer's exit to be reported, got '" + message + "'");
 }
 
 // --- models --------------------------------------------------------------------------------
@@ -377,6 +401,7 @@ int main(int argc, char** argv) {
     else if (scenario == "equivalence") scenario_equivalence(world);
     else if (scenario == "auto-lr") scenario_auto_lr(world);
     else if (scenario == "sharding") scenario_sharding(world);
+    else if (scenario == "peer-exits") scenario_peer_exits(world);
     else {
       std::cerr << "rank_worker: unknown scenario '" << scenario << "'\n";
       return 2;

@@ -1,0 +1,233 @@
+#include "runtime/shm_all_reduce.h"
+
+#include <c10/util/BFloat16.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <new>
+
+#include "env-init/error.h"
+
+namespace nano {
+
+namespace {
+
+// Header layout: the fence counter, then who owns the area (for noticing a dead peer).
+struct Header {
+  std::atomic<uint32_t> counter;
+  int32_t pid;
+  uint64_t pid_namespace;  // inode of /proc/self/ns/pid; 0 when unknown
+};
+static_assert(sizeof(Header) <= ShmAllReduce::kHeaderBytes, "header outgrew its cache line");
+
+Header* header(char* area) { return reinterpret_cast<Header*>(area); }
+
+uint64_t pid_namespace() {
+  struct stat st {};
+  return stat("/proc/self/ns/pid", &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
+}
+
+bool reached(uint32_t value, uint32_t target) {
+  return static_cast<int32_t>(value - target) >= 0;  // wrap-safe
+}
+
+template <class T>
+void reduce_slice(T* out, T* mirror, const T* const* srcs, int n, int64_t count, double scale) {
+  const T s = static_cast<T>(scale);
+  if (n == 2) {  // the common case, in a form the compiler vectorises
+    const T* __restrict a = srcs[0];
+    const T* __restrict b = srcs[1];
+    T* __restrict o = out;
+    T* __restrict m = mirror;
+    for (int64_t i = 0; i < count; ++i) {
+      const T v = (a[i] + b[i]) * s;
+      o[i] = v;
+      m[i] = v;
+    }
+    return;
+  }
+  for (int64_t i = 0; i < count; ++i) {
+    T acc = srcs[0][i];
+    for (int q = 1; q < n; ++q) acc += srcs[q][i];
+    acc *= s;
+    out[i] = acc;
+    mirror[i] = acc;
+  }
+}
+
+void reduce_slice_bf16(c10::BFloat16* out, c10::BFloat16* mirror, const c10::BFloat16* const* srcs, int n,
+                       int64_t count, float scale) {
+  for (int64_t i = 0; i < count; ++i) {
+    float acc = float(srcs[0][i]);
+    for (int q = 1; q < n; ++q) acc += float(srcs[q][i]);
+    out[i] = mirror[i] = c10::BFloat16(acc * scale);
+  }
+}
+
+std::string system_reason() { return std::strerror(errno); }
+
+}  // namespace
+
+void ShmAllReduce::init_header(char* area) {
+  Header* h = new (area) Header{};
+  h->counter.store(0, std::memory_order_relaxed);
+  h->pid = static_cast<int32_t>(getpid());
+  h->pid_namespace = pid_namespace();
+  std::atomic_thread_fence(std::memory_order_release);
+}
+
+ShmAllReduce::ShmAllReduce(std::vector<char*> areas, int64_t data_bytes, int rank)
+    : areas_(std::move(areas)), data_bytes_(data_bytes), rank_(rank) {
+  if (rank_ < 0 || rank_ >= size() || data_bytes_ < 64) {
+    throw Error("nano: shared-memory all-reduce: bad layout (rank " + std::to_string(rank_) + " of " +
+                std::to_string(size()) + ", " + std::to_string(data_bytes_) + " bytes per rank)");
+  }
+}
+
+void ShmAllReduce::await_peer(int q) {
+  Header* peer = header(areas_[q]);
+  const bool same_namespace = peer->pid_namespace != 0 && peer->pid_namespace == pid_namespace();
+  for (int spins = 0, sleeps = 0;; ++spins) {
+    const uint32_t value = peer->counter.load(std::memory_order_acquire);
+    if (reached(value, epoch_)) return;
+    if (spins < 512) {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+      continue;
+    }
+    // Sleeps until the peer's counter changes (or 10 ms, as a safety net).
+    timespec limit{0, 10 * 1000 * 1000};
+    syscall(SYS_futex, reinterpret_cast<uint32_t*>(&peer->counter), FUTEX_WAIT, value, &limit, nullptr, 0);
+    // About once a second: a peer that died mid-collective would otherwise be awaited forever
+    // when no launcher tears this rank down.
+    if (same_namespace && ++sleeps % 100 == 0 && kill(peer->pid, 0) != 0 && errno == ESRCH) {
+      throw Error("nano: shared-memory all-reduce: rank " + std::to_string(q) + " (pid " +
+                  std::to_string(peer->pid) + ") exited during the collective");
+    }
+  }
+}
+
+// A barrier on the shared counters: MPI_Barrier busy-polls, and yield loops lose whole time
+// slices on a loaded machine; both starve backward() on a rank bound to one core while a DDP
+// bucket waits.
+void ShmAllReduce::fence() {
+  ++epoch_;
+  Header* mine = header(areas_[rank_]);
+  mine->counter.store(epoch_, std::memory_order_release);
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&mine->counter), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
+  for (int q = 0; q < size(); ++q) {
+    if (q != rank_) await_peer(q);
+  }
+}
+
+void ShmAllReduce::all_reduce(at::Tensor& tensor, double scale) {
+  const at::ScalarType type = tensor.scalar_type();
+  const int64_t elem = static_cast<int64_t>(tensor.element_size());
+  const int64_t count = tensor.numel();
+  char* data = static_cast<char*>(tensor.data_ptr());
+  const int n = size();
+  const int64_t per_chunk = data_bytes_ / elem;
+  std::vector<const char*> srcs(n);
+  for (int64_t done = 0; done < count; done += per_chunk) {
+    const int64_t chunk = std::min(per_chunk, count - done);
+    char* mine = data + done * elem;
+    char* shared = areas_[rank_] + kHeaderBytes;
+    auto lo = [&](int q) { return chunk * q / n; };
+    // Publish the slices the other ranks reduce (my own slice is read from my buffer).
+    for (int q = 0; q < n; ++q) {
+      if (q != rank_) std::memcpy(shared + lo(q) * elem, mine + lo(q) * elem, (lo(q + 1) - lo(q)) * elem);
+    }
+    fence();
+    const int64_t a = lo(rank_), len = lo(rank_ + 1) - a;
+    for (int q = 0; q < n; ++q) srcs[q] = (q == rank_ ? mine : areas_[q] + kHeaderBytes) + a * elem;
+    char* out = mine + a * elem;
+    char* mirror = shared + a * elem;
+    switch (type) {
+      case at::kFloat:
+        reduce_slice(reinterpret_cast<float*>(out), reinterpret_cast<float*>(mirror),
+                     reinterpret_cast<const float* const*>(srcs.data()), n, len, scale);
+        break;
+      case at::kDouble:
+        reduce_slice(reinterpret_cast<double*>(out), reinterpret_cast<double*>(mirror),
+                     reinterpret_cast<const double* const*>(srcs.data()), n, len, scale);
+        break;
+      case at::kBFloat16:
+        reduce_slice_bf16(reinterpret_cast<c10::BFloat16*>(out), reinterpret_cast<c10::BFloat16*>(mirror),
+                          reinterpret_cast<const c10::BFloat16* const*>(srcs.data()), n, len,
+                          static_cast<float>(scale));
+        break;
+      default:
+        throw Error(std::string("nano: shared-memory all-reduce: unsupported dtype ") + c10::toString(type));
+    }
+    fence();
+    for (int q = 0; q < n; ++q) {
+      if (q != rank_) {
+        std::memcpy(mine + lo(q) * elem, areas_[q] + kHeaderBytes + lo(q) * elem, (lo(q + 1) - lo(q)) * elem);
+      }
+    }
+    fence();  // peers finished reading my area before the next chunk overwrites it
+  }
+}
+
+std::unique_ptr<SharedMemory> SharedMemory::create(const std::string& name, std::size_t bytes) {
+  const int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  if (fd < 0) throw Error("nano: cannot create shared memory " + name + ": " + system_reason());
+  // posix_fallocate, not just ftruncate: a /dev/shm too small for the object (Docker's default
+  // is 64 MB) must fail here, not with SIGBUS at the first write.
+  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0 ||
+      (errno = posix_fallocate(fd, 0, static_cast<off_t>(bytes))) != 0) {
+    const std::string reason = system_reason();
+    close(fd);
+    shm_unlink(name.c_str());
+    throw Error("nano: cannot size shared memory " + name + " to " + std::to_string(bytes) + " bytes: " + reason);
+  }
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  const std::string reason = system_reason();
+  close(fd);
+  if (p == MAP_FAILED) {
+    shm_unlink(name.c_str());
+    throw Error("nano: cannot map shared memory " + name + ": " + reason);
+  }
+  return std::unique_ptr<SharedMemory>(new SharedMemory(name, static_cast<char*>(p), bytes));
+}
+
+std::unique_ptr<SharedMemory> SharedMemory::open(const std::string& name, std::size_t bytes) {
+  const int fd = shm_open(name.c_str(), O_RDWR, 0);
+  if (fd < 0) throw Error("nano: cannot open shared memory " + name + ": " + system_reason());
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || static_cast<std::size_t>(st.st_size) < bytes) {
+    close(fd);
+    throw Error("nano: shared memory " + name + " is smaller than " + std::to_string(bytes) + " bytes");
+  }
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  const std::string reason = system_reason();
+  close(fd);
+  if (p == MAP_FAILED) throw Error("nano: cannot map shared memory " + name + ": " + reason);
+  auto shm = std::unique_ptr<SharedMemory>(new SharedMemory(name, static_cast<char*>(p), bytes));
+  shm->linked_ = false;  // the creator owns the name
+  return shm;
+}
+
+void SharedMemory::unlink() {
+  if (linked_) shm_unlink(name_.c_str());
+  linked_ = false;
+}
+
+SharedMemory::~SharedMemory() {
+  unlink();
+  munmap(data_, bytes_);
+}
+
+}  // namespace nano
