@@ -10,8 +10,17 @@
 
 namespace nano {
 
-void broadcast_coalesced(Communicator& comm, const std::vector<at::Tensor>& tensors, int root) {
-  if (comm.size() == 1 || tensors.empty()) return;
+namespace {
+
+// Rank 0's tensors packed into groups of at most this many bytes per broadcast: few messages
+// for many small tensors, without a second copy of a large model while it is broadcast.
+constexpr int64_t kBroadcastGroupBytes = 4 << 20;
+
+void broadcast_group(Communicator& comm, const std::vector<at::Tensor>& tensors, int root) {
+  if (tensors.size() == 1 && tensors.front().is_contiguous()) {
+    comm.broadcast(const_cast<at::Tensor&>(tensors.front()), root);
+    return;
+  }
   int64_t total = 0;
   for (const auto& t : tensors) total += static_cast<int64_t>(t.nbytes());
   at::Tensor packed = at::empty({total}, at::TensorOptions().dtype(at::kByte));
@@ -21,7 +30,6 @@ void broadcast_coalesced(Communicator& comm, const std::vector<at::Tensor>& tens
     // A view of `packed` with t's dtype and shape.
     return at::from_blob(base + offset, t.sizes(), t.options().dtype(t.scalar_type()));
   };
-  at::NoGradGuard no_grad;
   if (comm.rank() == root) {
     for (const auto& t : tensors) {
       byte_view(t).copy_(t);
@@ -36,6 +44,26 @@ void broadcast_coalesced(Communicator& comm, const std::vector<at::Tensor>& tens
       offset += static_cast<int64_t>(t.nbytes());
     }
   }
+}
+
+}  // namespace
+
+void broadcast_coalesced(Communicator& comm, const std::vector<at::Tensor>& tensors, int root) {
+  if (comm.size() == 1 || tensors.empty()) return;
+  at::NoGradGuard no_grad;
+  std::vector<at::Tensor> group;
+  int64_t group_bytes = 0;
+  for (const auto& t : tensors) {
+    const auto bytes = static_cast<int64_t>(t.nbytes());
+    if (!group.empty() && group_bytes + bytes > kBroadcastGroupBytes) {
+      broadcast_group(comm, group, root);
+      group.clear();
+      group_bytes = 0;
+    }
+    group.push_back(t);
+    group_bytes += bytes;
+  }
+  broadcast_group(comm, group, root);
 }
 
 namespace detail {
@@ -70,19 +98,34 @@ struct Reducer : std::enable_shared_from_this<Reducer> {
     callback_queued = false;
   }
 
+  // The part of `bucket` that holds parameter k's gradient, as a tensor of its own (not an
+  // autograd view: Optimizer::zero_grad() calls detach_(), which views refuse).
+  static at::Tensor alias(const Bucket& bucket, std::size_t k, const at::Tensor& p) {
+    return at::empty({0}, bucket.flat.options())
+        .set_(bucket.flat.storage(), bucket.flat.storage_offset() + bucket.offsets[k], p.sizes());
+  }
+
+  static bool is_alias(const Bucket& bucket, std::size_t k, const at::Tensor& grad) {
+    return grad.defined() && grad.data_ptr() == static_cast<char*>(bucket.flat.data_ptr()) +
+                                                    bucket.offsets[k] * bucket.flat.element_size();
+  }
+
   void launch(Bucket& bucket) {
     at::NoGradGuard no_grad;
     for (std::size_t k = 0; k < bucket.params.size(); ++k) {
       const at::Tensor& p = params[bucket.params[k]];
-      at::Tensor slice = bucket.flat.narrow(0, bucket.offsets[k], p.numel()).view(p.sizes());
       const at::Tensor& grad = p.grad();
+      // After the first step a gradient lives in its bucket already (autograd accumulates into
+      // the alias finish() installed); only a fresh one (e.g. after zero_grad(true)) is copied.
+      if (is_alias(bucket, k, grad)) continue;
+      at::Tensor slice = bucket.flat.narrow(0, bucket.offsets[k], p.numel()).view(p.sizes());
       if (grad.defined()) {
         slice.copy_(grad);
       } else {
         slice.zero_();
       }
     }
-    bucket.work = comm->all_reduce_async(bucket.flat, ReduceOp::kSum);
+    bucket.work = comm->all_reduce_async(bucket.flat, ReduceOp::kAverage);
   }
 
   void launch_ready_in_order() {
@@ -109,19 +152,14 @@ struct Reducer : std::enable_shared_from_this<Reducer> {
   void finish() {
     try {
       while (next_to_launch < buckets.size()) launch(buckets[next_to_launch++]);
-      const double scale = 1.0 / comm->size();
       at::NoGradGuard no_grad;
       for (auto& bucket : buckets) {
         bucket.work->wait();
-        bucket.flat.mul_(scale);
+        // The gradients become aliases of the averaged bucket: no copy back, and the separate
+        // gradient tensors autograd made are freed, so DDP costs one set of gradients in all.
         for (std::size_t k = 0; k < bucket.params.size(); ++k) {
           at::Tensor& p = params[bucket.params[k]];
-          at::Tensor slice = bucket.flat.narrow(0, bucket.offsets[k], p.numel()).view(p.sizes());
-          if (p.grad().defined()) {
-            p.mutable_grad().copy_(slice);
-          } else {
-            p.mutable_grad() = slice.clone();
-          }
+          if (!is_alias(bucket, k, p.grad())) p.mutable_grad() = alias(bucket, k, p);
         }
       }
     } catch (...) {

@@ -30,9 +30,11 @@ struct Reducer;
 /// accumulator hook marks it ready; buckets (reverse parameter order) are all-reduced
 /// asynchronously, strictly in bucket order, as soon as all their gradients are ready; the
 /// engine's final callback launches the rest (missing gradients count as zeros, so unused
-/// parameters neither hang nor skew the average), waits, and writes the averaged gradients
-/// back, so the optimizer sees them when backward() returns. Parameters without a local
-/// gradient receive the average too.
+/// parameters neither hang nor skew the average) and waits, so the optimizer sees the averaged
+/// gradients when backward() returns. From then on each parameter's grad() shares memory with
+/// its bucket (PyTorch's gradient_as_bucket_view), so DDP adds no second set of gradients;
+/// zero_grad() in any form keeps working, and a gradient you replace is copied in. Parameters
+/// without a local gradient receive the average too.
 class DistributedDataParallel {
  public:
   DistributedDataParallel(std::shared_ptr<torch::nn::Module> module,

@@ -217,9 +217,13 @@ void scenario_grads(nano::World& w, size_t cap) {
   torch::manual_seed(r == 0 ? 123 : 500 + r);
   Net net;
   nano::DistributedDataParallel ddp(net, w.comm, {cap});
-  for (int it = 0; it < 3; ++it) {
+  // Gradients alias DDP's buckets after a step: every way of clearing them must keep working.
+  torch::optim::SGD clearer(net->parameters(), torch::optim::SGDOptions(0.0));
+  for (int it = 0; it < 4; ++it) {
     auto [x, y] = world_batch(n, per, it);
-    net->zero_grad();
+    if (it == 1) net->zero_grad(/*set_to_none=*/true);
+    else if (it == 2) clearer.zero_grad();  // Optimizer::zero_grad detaches in place
+    else net->zero_grad();
     reference->zero_grad();
     torch::mse_loss(net->forward(x.narrow(0, r * per, per)), y.narrow(0, r * per, per)).backward();
     torch::mse_loss(reference->forward(x), y).backward();
