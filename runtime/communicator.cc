@@ -42,7 +42,7 @@ std::unique_ptr<Work> SelfCommunicator::all_reduce_async(at::Tensor& tensor, Red
 
 std::shared_ptr<Communicator> make_communicator(const Context& context) {
   // Test and tuning knob: bytes of each rank's shared-memory area (0 = never shared memory).
-  std::size_t shm_bytes = 16u << 20;
+  std::size_t shm_bytes = ShmAllReduce::kDefaultAreaBytes;
   if (const char* text = std::getenv("NANO_SHM_BYTES")) {
     char* end = nullptr;
     const long long bytes = std::strtoll(text, &end, 10);

@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "runtime/communicator.h"
+#include "runtime/shm_all_reduce.h"
 
 namespace c10d {
 class ProcessGroupGloo;
@@ -20,7 +21,6 @@ namespace nano {
 
 class SerialExecutor;
 class SharedMemory;
-class ShmAllReduce;
 
 class GlooCommunicator : public Communicator {
  public:
@@ -31,7 +31,8 @@ class GlooCommunicator : public Communicator {
   /// host (rank 0) did not answer".
   /// `shm_segment_bytes`: per-rank shared-memory area when context.local_world_size equals the
   /// world size (0 = always Gloo). The ranks use it only if every one of them could map it.
-  explicit GlooCommunicator(const Context& context, std::size_t shm_segment_bytes = 16u << 20);
+  explicit GlooCommunicator(const Context& context,
+                            std::size_t shm_segment_bytes = ShmAllReduce::kDefaultAreaBytes);
   ~GlooCommunicator() override;
 
   int rank() const override { return rank_; }

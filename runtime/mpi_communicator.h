@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "runtime/communicator.h"
+#include "runtime/shm_all_reduce.h"
 
 namespace nano {
 
@@ -20,7 +21,8 @@ class MpiCommunicator : public Communicator {
   /// finalised at process exit) and duplicates MPI_COMM_WORLD. Throws nano::Error when MPI's
   /// world disagrees with `context` (rank or size).
   /// `shm_segment_bytes`: per-rank shared window (0 = never use shared memory).
-  explicit MpiCommunicator(const Context& context, std::size_t shm_segment_bytes = 16u << 20);
+  explicit MpiCommunicator(const Context& context,
+                           std::size_t shm_segment_bytes = ShmAllReduce::kDefaultAreaBytes);
   ~MpiCommunicator() override;
 
   int rank() const override { return rank_; }

@@ -21,6 +21,10 @@ class ShmAllReduce {
   static constexpr int64_t kHeaderBytes = 64;
   /// Below this many bytes a message-passing all-reduce's latency wins.
   static constexpr int64_t kMinBytes = 16 << 10;
+  /// Default data bytes per rank's area. 1, 2, 4 and 16 MiB all-reduced 44 MB equally fast
+  /// here (2 ranks); 4 MiB keeps a rank's resident share small (a tensor larger than the area
+  /// goes through in chunks).
+  static constexpr std::size_t kDefaultAreaBytes = 4u << 20;
 
   /// Writes this process's header into `area` (kHeaderBytes + data). Every rank must do it
   /// before any rank's first all_reduce (put a barrier between).
