@@ -36,16 +36,20 @@ for comm in mpi gloo; do
 done
 
 # RESULT model mode comm rank sync_ms nosync_ms rss
+# "vs slowest": a synchronous step cannot beat the slowest rank's local step, so the DDP step is
+# also compared with the slowest rank's no-sync step; the per-rank ratio of a faster rank also
+# counts its wait for the slower one (the machine's imbalance, not the all-reduce).
 awk '
-$1=="RESULT" { key=$2" "$4; sync[key" "$3" "$5]=$6; nosync[key" "$3" "$5]=$7; rss[key" "$3" "$5]=$8; seen[key]=1 }
+$1=="RESULT" { key=$2" "$4; sync[key" "$3" "$5]=$6; nosync[key" "$3" "$5]=$7; rss[key" "$3" "$5]=$8; seen[key]=1
+               if ($3 == "ddp" && $7 > slowest[key]) slowest[key] = $7 }
 END {
-  printf "\n%-9s %-5s %5s %14s %14s %7s %6s %18s %18s\n", "model", "comm", "rank", "no sync ms", "DDP ms", "ratio", "goal", "peak RSS no DDP MB", "peak RSS DDP MB"
+  printf "\n%-9s %-5s %5s %11s %9s %7s %11s %6s %18s %16s\n", "model", "comm", "rank", "no sync ms", "DDP ms", "ratio", "vs slowest", "goal", "peak RSS no DDP MB", "peak RSS DDP MB"
   split("lenet resnet18", models, " "); split("mpi gloo", comms, " ")
   for (m = 1; m <= 2; m++) for (c = 1; c <= 2; c++) for (r = 0; r <= 1; r++) {
     k = models[m]" "comms[c]
     if (!(k in seen)) continue
     a = nosync[k" ddp "r]; b = sync[k" ddp "r]
     goal = models[m] == "lenet" ? 1.05 : 1.10
-    printf "%-9s %-5s %5d %14.2f %14.2f %7.3f %6.2f %18.1f %18.1f\n", models[m], comms[c], r, a, b, b / a, goal, rss[k" local "r], rss[k" ddp "r]
+    printf "%-9s %-5s %5d %11.2f %9.2f %7.3f %11.3f %6.2f %18.1f %16.1f\n", models[m], comms[c], r, a, b, b / a, b / slowest[k], goal, rss[k" local "r], rss[k" ddp "r]
   }
 }' "$results"

@@ -47,7 +47,8 @@ def derive(runs, model, cores):
             if t is not None:
                 threads[key] = t
     base, all_cores = med.get(("base", 1)), med.get(("all", 1))
-    ks = sorted({k for (kind, k) in med if kind not in ("base", "all")})
+    nano_base = med.get(("nano-base", 1))
+    ks = sorted({k for (kind, k) in med if kind not in ("base", "nano-base", "all")})
     rows = []
     for k in ks:
         row = {"k": k}
@@ -60,18 +61,22 @@ def derive(runs, model, cores):
             if kind != "pytorch":
                 row[kind]["vs_pytorch"] = ratio(t, torch_k)
         rows.append(row)
-    eff = {}
+    eff, nano_eff = {}, {}
     for kind, _ in LAUNCHERS:
         t = med.get((kind, cores))
         eff[kind] = ratio(t, cores * base) if base else None
+        nano_eff[kind] = ratio(t, cores * nano_base) if nano_base else None
     return {
         "name": MODELS[model],
         "per_core_base": {"images_per_sec": base, "threads": threads.get(("base", 1)),
                           "repeats": [r.get("images_per_sec") for r in by.get(("base", 1), [])]},
         "one_process_all_cores": {"images_per_sec": all_cores, "threads": threads.get(("all", 1)),
                                   "repeats": [r.get("images_per_sec") for r in by.get(("all", 1), [])]},
+        "nano_per_core_base": {"images_per_sec": nano_base,
+                               "repeats": [r.get("images_per_sec") for r in by.get(("nano-base", 1), [])]},
         "by_ranks": rows,
         "scaling_efficiency_at_all_cores": eff,
+        "scaling_efficiency_vs_nano_base": nano_eff,
     }
 
 
@@ -141,6 +146,13 @@ def markdown(res):
         lines += ["", f"Scaling efficiency at k = {cores} (throughput / ({cores} x per-core base)): "
                       f"nano mpi {fmt(e['nano-mpi'], 3)}, nano subprocess {fmt(e['nano-subprocess'], 3)}, "
                       f"PyTorch DDP {fmt(e['pytorch'], 3)}.", ""]
+        nb = d.get("nano_per_core_base", {}).get("images_per_sec")
+        if nb:
+            ne = d["scaling_efficiency_vs_nano_base"]
+            lines += [f"Against nano's own per-core base (`nano-run`, one rank on the same core, nano's allocator "
+                      f"and binding: **{fmt(nb)} img/s**, {fmt(ratio(nb, base['images_per_sec']), 2)}x the plain "
+                      f"base), which leaves out the recipe's own gain: nano mpi {fmt(ne['nano-mpi'], 3)}, "
+                      f"nano subprocess {fmt(ne['nano-subprocess'], 3)}.", ""]
         g = goals(model, d, cores)
         if g:
             lines += ["| goal | measured | met |", "|---|---|---|"]

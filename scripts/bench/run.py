@@ -4,6 +4,8 @@
 For each model (LeNet on Fashion-MNIST, ResNet-18 on 3x32x32) at a fixed batch per rank:
   base        1 process x 1 thread, OMP_NUM_THREADS=1, taskset to one core (the per-core base)
   all         1 process x every core, started plainly with OMP_NUM_THREADS = physical cores
+  nano-base   nano-run, one rank on the base's core (nano's allocator and binding): the per-core
+              base that isolates scaling from the recipe's own gain
   nano-mpi / nano-subprocess   nano-run -n k --backend ... for each k
   pytorch     stock PyTorch DDP (scripts/bench/pytorch_ddp.py, Gloo), k ranks pinned with taskset
               to the same CPU lists nano-run's plan gives, OMP_NUM_THREADS = its cores
@@ -131,6 +133,11 @@ class Bench:
             # OMP_NUM_THREADS explicit: this libtorch may default to fewer threads than cores (Debian's
             # 1.13 picks 1 on some virtual machines), and this row means "every core in one process".
             return [(self.program(model), clean_env(OMP_NUM_THREADS=self.a.cores))]
+        if kind == "nano-base":
+            cpu = self.plan(1)[0][0]
+            argv = [self.nano_run, "--cpu-for-each-process", str(cpu), "--backend", "subprocess", "--"] + \
+                self.program(model)
+            return [(argv, clean_env())]
         if kind.startswith("nano-"):
             backend = kind[len("nano-"):]
             argv = [self.nano_run, "-n", str(k), "--backend", backend, "--output-ranks", "0", "--"] + self.program(model)
@@ -167,7 +174,7 @@ class Bench:
 
 
 def configs(ks, kinds):
-    out = [{"kind": "base", "k": 1}, {"kind": "all", "k": 1}]
+    out = [{"kind": "base", "k": 1}, {"kind": "nano-base", "k": 1}, {"kind": "all", "k": 1}]
     for k in ks:
         for kind in kinds:
             out.append({"kind": kind, "k": k})
