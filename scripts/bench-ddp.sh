@@ -3,7 +3,7 @@
 # the same step without it (no_sync(), alternating steps in one process so both see the same
 # load), batch 64 per rank, 2 ranks, for a LeNet-style CNN (1x28x28) and ResNet-18
 # (3x32x32); each rank's peak RSS with DDP and without it (a separate run with no DDP).
-# Both communicators: MPI (mpirun) and Gloo.
+# Both communicators: MPI (mpirun) and Gloo; ranks get nano-init's recipe with one thread.
 # Goals: LeNet <= 1.05, ResNet-18 <= 1.10.
 # Usage: scripts/bench-ddp.sh [BUILD_DIR] [LENET_STEPS] [RESNET_STEPS]
 set -euo pipefail
@@ -13,7 +13,11 @@ lenet_steps=${2:-40}
 resnet_steps=${3:-4}
 bin="$build/runtime/nano_bench_ddp"
 [[ -x $bin ]] || { echo "bench-ddp: $bin not built (cmake --build $build --target nano_bench_ddp)" >&2; exit 2; }
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# Ranks run with the environment nano-run gives them (allocator, one thread each): peak RSS
+# depends on the allocator, and glibc's varies by tens of MB from run to run.
+[[ -x $build/bin/nano-init ]] || { echo "bench-ddp: $build/bin/nano-init not built" >&2; exit 2; }
+eval "$("$build/bin/nano-init" --threads 1)"
 
 results=$(mktemp)
 trap 'rm -f "$results"' EXIT

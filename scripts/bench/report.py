@@ -48,7 +48,8 @@ def derive(runs, model, cores):
                 threads[key] = t
     base, all_cores = med.get(("base", 1)), med.get(("all", 1))
     nano_base = med.get(("nano-base", 1))
-    ks = sorted({k for (kind, k) in med if kind not in ("base", "nano-base", "all")})
+    independent = next(((k, t) for (kind, k), t in med.items() if kind == "independent"), (None, None))
+    ks = sorted({k for (kind, k) in med if kind not in ("base", "nano-base", "all", "independent")})
     rows = []
     for k in ks:
         row = {"k": k}
@@ -72,6 +73,11 @@ def derive(runs, model, cores):
                           "repeats": [r.get("images_per_sec") for r in by.get(("base", 1), [])]},
         "one_process_all_cores": {"images_per_sec": all_cores, "threads": threads.get(("all", 1)),
                                   "repeats": [r.get("images_per_sec") for r in by.get(("all", 1), [])]},
+        "independent_ranks": {"k": independent[0], "images_per_sec": independent[1],
+                              "scaling_efficiency": ratio(independent[1], independent[0] * base)
+                              if base and independent[0] else None,
+                              "nano_vs_independent": {kind: ratio(med.get((kind, independent[0])), independent[1])
+                                                      for kind in ("nano-mpi", "nano-subprocess")}},
         "nano_per_core_base": {"images_per_sec": nano_base,
                                "repeats": [r.get("images_per_sec") for r in by.get(("nano-base", 1), [])]},
         "by_ranks": rows,
@@ -153,6 +159,15 @@ def markdown(res):
                       f"and binding: **{fmt(nb)} img/s**, {fmt(ratio(nb, base['images_per_sec']), 2)}x the plain "
                       f"base), which leaves out the recipe's own gain: nano mpi {fmt(ne['nano-mpi'], 3)}, "
                       f"nano subprocess {fmt(ne['nano-subprocess'], 3)}.", ""]
+        ind = d.get("independent_ranks", {})
+        if ind.get("images_per_sec"):
+            v = ind["nano_vs_independent"]
+            lines += [f"The machine's own ceiling: {ind['k']} ranks under nano-run, each told it is a world of one "
+                      f"(same binding and allocator, no communication), together ran **{fmt(ind['images_per_sec'])} "
+                      f"img/s** = {fmt(ind['scaling_efficiency'], 3)} of {ind['k']} x the per-core base. nano's "
+                      f"{ind['k']} synchronised ranks reach {fmt(v['nano-mpi'], 3)} (mpi) and "
+                      f"{fmt(v['nano-subprocess'], 3)} (subprocess) of that: what remains is what the "
+                      f"gradient exchange and waiting for the slowest rank cost.", ""]
         g = goals(model, d, cores)
         if g:
             lines += ["| goal | measured | met |", "|---|---|---|"]

@@ -6,6 +6,9 @@ For each model (LeNet on Fashion-MNIST, ResNet-18 on 3x32x32) at a fixed batch p
   all         1 process x every core, started plainly with OMP_NUM_THREADS = physical cores
   nano-base   nano-run, one rank on the base's core (nano's allocator and binding): the per-core
               base that isolates scaling from the recipe's own gain
+  independent nano-run -n N (N = the largest k) with every rank told it is a world of one: the
+              same processes, binding and allocator with no communication; their summed rate is
+              what the machine itself allows N ranks (shared caches, memory bandwidth, noisy cores)
   nano-mpi / nano-subprocess   nano-run -n k --backend ... for each k
   pytorch     stock PyTorch DDP (scripts/bench/pytorch_ddp.py, Gloo), k ranks pinned with taskset
               to the same CPU lists nano-run's plan gives, OMP_NUM_THREADS = its cores
@@ -138,6 +141,10 @@ class Bench:
             argv = [self.nano_run, "--cpu-for-each-process", str(cpu), "--backend", "subprocess", "--"] + \
                 self.program(model)
             return [(argv, clean_env())]
+        if kind == "independent":
+            argv = [self.nano_run, "-n", str(k), "--backend", "subprocess", "--", "env", "RANK=0", "LOCAL_RANK=0",
+                    "WORLD_SIZE=1", "LOCAL_WORLD_SIZE=1"] + self.program(model)
+            return [(argv, clean_env())]
         if kind.startswith("nano-"):
             backend = kind[len("nano-"):]
             argv = [self.nano_run, "-n", str(k), "--backend", backend, "--output-ranks", "0", "--"] + self.program(model)
@@ -161,6 +168,13 @@ class Bench:
         code, out = run_group(cmds, self.a.timeout)
         wall = time.monotonic() - t0
         result = parse_result(out)
+        if cfg["kind"] == "independent" and code == 0:
+            # Every rank prints its own result: the machine's rate is their sum.
+            rates = [json.loads(m.group(1))["images_per_sec"] for m in RESULT_RE.finditer(out)]
+            if len(rates) == cfg["k"]:
+                result = {"images_per_sec": round(sum(rates), 1), "ranks": rates}
+            else:
+                result = None
         rec = {"model": model, **cfg, "exit_code": code, "wall_s": round(wall, 2),
                "command": " ".join(cmds[0][0]) + (f"  (x{len(cmds)} ranks)" if len(cmds) > 1 else "")}
         if code == 0 and result is not None:
@@ -175,6 +189,8 @@ class Bench:
 
 def configs(ks, kinds):
     out = [{"kind": "base", "k": 1}, {"kind": "nano-base", "k": 1}, {"kind": "all", "k": 1}]
+    if max(ks) > 1:
+        out.append({"kind": "independent", "k": max(ks)})
     for k in ks:
         for kind in kinds:
             out.append({"kind": kind, "k": k})
