@@ -97,7 +97,6 @@ ShmAllReduce::ShmAllReduce(std::vector<char*> areas, int64_t data_bytes, int ran
 
 void ShmAllReduce::await_peer(int q) {
   Header* peer = header(areas_[q]);
-  const bool same_namespace = peer->pid_namespace != 0 && peer->pid_namespace == pid_namespace();
   for (int spins = 0, sleeps = 0;; ++spins) {
     const uint32_t value = peer->counter.load(std::memory_order_acquire);
     if (reached(value, epoch_)) return;
@@ -111,8 +110,9 @@ void ShmAllReduce::await_peer(int q) {
     timespec limit{0, 10 * 1000 * 1000};
     syscall(SYS_futex, reinterpret_cast<uint32_t*>(&peer->counter), FUTEX_WAIT, value, &limit, nullptr, 0);
     // About once a second: a peer that died mid-collective would otherwise be awaited forever
-    // when no launcher tears this rank down.
-    if (same_namespace && ++sleeps % 100 == 0 && kill(peer->pid, 0) != 0 && errno == ESRCH) {
+    // when no launcher tears this rank down. Its pid means something only in our pid namespace.
+    if (++sleeps % 100 == 0 && peer->pid_namespace != 0 && peer->pid_namespace == pid_namespace() &&
+        kill(peer->pid, 0) != 0 && errno == ESRCH) {
       throw Error("nano: shared-memory all-reduce: rank " + std::to_string(q) + " (pid " +
                   std::to_string(peer->pid) + ") exited during the collective");
     }
