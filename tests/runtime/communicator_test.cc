@@ -113,6 +113,13 @@ TEST_CASE("gloo on one host: all-reduce through shared memory, and nothing left 
       CHECK(results[r].out.find("OK peer-exits rank " + std::to_string(r) + " of 2 (gloo)") != std::string::npos);
     }
   }
+  SUBCASE("a bad NANO_SHM_BYTES stops every rank with one line naming it") {
+    auto results = run_world({kWorker, "collectives"}, 2, {{"NANO_SHM_BYTES", "32"}}, 60);
+    for (int r = 0; r < 2; ++r) {
+      CHECK(results[r].exit_code == 3);
+      CHECK(last_line(results[r].err) == "nano: bad NANO_SHM_BYTES='32': expected 0 or a byte count >= 64\n");
+    }
+  }
   CHECK(orphaned_shared_memory() == std::vector<std::string>{});
 }
 
