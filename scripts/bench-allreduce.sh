@@ -16,19 +16,9 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS
 
 mpi_out=$(mpirun -np 2 --bind-to core "$bin" "$mb" "$reps")
 
-run_gloo() {  # run_gloo [VAR=VALUE...]: both ranks pinned, one core each
-  local port log
-  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-  log=$(mktemp)
-  for r in 0 1; do
-    env "$@" RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
-      taskset -c "$r" "$bin" "$mb" "$reps" >>"$log" &
-  done
-  wait
-  cat "$log"; rm -f "$log"
-}
-gloo_out=$(run_gloo)
-c10d_out=$(run_gloo NANO_SHM_BYTES=0)
+source scripts/bench/gloo-pair.sh
+gloo_out=$(gloo_pair -- "$bin" "$mb" "$reps")
+c10d_out=$(gloo_pair NANO_SHM_BYTES=0 -- "$bin" "$mb" "$reps")
 
 get() { awk -v k="$2" '$1=="RESULT" && $2==k {print $'"$3"'}' <<<"$1" | head -1; }
 mpi=$(get "$mpi_out" mpi 3); mpi_min=$(get "$mpi_out" mpi 4)

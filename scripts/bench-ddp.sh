@@ -22,15 +22,8 @@ eval "$("$build/bin/nano-init" --threads 1)"
 results=$(mktemp)
 trap 'rm -f "$results"' EXIT
 run_mpi() { mpirun -np 2 --bind-to core "$bin" "$@" >>"$results"; }
-run_gloo() {
-  local port
-  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-  for r in 0 1; do
-    RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
-      taskset -c "$r" "$bin" "$@" >>"$results" &
-  done
-  wait
-}
+source scripts/bench/gloo-pair.sh
+run_gloo() { gloo_pair -- "$bin" "$@" >>"$results"; }
 for comm in mpi gloo; do
   for model in lenet resnet18; do
     steps=$lenet_steps; [[ $model == resnet18 ]] && steps=$resnet_steps
