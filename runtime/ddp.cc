@@ -6,6 +6,10 @@
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 #include <torch/csrc/autograd/variable.h>
 
+#include <chrono>
+#include <cmath>
+#include <string>
+
 #include "env-init/error.h"
 
 namespace nano {
@@ -87,6 +91,8 @@ struct Reducer : std::enable_shared_from_this<Reducer> {
   std::size_t next_to_launch = 0;
   bool callback_queued = false;
   bool sync = true;
+  double weight = 1.0;        // this rank's gradients are scaled by it before averaging
+  double wait_seconds = 0;    // total time finish() spent waiting for the all-reduces
 
   void reset_iteration() {
     std::fill(ready.begin(), ready.end(), 0);
@@ -125,6 +131,7 @@ struct Reducer : std::enable_shared_from_this<Reducer> {
         slice.zero_();
       }
     }
+    if (weight != 1.0) bucket.flat.mul_(weight);
     bucket.work = comm->all_reduce_async(bucket.flat, ReduceOp::kAverage);
   }
 
@@ -154,7 +161,9 @@ struct Reducer : std::enable_shared_from_this<Reducer> {
       while (next_to_launch < buckets.size()) launch(buckets[next_to_launch++]);
       at::NoGradGuard no_grad;
       for (auto& bucket : buckets) {
+        const auto waiting = std::chrono::steady_clock::now();
         bucket.work->wait();
+        wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - waiting).count();
         // The gradients become aliases of the averaged bucket: no copy back, and the separate
         // gradient tensors autograd made are freed, so DDP costs one set of gradients in all.
         for (std::size_t k = 0; k < bucket.params.size(); ++k) {
@@ -269,6 +278,18 @@ DistributedDataParallel::NoSync::~NoSync() {
 DistributedDataParallel::NoSync DistributedDataParallel::no_sync() {
   return NoSync(reducer_.get());
 }
+
+void DistributedDataParallel::set_gradient_weight(double weight) {
+  if (!std::isfinite(weight) || weight <= 0) {
+    throw UsageError("nano: DistributedDataParallel: bad gradient weight " + std::to_string(weight) +
+                     ": expected a finite number > 0");
+  }
+  reducer_->weight = weight;
+}
+
+double DistributedDataParallel::gradient_weight() const { return reducer_->weight; }
+
+double DistributedDataParallel::sync_wait_seconds() const { return reducer_->wait_seconds; }
 
 std::vector<std::vector<std::size_t>> DistributedDataParallel::bucket_layout() const {
   std::vector<std::vector<std::size_t>> layout;

@@ -66,10 +66,23 @@ class DistributedDataParallel {
   };
   NoSync no_sync();
 
+  /// Multiplies this rank's gradients by `weight` (finite, > 0; default 1) before they are
+  /// averaged, from the next synchronising backward on (under no_sync, the accumulated sum is
+  /// weighted when it is synced). With uneven per-rank batches, weight = ranks x local samples /
+  /// global samples makes the average the mean gradient of the whole global batch; nano's
+  /// BatchBalancer sets it. Throws UsageError naming a bad weight.
+  void set_gradient_weight(double weight);
+  double gradient_weight() const;
+
+  /// Seconds this rank has spent, in all, blocked at the end of backward() waiting for the
+  /// gradient all-reduces: the time it waited for slower ranks plus the exchange itself.
+  double sync_wait_seconds() const;
+
   /// Parameter indexes (in module->parameters() order) of each bucket, in launch order.
   std::vector<std::vector<std::size_t>> bucket_layout() const;
   const std::shared_ptr<torch::nn::Module>& module_ptr() const { return module_; }
   Communicator& comm() const { return *comm_; }
+  const std::shared_ptr<Communicator>& comm_ptr() const { return comm_; }
   const DdpOptions& options() const { return options_; }
 
  private:
