@@ -13,6 +13,7 @@
 
 #include "env-init/error.h"
 #include "runtime/context.h"
+#include "runtime/load_balance.h"
 
 namespace nano {
 
@@ -21,36 +22,28 @@ struct ShardOptions {
   bool allow_duplicates = true;   ///< pad so every rank gets ceil(size/N) samples (same step count)
   bool drop_last = false;
   std::size_t workers = 0;
+  /// Split each global batch (N x batch_size) among the ranks by their measured speed instead
+  /// of equally (see runtime/load_balance.h; make one with make_batch_balancer). Per-rank
+  /// batches then differ (their sum does not); needs workers == 0. Null: equal shards.
+  std::shared_ptr<BatchBalancer> balancer;
 };
 
 /// A distributed sampler that advances its epoch at every reset() (each pass over the loader
 /// starts with one), so every rank reshuffles identically without user calls. set_epoch()
 /// overrides the next epoch number.
+/// With a balancer, every rank walks the same epoch order in global batches of
+/// balancer's global size and takes the slice the balancer gives it (same steps per epoch as
+/// the equal shards: ceil(size / N) samples per rank with duplicates, floor without).
 class EpochShardSampler : public torch::data::samplers::Sampler<> {
  public:
   EpochShardSampler(std::size_t size, int rank, int world_size, bool shuffle,
-                    bool allow_duplicates = true)
-      : shuffle_(shuffle),
-        random_(size, world_size, rank, allow_duplicates),
-        sequential_(size, world_size, rank, allow_duplicates) {}
+                    bool allow_duplicates = true, std::shared_ptr<BatchBalancer> balancer = nullptr,
+                    bool drop_last = false);
 
-  void reset(torch::optional<std::size_t> new_size = torch::nullopt) override {
-    if (shuffle_) {
-      random_.set_epoch(epoch_++);
-      random_.reset(new_size);
-    } else {
-      sequential_.reset(new_size);
-    }
-  }
-  torch::optional<std::vector<std::size_t>> next(std::size_t batch_size) override {
-    return shuffle_ ? random_.next(batch_size) : sequential_.next(batch_size);
-  }
-  void save(torch::serialize::OutputArchive& archive) const override {
-    shuffle_ ? random_.save(archive) : sequential_.save(archive);
-  }
-  void load(torch::serialize::InputArchive& archive) override {
-    shuffle_ ? random_.load(archive) : sequential_.load(archive);
-  }
+  void reset(torch::optional<std::size_t> new_size = torch::nullopt) override;
+  torch::optional<std::vector<std::size_t>> next(std::size_t batch_size) override;
+  void save(torch::serialize::OutputArchive& archive) const override;
+  void load(torch::serialize::InputArchive& archive) override;
   void set_epoch(std::size_t epoch) { epoch_ = epoch; }
   std::size_t epoch() const { return epoch_; }
 
@@ -59,6 +52,14 @@ class EpochShardSampler : public torch::data::samplers::Sampler<> {
   std::size_t epoch_ = 0;
   torch::data::samplers::DistributedRandomSampler random_;
   torch::data::samplers::DistributedSequentialSampler sequential_;
+  // Balanced mode only.
+  std::shared_ptr<BatchBalancer> balancer_;
+  std::size_t size_;
+  std::size_t world_size_;
+  bool allow_duplicates_;
+  bool drop_last_;
+  std::vector<std::size_t> order_;  // this epoch's order of the whole dataset (same on every rank)
+  std::size_t position_ = 0;        // samples of the padded epoch already handed out (all ranks)
 };
 
 /// Builds a DataLoader over rank `rank`'s shard of `dataset` (a sized, stateless libtorch
@@ -72,14 +73,29 @@ auto make_sharded_loader(Dataset dataset, int rank, int world_size, std::size_t 
                      " of world " + std::to_string(world_size));
   }
   if (batch_size == 0) throw UsageError("nano: make_sharded_loader: bad batch_size=0: expected > 0");
+  if (options.balancer && options.workers > 0) {
+    throw UsageError("nano: make_sharded_loader: bad workers=" + std::to_string(options.workers) +
+                     " with a batch balancer: balancing needs workers=0 (it times each step)");
+  }
+  if (options.balancer && (options.balancer->ranks() != world_size || options.balancer->rank() != rank ||
+                           options.balancer->global_batch() != static_cast<int64_t>(batch_size) * world_size)) {
+    throw UsageError("nano: make_sharded_loader: the batch balancer splits " +
+                     std::to_string(options.balancer->global_batch()) + " samples over " +
+                     std::to_string(options.balancer->ranks()) + " ranks, but the loader is rank " +
+                     std::to_string(rank) + " of " + std::to_string(world_size) + " with batch_size " +
+                     std::to_string(batch_size));
+  }
   const auto size = dataset.size();
   if (!size.has_value()) {
     throw UsageError("nano: make_sharded_loader: the dataset has no size, so it cannot be sharded");
   }
   return torch::data::make_data_loader(
       std::move(dataset),
-      EpochShardSampler(*size, rank, world_size, options.shuffle, options.allow_duplicates),
-      torch::data::DataLoaderOptions(batch_size).workers(options.workers).drop_last(options.drop_last));
+      EpochShardSampler(*size, rank, world_size, options.shuffle, options.allow_duplicates, options.balancer,
+                        options.drop_last),
+      // A balanced sampler hands out uneven batches and applies drop_last itself.
+      torch::data::DataLoaderOptions(batch_size).workers(options.workers).drop_last(options.drop_last &&
+                                                                                    !options.balancer));
 }
 
 /// The same for a World from nano::init().

@@ -80,6 +80,11 @@ TEST_CASE("sharded loaders: disjoint cover per epoch, reshuffled, per-rank batch
   run_both({"sharding"});
 }
 
+TEST_CASE("batch balancing: a 3x slower rank gets fewer samples; gradients stay the global batch's mean") {
+  SUBCASE("2 ranks") { run_both({"balance"}); }
+  SUBCASE("3 ranks") { run_both({"balance"}, 3); }
+}
+
 #ifdef NANO_TEST_NANO_RUN
 TEST_CASE("under nano-run (both backends): the seed's equivalence check and gradient equality") {
   for (const std::string backend : {"subprocess", "mpi"}) {
