@@ -60,8 +60,10 @@ double train_loop(ex::LeNet model, torch::optim::Adam& optimizer, nano::Shardabl
       loss.backward();
       optimizer.step();
       const double l = loss.item<double>();
-      const int64_t images = batch.data.size(0) * world;  // the ranks step in lock-step
-      timer.step_end(batch.data.size(0));
+      // The ranks share world x batch_size samples per step (nano splits them by rank speed, so
+      // this rank's batch may differ from batch_size).
+      const int64_t images = o.batch_size * world;
+      timer.step_end(images);
       ++r.batches;
       r.images += images;
       loss_sum += l;
@@ -78,9 +80,9 @@ double train_loop(ex::LeNet model, torch::optim::Adam& optimizer, nano::Shardabl
     std::fflush(stdout);
   }
   if (main_rank) {
-    // Rank 0's clock covers the run (every step waits for all ranks' gradients), and every
-    // rank trained as many images as rank 0.
-    const double rate = timer.seconds() > 0 ? static_cast<double>(timer.images() * world) / timer.seconds() : 0.0;
+    // Rank 0's clock covers the run (every step waits for all ranks' gradients); the timer
+    // counted every rank's images.
+    const double rate = timer.seconds() > 0 ? static_cast<double>(timer.images()) / timer.seconds() : 0.0;
     std::printf("final test accuracy %.4f; %.1f img/s over the timed steps of %d ranks\n", accuracy, rate, world);
     std::printf("%s\n", ex::format_nano_result(rate, world, at::get_num_threads(), accuracy).c_str());
     std::fflush(stdout);

@@ -71,7 +71,9 @@ class FashionMnistNano : public nano::TorchNano {
         backward(loss);  // gradients arrive averaged over the ranks
         optimizer.step();
         const double l = loss.item<double>();
-        const int64_t images = batch.data.size(0) * world_size();  // every rank steps in lock-step
+        // The ranks share world_size() x batch_size samples per step (nano splits them by rank
+        // speed, so this rank's batch may differ); the timer counts this rank's own.
+        const int64_t images = o_.batch_size * world_size();
         timer.step_end(batch.data.size(0));
         ++r.batches;
         r.images += images;

@@ -43,8 +43,12 @@ int run(const ex::ExampleOptions& o) {
   const int64_t steps = o.steps + kWarmupSteps;
   // Each rank draws its own disjoint shard of a dataset world-size times one rank's steps.
   ex::SyntheticCifar data(static_cast<size_t>(steps * o.batch_size * world.size()));
+  // With several ranks each step's world x batch samples are split by the ranks' measured
+  // speed (DDP weights the gradients to match), so a slower core does not set everyone's pace.
+  nano::ShardOptions shard;
+  if (ddp && o.balance) shard.balancer = nano::make_batch_balancer(*ddp, o.batch_size);
   auto loader = nano::make_sharded_loader(data.map(torch::data::transforms::Stack<>()), world,
-                                          static_cast<size_t>(o.batch_size));
+                                          static_cast<size_t>(o.batch_size), shard);
   if (world.is_main())
     std::printf("%s: ResNet-18 (%lld parameters), synthetic 3x32x32, batch %lld per rank, %lld timed steps after %lld "
                 "warm-up, %d ranks x %d threads\n",
@@ -69,7 +73,7 @@ int run(const ex::ExampleOptions& o) {
     timer.step_end(batch.data.size(0));
     ++done;
     if (done > kWarmupSteps) loss_sum += l;
-    progress.update(1, batch.data.size(0) * world.size(), l);
+    progress.update(1, o.batch_size * world.size(), l);  // the ranks share world x batch samples
   }
   timer.epoch_end();
   progress.finish();

@@ -17,6 +17,7 @@
 #include "runtime/auto_lr.h"
 #include "runtime/context.h"
 #include "runtime/ddp.h"
+#include "runtime/load_balance.h"
 #include "runtime/in_program_error.h"
 
 namespace nano {
@@ -46,6 +47,12 @@ struct TorchNanoOptions {
   std::string log_dir;          ///< one log per rank ("" = none)
   int grace_period_ms = 5000;   ///< SIGTERM -> SIGKILL delay when a rank fails
   DdpOptions ddp;               ///< gradient bucket size etc.
+  /// Split each global batch among the ranks by their measured speed (runtime/load_balance.h),
+  /// so a slower core does not hold back the others; gradients are weighted by each rank's
+  /// share, which keeps the update that of an equal split for a loss that is a mean over the
+  /// batch (libtorch's default reduction). Applies to setup_dataloader() loaders with
+  /// workers == 0. false: every rank takes exactly batch_size samples per step.
+  bool balance_batches = true;
 };
 using NanoOptions = TorchNanoOptions;
 
@@ -131,6 +138,10 @@ class Session {
   void attach(std::shared_ptr<torch::nn::Module> model,
               std::vector<torch::optim::Optimizer*> optimizers);
   DistributedDataParallel* ddp() { return ddp_.get(); }
+  /// A batch balancer for one loader of `per_rank_batch` samples per rank, wired to this
+  /// session's DDP (made by attach(), before or after this call); null when
+  /// options().balance_batches is off or the world has one rank.
+  std::shared_ptr<BatchBalancer> make_batch_balancer(std::size_t per_rank_batch);
   void set_result(TrainResult result) { result_ = std::move(result); }
   /// Launched rank: rank 0 writes its model and result for the caller; every rank tears
   /// down (hooks, DDP, communicator) and exits with code 0.
@@ -149,6 +160,8 @@ class Session {
   std::optional<World> world_;
   std::shared_ptr<torch::nn::Module> model_;
   std::unique_ptr<DistributedDataParallel> ddp_;
+  // ddp_ as the batch balancers see it: cleared when the DDP goes, which they may outlive.
+  std::shared_ptr<DistributedDataParallel*> ddp_link_ = std::make_shared<DistributedDataParallel*>(nullptr);
   std::vector<std::unique_ptr<AutoLr>> auto_lrs_;
   struct Hook;
   std::shared_ptr<Hook> hook_;

@@ -47,11 +47,13 @@ class ShardableLoader {
   ShardableLoader(Dataset dataset, std::size_t batch_size, ShardOptions options = {})
       : dataset_(std::move(dataset)), batch_size_(batch_size), options_(options) {}
 
-  /// Restricts the loader to `rank`'s shard of `world_size` (nano calls it). Throws
-  /// UsageError for a dataset without a size or a bad rank (from make_sharded_loader).
-  void shard(int rank, int world_size) {
+  /// Restricts the loader to `rank`'s shard of `world_size` (nano calls it), its global
+  /// batches split by `balancer` when one is given and the options set none (and workers == 0).
+  /// Throws UsageError for a dataset without a size or a bad rank (from make_sharded_loader).
+  void shard(int rank, int world_size, std::shared_ptr<BatchBalancer> balancer = nullptr) {
     rank_ = rank;
     world_size_ = world_size;
+    if (balancer && !options_.balancer && options_.workers == 0) options_.balancer = std::move(balancer);
     loader_.reset();
     build();
   }
@@ -248,7 +250,9 @@ class NanoFunction {
 
     World& world = session.world();
     auto shard = [&](auto& arg) {
-      if constexpr (detail::is_shardable_loader_v<decltype(arg)>) arg.shard(world.rank(), world.size());
+      if constexpr (detail::is_shardable_loader_v<decltype(arg)>) {
+        arg.shard(world.rank(), world.size(), session.make_batch_balancer(arg.batch_size()));
+      }
     };
     (shard(args), ...);
     session.attach(model, optimizers);

@@ -74,7 +74,10 @@ class TorchNano {
   }
 
   /// A DataLoader over this rank's disjoint shard of `dataset` (batch_size per rank,
-  /// reshuffled every epoch). Caller: launches (if not yet) and returns an empty loader.
+  /// reshuffled every epoch). With options().balance_batches (the default) and workers == 0,
+  /// each step's N x batch_size samples are split by the ranks' measured speed, so a rank's
+  /// batch may be a little larger or smaller than batch_size. Caller: launches (if not yet)
+  /// and returns an empty loader.
   template <class Dataset>
   auto setup_dataloader(Dataset dataset, std::size_t batch_size, ShardOptions options = {}) {
     if (is_caller()) {
@@ -83,6 +86,7 @@ class TorchNano {
           std::move(dataset), EpochShardSampler(0, 0, 1, options.shuffle, options.allow_duplicates),
           torch::data::DataLoaderOptions(batch_size).workers(options.workers));
     }
+    if (!options.balancer && options.workers == 0) options.balancer = session_->make_batch_balancer(batch_size);
     return make_sharded_loader(std::move(dataset), session_->world(), batch_size, options);
   }
 

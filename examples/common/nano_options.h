@@ -29,7 +29,7 @@ inline int64_t rank_steps_per_epoch(const ExampleOptions& o, int64_t examples, i
   return batches_per_epoch(shard, o.batch_size, o.max_steps_per_epoch);
 }
 
-/// --num-processes, --backend and --no-auto-lr as nano::TorchNanoOptions; auto_lr warms the
+/// --num-processes, --backend, --no-auto-lr and --equal-batches as nano::TorchNanoOptions; auto_lr warms the
 /// rate up over kFashionMnistWarmupEpochs epochs of `steps_per_epoch` steps.
 inline TorchNanoOptions fashion_mnist_nano_options(const ExampleOptions& o, int64_t steps_per_epoch) {
   TorchNanoOptions n;
@@ -40,6 +40,7 @@ inline TorchNanoOptions fashion_mnist_nano_options(const ExampleOptions& o, int6
   lr.warmup_epochs = kFashionMnistWarmupEpochs;
   lr.steps_per_epoch = std::max<int64_t>(steps_per_epoch, 1);
   n.auto_lr = lr;
+  n.balance_batches = o.balance;
   return n;
 }
 

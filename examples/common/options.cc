@@ -67,6 +67,12 @@ ParsedOptions parse_example_options(int argc, const char* const* argv, const Exa
     app.add_option("--backend", o.backend,
                    "how --num-processes ranks start: subprocess or mpi (default " + o.backend + ")");
   }
+  bool equal_batches = false;
+  if (spec.in_program || spec.steps) {
+    app.add_flag("--equal-batches", equal_batches,
+                 "every rank takes exactly --batch-size samples per step (default: nano splits each step's "
+                 "ranks x batch-size samples by the ranks' measured speed)");
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -95,6 +101,7 @@ ParsedOptions parse_example_options(int argc, const char* const* argv, const Exa
   to_int("--steps", steps, o.steps);
   to_int("--test-limit", test_limit, o.test_limit);
   if (no_auto_lr) o.auto_lr = false;
+  if (equal_batches) o.balance = false;
   to_int("--batch-size", batch, o.batch_size);
   to_int("--num-processes", procs, o.num_processes);
   if (!lr.empty()) {

@@ -24,6 +24,9 @@ TEST_CASE("fashion_mnist_nano_options: ranks, backend and the warm-up in epochs"
   CHECK(n.auto_lr.options.enabled);
   CHECK(n.auto_lr.options.warmup_epochs == kFashionMnistWarmupEpochs);
   CHECK(n.auto_lr.options.steps_per_epoch == 469);
+  CHECK(n.balance_batches);
+  o.balance = false;
+  CHECK_FALSE(fashion_mnist_nano_options(o, 469).balance_batches);
   o.auto_lr = false;
   CHECK_FALSE(fashion_mnist_nano_options(o, 0).auto_lr.options.enabled);
   CHECK(fashion_mnist_nano_options(o, 0).auto_lr.options.steps_per_epoch == 1);
