@@ -4,7 +4,7 @@
 #   1 process x 1 thread (pinned; the per-core base), 1 process x all cores (plain),
 #   nano-run -n k (mpi and subprocess backends) and stock PyTorch DDP (Gloo, pinned ranks)
 #   for each k dividing the physical cores (at most 8 values),
-# plus the launcher start-up, all-reduce and DDP-overhead benchmarks. Writes
+# plus the launcher start-up, all-reduce, DDP-overhead and batch-balancing benchmarks. Writes
 # bench-results/results.json (raw numbers, machine, date, command), results.md (tables) and
 # throughput.png, and prints the tables. Builds what it needs (Release, in $NANO_BUILD_DIR).
 #
@@ -99,6 +99,7 @@ if [[ ${NANO_BENCH_SUB:-1} != 0 ]]; then
   sub launcher scripts/bench-launcher.sh "$build" 5
   sub allreduce scripts/bench-allreduce.sh "$build" 44 9
   if [[ ${NANO_BENCH_DDP:-1} != 0 ]]; then sub ddp scripts/bench-ddp.sh "$build" 30 1; fi
+  sub balance scripts/bench-balance.sh "$build" "$lenet_steps" "$lenet_repeats" 30
 fi
 
 # Machine description for results.json.

@@ -18,7 +18,8 @@ LAUNCHERS = [("nano-mpi", "nano-run --backend mpi"), ("nano-subprocess", "nano-r
 EFFICIENCY_GOAL = {"lenet": 0.97, "resnet18": 0.95}
 SUBBENCH = [("launcher", "Launcher start-up (scripts/bench-launcher.sh)"),
             ("allreduce", "All-reduce, 2 ranks (scripts/bench-allreduce.sh)"),
-            ("ddp", "DDP overhead, 2 ranks (scripts/bench-ddp.sh)")]
+            ("ddp", "DDP overhead, 2 ranks (scripts/bench-ddp.sh)"),
+            ("balance", "Batch balancing against a noisy neighbour (scripts/bench-balance.sh)")]
 
 
 def median(values):
@@ -77,7 +78,10 @@ def derive(runs, model, cores):
                               "scaling_efficiency": ratio(independent[1], independent[0] * base)
                               if base and independent[0] else None,
                               "nano_vs_independent": {kind: ratio(med.get((kind, independent[0])), independent[1])
-                                                      for kind in ("nano-mpi", "nano-subprocess")}},
+                                                      for kind in ("nano-mpi", "nano-subprocess")},
+                              # Per repeat: each rank's own rate; the spread is fastest / slowest.
+                              "ranks_per_repeat": [r["result"]["ranks"] for r in by.get(("independent", independent[0]), [])
+                                                   if r.get("result", {}).get("ranks")]},
         "nano_per_core_base": {"images_per_sec": nano_base,
                                "repeats": [r.get("images_per_sec") for r in by.get(("nano-base", 1), [])]},
         "by_ranks": rows,
@@ -168,6 +172,11 @@ def markdown(res):
                       f"{ind['k']} synchronised ranks reach {fmt(v['nano-mpi'], 3)} (mpi) and "
                       f"{fmt(v['nano-subprocess'], 3)} (subprocess) of that: what remains is what the "
                       f"gradient exchange and waiting for the slowest rank cost.", ""]
+            spreads = [max(rs) / min(rs) for rs in ind.get("ranks_per_repeat", []) if rs and min(rs) > 0]
+            if spreads:
+                lines += [f"In those runs the fastest rank ran {', '.join(fmt(x, 3) for x in spreads)}x as fast as "
+                          f"the slowest (per repeat): the cores themselves differ, and a synchronous step waits for "
+                          f"the slowest; nano's batch balancing gives the slower ranks fewer samples per step.", ""]
         g = goals(model, d, cores)
         if g:
             lines += ["| goal | measured | met |", "|---|---|---|"]
