@@ -81,8 +81,10 @@ int run(const ex::ExampleOptions& o) {
   const std::vector<double> timed = world.comm->gather({static_cast<double>(timer.images()), timer.seconds()});
   if (world.is_main()) {
     const double rate = ex::global_images_per_sec(timed);
+    double images = 0;  // every rank's own count: balanced ranks take different shares
+    for (std::size_t i = 0; i < timed.size(); i += 2) images += timed[i];
     std::printf("%s: %lld images in %.2f s on %d ranks, mean loss %.4f\nthroughput %.1f img/s\n", kProgram,
-                static_cast<long long>(timer.images() * world.size()), timer.seconds(), world.size(),
+                static_cast<long long>(images), timer.seconds(), world.size(),
                 timer.steps() > 0 ? loss_sum / static_cast<double>(timer.steps()) : 0.0, rate);
     std::printf("%s\n", ex::format_nano_result(rate, world.size(), at::get_num_threads(), std::nullopt).c_str());
     std::fflush(stdout);
