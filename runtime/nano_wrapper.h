@@ -53,7 +53,7 @@ class ShardableLoader {
   void shard(int rank, int world_size, std::shared_ptr<BatchBalancer> balancer = nullptr) {
     rank_ = rank;
     world_size_ = world_size;
-    if (balancer && !options_.balancer && options_.workers == 0) options_.balancer = std::move(balancer);
+    world_balancer_ = std::move(balancer);
     loader_.reset();
     build();
   }
@@ -67,12 +67,17 @@ class ShardableLoader {
 
  private:
   Loader& build() {
-    if (!loader_) loader_ = make_sharded_loader(dataset_, rank_, world_size_, batch_size_, options_);
+    if (!loader_) {
+      ShardOptions options = options_;  // the caller's own balancer, if any, wins
+      if (!options.balancer && options.workers == 0) options.balancer = world_balancer_;
+      loader_ = make_sharded_loader(dataset_, rank_, world_size_, batch_size_, options);
+    }
     return *loader_;
   }
   Dataset dataset_;
   std::size_t batch_size_;
   ShardOptions options_;
+  std::shared_ptr<BatchBalancer> world_balancer_;  // from the last shard(), for this world only
   int rank_ = 0;
   int world_size_ = 1;
   std::unique_ptr<Loader> loader_;

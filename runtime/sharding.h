@@ -1,7 +1,8 @@
 #pragma once
 // Data sharding: a libtorch DataLoader whose sampler gives each rank a disjoint 1/N of the
 // dataset (libtorch's distributed samplers), reshuffled each epoch. The per-rank batch size
-// stays what the user wrote, so the global batch is N times larger.
+// stays what the user wrote, so the global batch is N times larger; with a BatchBalancer
+// (runtime/load_balance.h) each global batch is instead cut by the ranks' measured speed.
 #include <torch/data.h>
 #include <torch/data/samplers/base.h>
 #include <torch/data/samplers/distributed.h>
