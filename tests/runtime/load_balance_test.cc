@@ -1,9 +1,13 @@
 // Batch balancing in one process: the split decisions as tables, the balancer against a
 // communicator that plays the other ranks, and balanced samplers side by side.
 #include <torch/data/datasets/tensor.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/serialize/output-archive.h>
 #include <torch/data/transforms/stack.h>
 
 #include <algorithm>
+#include <cmath>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <numeric>
@@ -12,6 +16,7 @@
 
 #include "env-init/error.h"
 #include "runtime/communicator.h"
+#include "runtime/ddp.h"
 #include "runtime/load_balance.h"
 #include "runtime/sharding.h"
 
@@ -233,4 +238,34 @@ TEST_CASE("balanced samplers: every rank's slice of the same global batches, a d
   CHECK(usage_error([&] { make(0, 2, 4); }) ==
         "nano: make_sharded_loader: the batch balancer splits 16 samples over 2 ranks, but the loader is rank 0 of 2 "
         "with batch_size 4");
+}
+
+TEST_CASE("bad balancing inputs are one-line errors naming the value") {
+  torch::nn::Linear model(1, 1);
+  nano::DistributedDataParallel ddp(model, std::make_shared<nano::SelfCommunicator>());
+  CHECK(ddp.gradient_weight() == 1.0);
+  CHECK(ddp.sync_wait_seconds() == 0.0);
+  CHECK(usage_error([&] { ddp.set_gradient_weight(0.0); }) ==
+        "nano: DistributedDataParallel: bad gradient weight 0.000000: expected a finite number > 0");
+  CHECK(usage_error([&] { ddp.set_gradient_weight(std::nan("")); }) ==
+        "nano: DistributedDataParallel: bad gradient weight nan: expected a finite number > 0");
+  ddp.set_gradient_weight(1.5);
+  CHECK(ddp.gradient_weight() == 1.5);
+  CHECK(usage_error([&] { nano::make_batch_balancer(ddp, 0); }) ==
+        "nano: make_batch_balancer: bad per_rank_batch=0: expected >= 1");
+  auto balancer = nano::make_batch_balancer(ddp, 4);
+  CHECK(balancer->global_batch() == 4);
+  CHECK(balancer->next_step(4).length == 4);
+  CHECK(ddp.gradient_weight() == 1.0);  // the balancer set this rank's weight: 1 x 4 / 4
+
+  auto comm = std::make_shared<nano::SelfCommunicator>();
+  nano::BalanceOptions o;
+  o.smoothing = 0;
+  CHECK(usage_error([&] { nano::BatchBalancer(comm, 8, {}, o); }) ==
+        "nano: BatchBalancer: bad smoothing=0.000000: expected a weight in (0, 1]");
+
+  // A balanced sampler's position cannot be saved (its split depends on the other ranks).
+  nano::EpochShardSampler sampler(10, 0, 1, true, true, std::make_shared<nano::BatchBalancer>(comm, 4, nano::BalanceHooks{}));
+  torch::serialize::OutputArchive archive;
+  CHECK_THROWS_WITH(sampler.save(archive), "nano: EpochShardSampler: saving a balanced sampler's position is not supported");
 }

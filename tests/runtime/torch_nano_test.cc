@@ -7,12 +7,17 @@
 #include <sched.h>
 #include <signal.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <string>
+#include <thread>
 
 #include <torch/data.h>
+#include <torch/data/datasets/tensor.h>
 #include <torch/nn/functional/loss.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/optim/sgd.h>
@@ -100,6 +105,58 @@ class LineNano : public nano::TorchNano {
     set_result(model->weight.item<double>());
   }
 };
+
+// Batch balancing through TorchNano's own wiring (setup_dataloader + setup's DDP): rank 1
+// works 8x longer per sample, so rank 0 must get bigger batches, and after every backward the
+// gradient must still be the mean over the whole global batch. Rank 0 reports
+// "largest <its largest batch> worst <largest gradient error>".
+class BalanceNano : public nano::TorchNano {
+ public:
+  using TorchNano::TorchNano;
+  torch::nn::Linear model{torch::nn::LinearOptions(1, 1)};
+
+  void train() override {
+    torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.1));
+    setup(model, optimizer);
+    auto x = torch::linspace(0, 1, 512).unsqueeze(1);
+    auto rows = torch::cat({x, 2 * x + 1 + 0.1 * torch::sin(9 * x)}, 1);
+    auto loader = setup_dataloader(
+        torch::data::datasets::TensorDataset(rows).map(torch::data::transforms::Stack<torch::data::TensorExample>()), 8);
+    int64_t largest = 0;
+    double worst = 0;
+    for (auto& batch : *loader) {
+      const int64_t b = batch.data.size(0);
+      std::this_thread::sleep_for(std::chrono::microseconds(rank() == 1 ? 400 : 50) * b);
+      auto xb = batch.data.narrow(1, 0, 1), yb = batch.data.narrow(1, 1, 1);
+      optimizer.zero_grad();
+      backward(torch::nn::functional::mse_loss(model(xb), yb));
+      torch::NoGradGuard no_grad;
+      auto err = model(xb) - yb;
+      auto sums = torch::stack({(err * xb).sum(), err.sum(), torch::tensor(static_cast<float>(b))}).to(torch::kDouble);
+      world().comm->all_reduce(sums, nano::ReduceOp::kSum);
+      const double n = sums[2].item<double>();
+      worst = std::max({worst, std::abs(model->weight.grad().item<double>() - 2 * sums[0].item<double>() / n),
+                        std::abs(model->bias.grad().item<double>() - 2 * sums[1].item<double>() / n)});
+      optimizer.step();
+      largest = std::max(largest, b);
+    }
+    if (is_main()) set_result("largest " + std::to_string(largest) + " worst " + std::to_string(worst));
+  }
+};
+
+int run_a_balance() {
+  BalanceNano trainer({.num_processes = 2});
+  trainer.train();
+  if (!trainer.is_caller()) return 0;
+  const auto report = trainer.result<std::string>();
+  std::cout << "rank 0: " << report << std::endl;
+  long largest = 0;
+  double worst = 1;
+  if (std::sscanf(report.c_str(), "largest %ld worst %lf", &largest, &worst) != 2) return fail("report " + report);
+  if (largest <= 8) return fail("rank 0 never took more than its equal share: " + report);
+  if (worst > 1e-5) return fail("a gradient differs from the global batch's mean: " + report);
+  return 0;
+}
 
 nano::TorchNanoOptions options_for(const std::string& backend) {
   return {.num_processes = 2, .distributed_backend = backend, .auto_lr = false};
@@ -358,6 +415,7 @@ int main(int argc, char** argv) {
     if (mode == "a-external") return run_a_external();
     if (mode == "a-fail") return run_a_fail();
     if (mode == "affinity") return run_affinity();
+    if (mode == "a-balance") return run_a_balance();
     if (mode == "b-equiv") return run_b_equiv(backend);
     if (mode == "b-fail") return run_b_fail();
     if (mode == "b-auto-lr") return run_b_auto_lr();
