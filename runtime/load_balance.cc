@@ -89,7 +89,6 @@ BatchBalancer::BatchBalancer(std::shared_ptr<Communicator> comm, int64_t global_
       hooks_(std::move(hooks)),
       options_(options) {
   if (!comm) throw Error("nano: BatchBalancer: null communicator");
-  const int ranks = ranks_;
   if (options_.interval_steps < 1) {
     throw UsageError("nano: BatchBalancer: bad interval_steps=" + std::to_string(options_.interval_steps) +
                      ": expected >= 1");
@@ -98,8 +97,8 @@ BatchBalancer::BatchBalancer(std::shared_ptr<Communicator> comm, int64_t global_
     throw UsageError("nano: BatchBalancer: bad smoothing=" + std::to_string(options_.smoothing) +
                      ": expected a weight in (0, 1]");
   }
-  split_ = apportion(global_batch_, std::vector<double>(ranks, 1.0));  // throws for global_batch < ranks
-  cost_.assign(ranks, 0.0);
+  split_ = apportion(global_batch_, std::vector<double>(ranks_, 1.0));  // throws for global_batch < ranks
+  cost_.assign(ranks_, 0.0);
 }
 
 double BatchBalancer::now() const {
@@ -112,10 +111,9 @@ double BatchBalancer::wait_seconds() const { return hooks_.sync_wait_seconds ? h
 void BatchBalancer::epoch_begin() { have_last_ = false; }
 
 BatchBalancer::Slice BatchBalancer::next_step(int64_t global_count) {
-  const int ranks = ranks_;
-  if (global_count < ranks || global_count > global_batch_) {
+  if (global_count < ranks_ || global_count > global_batch_) {
     throw Error("nano: BatchBalancer: bad global batch of " + std::to_string(global_count) + " samples: expected " +
-                std::to_string(ranks) + ".." + std::to_string(global_batch_));
+                std::to_string(ranks_) + ".." + std::to_string(global_batch_));
   }
   if (have_last_) {
     // Work = time since the previous batch was handed out, less the time spent waiting for the
@@ -134,16 +132,15 @@ BatchBalancer::Slice BatchBalancer::next_step(int64_t global_count) {
 
   std::vector<int64_t> split = split_;
   if (global_count != global_batch_) {
-    std::vector<double> speeds(ranks, 1.0);
+    std::vector<double> speeds(ranks_, 1.0);
     if (std::all_of(cost_.begin(), cost_.end(), positive)) {
-      for (int i = 0; i < ranks; ++i) speeds[i] = 1.0 / cost_[i];
+      for (int i = 0; i < ranks_; ++i) speeds[i] = 1.0 / cost_[i];
     }
     split = apportion(global_count, speeds);
   }
-  const int rank = rank_;
-  Slice slice{std::accumulate(split.begin(), split.begin() + rank, int64_t{0}), split[rank]};
+  Slice slice{std::accumulate(split.begin(), split.begin() + rank_, int64_t{0}), split[rank_]};
   if (hooks_.set_gradient_weight) {
-    hooks_.set_gradient_weight(static_cast<double>(ranks) * static_cast<double>(slice.length) /
+    hooks_.set_gradient_weight(static_cast<double>(ranks_) * static_cast<double>(slice.length) /
                                static_cast<double>(global_count));
   }
   last_count_ = slice.length;
@@ -156,9 +153,8 @@ BatchBalancer::Slice BatchBalancer::next_step(int64_t global_count) {
 void BatchBalancer::exchange() {
   const std::shared_ptr<Communicator> comm = comm_.lock();
   if (!comm) throw Error("nano: BatchBalancer: the world's communicator is gone (shut down before the loader)");
-  const int ranks = ranks_;
   // Each rank fills its own two slots; the sum gives everyone every rank's window.
-  at::Tensor table = at::zeros({2 * ranks}, at::kDouble);
+  at::Tensor table = at::zeros({2 * ranks_}, at::kDouble);
   auto* t = table.data_ptr<double>();
   t[2 * rank_] = window_seconds_;
   t[2 * rank_ + 1] = static_cast<double>(window_samples_);
@@ -166,12 +162,12 @@ void BatchBalancer::exchange() {
   window_seconds_ = 0;
   window_samples_ = 0;
 
-  std::vector<double> fresh(ranks);
-  for (int i = 0; i < ranks; ++i) {
+  std::vector<double> fresh(ranks_);
+  for (int i = 0; i < ranks_; ++i) {
     if (!(t[2 * i] > 0 && t[2 * i + 1] > 0)) return;  // a rank has no clean measurement yet
     fresh[i] = t[2 * i] / t[2 * i + 1];
   }
-  for (int i = 0; i < ranks; ++i) {
+  for (int i = 0; i < ranks_; ++i) {
     cost_[i] = cost_[i] > 0 ? (1 - options_.smoothing) * cost_[i] + options_.smoothing * fresh[i] : fresh[i];
   }
   split_ = rebalanced_split(split_, cost_, options_.min_gain);
