@@ -60,9 +60,8 @@ double train_loop(ex::LeNet model, torch::optim::Adam& optimizer, nano::Shardabl
       loss.backward();
       optimizer.step();
       const double l = loss.item<double>();
-      // The ranks share world x batch_size samples per step (nano splits them by rank speed, so
-      // this rank's batch may differ from batch_size).
-      const int64_t images = o.batch_size * world;
+      // All ranks' samples this step (nano may split them unevenly by rank speed).
+      const int64_t images = ex::global_step_samples(kTrainExamples, o.batch_size, world, r.batches);
       timer.step_end(images);
       ++r.batches;
       r.images += images;

@@ -71,9 +71,9 @@ class FashionMnistNano : public nano::TorchNano {
         backward(loss);  // gradients arrive averaged over the ranks
         optimizer.step();
         const double l = loss.item<double>();
-        // The ranks share world_size() x batch_size samples per step (nano splits them by rank
-        // speed, so this rank's batch may differ); the timer counts this rank's own.
-        const int64_t images = o_.batch_size * world_size();
+        // All ranks' samples this step (nano may split them unevenly by rank speed); the timer
+        // counts this rank's own.
+        const int64_t images = ex::global_step_samples(*train_set.size(), o_.batch_size, world_size(), r.batches);
         timer.step_end(batch.data.size(0));
         ++r.batches;
         r.images += images;

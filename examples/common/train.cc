@@ -7,6 +7,12 @@ int64_t batches_per_epoch(int64_t examples, int64_t batch_size, int64_t max_step
   return max_steps > 0 ? std::min(full, max_steps) : full;
 }
 
+int64_t global_step_samples(int64_t examples, int64_t batch_size, int world_size, int64_t step) {
+  const int64_t padded = (examples + world_size - 1) / world_size * world_size;
+  const int64_t global = batch_size * world_size;
+  return std::max<int64_t>(0, std::min(global, padded - step * global));
+}
+
 RowRange evaluation_shard(int64_t examples, int64_t limit, int rank, int world_size) {
   const int64_t n = limit > 0 ? std::min(limit, examples) : examples;
   const int64_t begin = n * rank / world_size;

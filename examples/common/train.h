@@ -27,6 +27,12 @@ using StepFn = std::function<void(const at::Tensor& loss)>;
 /// Batches in one epoch: ceil(examples / batch_size), capped at `max_steps` when it is > 0.
 int64_t batches_per_epoch(int64_t examples, int64_t batch_size, int64_t max_steps);
 
+/// Samples all ranks train together in step `step` (0-based) of an epoch over `examples`:
+/// world_size x batch_size, except the last step, which takes what is left of the epoch
+/// padded to ceil(examples / world_size) per rank (how nano's sharded loaders count). Per-rank
+/// batches may differ when nano balances them; their sum is this.
+int64_t global_step_samples(int64_t examples, int64_t batch_size, int world_size, int64_t step);
+
 /// A contiguous range of rows.
 struct RowRange {
   int64_t begin = 0;

@@ -20,6 +20,16 @@ TEST_CASE("batches, correct counts and loss") {
         doctest::Approx(std::log(10.0)));
 }
 
+TEST_CASE("global_step_samples: N x batch, then what the padded epoch has left") {
+  CHECK(global_step_samples(60000, 64, 2, 0) == 128);
+  CHECK(global_step_samples(60000, 64, 2, 467) == 128);
+  CHECK(global_step_samples(60000, 64, 2, 468) == 96);   // 60000 - 468 x 128
+  CHECK(global_step_samples(60000, 64, 2, 469) == 0);
+  CHECK(global_step_samples(10, 4, 3, 0) == 12);          // padded to 4 per rank: 12
+  CHECK(global_step_samples(10, 4, 3, 1) == 0);
+  CHECK(global_step_samples(60000, 64, 1, 937) == 32);
+}
+
 TEST_CASE("evaluation_shard: contiguous, complete, balanced") {
   struct Row {
     int64_t examples, limit;
