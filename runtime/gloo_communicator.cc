@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <iostream>
 #include <sstream>
 #include <thread>
 
@@ -157,7 +158,10 @@ void GlooCommunicator::connect_shared_memory(const Context& context, std::size_t
              std::to_string(serial++);
       try {
         memory = SharedMemory::create(name, total);
-      } catch (const Error&) {
+      } catch (const Error& e) {
+        // Say why once: the job still runs, but every all-reduce now goes through TCP.
+        std::cerr << e.what() << "; all-reduce goes through Gloo over TCP instead (NANO_SHM_BYTES=0 "
+                  << "chooses that quietly)" << std::endl;
         name.clear();
       }
       store_->set(name_key, std::vector<uint8_t>(name.begin(), name.end()));

@@ -97,6 +97,18 @@ TEST_CASE("gloo on one host: all-reduce through shared memory, and nothing left 
       }
     }
   }
+  SUBCASE("shared memory that cannot be sized (more than /dev/shm holds) falls back to Gloo, saying why") {
+    // 2 x 1 PiB: tmpfs refuses the allocation up front (more than its size), allocating nothing.
+    auto results = run_world({kWorker, "collectives"}, 2, {{"NANO_SHM_BYTES", "1125899906842624"}});
+    for (int r = 0; r < 2; ++r) {
+      INFO("rank " << r << ":\n" << results[r].out << results[r].err);
+      CHECK(results[r].exit_code == 0);
+      CHECK(results[r].out.find("transport: gloo\n") != std::string::npos);
+    }
+    CHECK(results[0].err.find("nano: cannot size shared memory /nano-") != std::string::npos);
+    CHECK(results[0].err.find("; all-reduce goes through Gloo over TCP instead (NANO_SHM_BYTES=0 chooses that "
+                              "quietly)\n") != std::string::npos);
+  }
   SUBCASE("ranks posing as one per host (LOCAL_WORLD_SIZE 1 of 2) keep Gloo") {
     auto results = run_world({kWorker, "collectives"}, 2, {{"LOCAL_WORLD_SIZE", "1"}, {"LOCAL_RANK", "0"}});
     for (int r = 0; r < 2; ++r) {
