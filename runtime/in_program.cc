@@ -143,14 +143,10 @@ World& Session::world() {
 std::shared_ptr<BatchBalancer> Session::make_batch_balancer(std::size_t per_rank_batch) {
   World& w = world();
   if (!options_.balance_batches || w.size() == 1 || per_rank_batch == 0) return nullptr;
-  BalanceHooks hooks;
   // Through the shared link, not a DDP pointer: attach() may come later or replace the DDP,
   // and a loader (the wrapper's arguments) may outlive this session.
-  hooks.sync_wait_seconds = [link = ddp_link_] { return *link ? (*link)->sync_wait_seconds() : 0.0; };
-  hooks.set_gradient_weight = [link = ddp_link_](double weight) {
-    if (*link) (*link)->set_gradient_weight(weight);
-  };
-  return std::make_shared<BatchBalancer>(w.comm, static_cast<int64_t>(per_rank_batch) * w.size(), std::move(hooks));
+  return std::make_shared<BatchBalancer>(w.comm, static_cast<int64_t>(per_rank_batch) * w.size(),
+                                         ddp_balance_hooks([link = ddp_link_] { return *link; }));
 }
 
 void Session::attach(std::shared_ptr<torch::nn::Module> model,

@@ -173,17 +173,26 @@ void BatchBalancer::exchange() {
   split_ = rebalanced_split(split_, cost_, options_.min_gain);
 }
 
+BalanceHooks ddp_balance_hooks(std::function<DistributedDataParallel*()> current) {
+  BalanceHooks hooks;
+  hooks.sync_wait_seconds = [current] {
+    const DistributedDataParallel* ddp = current();
+    return ddp ? ddp->sync_wait_seconds() : 0.0;
+  };
+  hooks.set_gradient_weight = [current](double weight) {
+    if (DistributedDataParallel* ddp = current()) ddp->set_gradient_weight(weight);
+  };
+  return hooks;
+}
+
 std::shared_ptr<BatchBalancer> make_batch_balancer(DistributedDataParallel& ddp, int64_t per_rank_batch,
                                                    BalanceOptions options) {
   if (per_rank_batch < 1) {
     throw UsageError("nano: make_batch_balancer: bad per_rank_batch=" + std::to_string(per_rank_batch) +
                      ": expected >= 1");
   }
-  BalanceHooks hooks;
-  hooks.sync_wait_seconds = [&ddp] { return ddp.sync_wait_seconds(); };
-  hooks.set_gradient_weight = [&ddp](double w) { ddp.set_gradient_weight(w); };
-  return std::make_shared<BatchBalancer>(ddp.comm_ptr(), per_rank_batch * ddp.comm().size(), std::move(hooks),
-                                         options);
+  return std::make_shared<BatchBalancer>(ddp.comm_ptr(), per_rank_batch * ddp.comm().size(),
+                                         ddp_balance_hooks([&ddp] { return &ddp; }), options);
 }
 
 }  // namespace nano

@@ -53,8 +53,8 @@ struct BalanceHooks {
 /// once per batch on every rank in lock-step (the loop every DDP program already runs).
 /// Each call measures this rank's work since the previous call (elapsed time minus the time it
 /// waited for the others); after 2, 4, 8... calls and then every interval_steps calls the ranks
-/// all-reduce their costs (a small collective on `comm`) and all adopt the same new split. Not thread-safe: use it from
-/// the training thread (a loader with workers = 0).
+/// all-reduce their costs (a small collective on `comm`) and all adopt the same new split.
+/// Not thread-safe: use it from the training thread (a loader with workers = 0).
 class BatchBalancer {
  public:
   /// `global_batch` = ranks x per-rank batch; starts with the equal split.
@@ -105,6 +105,10 @@ class BatchBalancer {
   double window_seconds_ = 0;   // this rank's measured work since the last exchange
   int64_t window_samples_ = 0;
 };
+
+/// Hooks that read the wait time of, and set the gradient weight on, whatever DDP `current()`
+/// returns at the time of the call (null: no wait, no weight).
+BalanceHooks ddp_balance_hooks(std::function<DistributedDataParallel*()> current);
 
 /// A balancer for the loader that feeds `ddp` (`per_rank_batch` samples per rank on average):
 /// it reads ddp's wait time and sets its gradient weight. `ddp` must outlive the balancer.
