@@ -80,7 +80,7 @@ TEST_CASE("sharded loaders: disjoint cover per epoch, reshuffled, per-rank batch
   run_both({"sharding"});
 }
 
-TEST_CASE("batch balancing: a 3x slower rank gets fewer samples; gradients stay the global batch's mean") {
+TEST_CASE("batch balancing: a much slower rank gets fewer samples; gradients stay the global batch's mean") {
   SUBCASE("2 ranks") { run_both({"balance"}); }
   SUBCASE("3 ranks") { run_both({"balance"}, 3); }
 }

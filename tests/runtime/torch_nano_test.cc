@@ -107,8 +107,9 @@ class LineNano : public nano::TorchNano {
 };
 
 // Batch balancing through TorchNano's own wiring (setup_dataloader + setup's DDP): rank 1
-// works 8x longer per sample, so rank 0 must get bigger batches, and after every backward the
-// gradient must still be the mean over the whole global batch. Rank 0 reports
+// sleeps 60x longer per sample (enough to dominate even on cores busy with other tests), so
+// rank 0 must get bigger batches, and after every backward the gradient must still be the
+// mean over the whole global batch. Rank 0 reports
 // "largest <its largest batch> worst <largest gradient error>".
 class BalanceNano : public nano::TorchNano {
  public:
@@ -126,7 +127,7 @@ class BalanceNano : public nano::TorchNano {
     double worst = 0;
     for (auto& batch : *loader) {
       const int64_t b = batch.data.size(0);
-      std::this_thread::sleep_for(std::chrono::microseconds(rank() == 1 ? 400 : 50) * b);
+      std::this_thread::sleep_for(std::chrono::microseconds(rank() == 1 ? 3000 : 50) * b);
       auto xb = batch.data.narrow(1, 0, 1), yb = batch.data.narrow(1, 1, 1);
       optimizer.zero_grad();
       backward(torch::nn::functional::mse_loss(model(xb), yb));
