@@ -83,7 +83,8 @@ double train_loop(ex::LeNet model, torch::optim::Adam& optimizer, nano::Shardabl
     // counted every rank's images.
     const double rate = timer.seconds() > 0 ? static_cast<double>(timer.images()) / timer.seconds() : 0.0;
     std::printf("final test accuracy %.4f; %.1f img/s over the timed steps of %d ranks\n", accuracy, rate, world);
-    std::printf("%s\n", ex::format_nano_result(rate, world, at::get_num_threads(), accuracy).c_str());
+    std::printf("%s\n", ex::format_nano_result(rate, world, at::get_num_threads(), accuracy,
+                                                 o.step_times ? timer.step_milliseconds() : std::vector<double>{}).c_str());
     std::fflush(stdout);
   }
   return accuracy;

@@ -93,7 +93,8 @@ class FashionMnistNano : public nano::TorchNano {
       const double rate = ex::global_images_per_sec(timed);
       std::printf("final test accuracy %.4f; %.1f img/s over the timed steps of %d ranks\n", accuracy, rate,
                   world_size());
-      std::printf("%s\n", ex::format_nano_result(rate, world_size(), at::get_num_threads(), accuracy).c_str());
+      std::printf("%s\n", ex::format_nano_result(rate, world_size(), at::get_num_threads(), accuracy,
+                                                 o_.step_times ? timer.step_milliseconds() : std::vector<double>{}).c_str());
       std::fflush(stdout);
       set_result(accuracy);
     }

@@ -86,7 +86,8 @@ int run(const ex::ExampleOptions& o) {
     std::printf("%s: %lld images in %.2f s on %d ranks, mean loss %.4f\nthroughput %.1f img/s\n", kProgram,
                 static_cast<long long>(images), timer.seconds(), world.size(),
                 timer.steps() > 0 ? loss_sum / static_cast<double>(timer.steps()) : 0.0, rate);
-    std::printf("%s\n", ex::format_nano_result(rate, world.size(), at::get_num_threads(), std::nullopt).c_str());
+    std::printf("%s\n", ex::format_nano_result(rate, world.size(), at::get_num_threads(), std::nullopt,
+                                                 o.step_times ? timer.step_milliseconds() : std::vector<double>{}).c_str());
     std::fflush(stdout);
   }
   return 0;

@@ -72,6 +72,8 @@ ParsedOptions parse_example_options(int argc, const char* const* argv, const Exa
     app.add_flag("--equal-batches", equal_batches,
                  "every rank takes exactly --batch-size samples per step (default: nano splits each step's "
                  "ranks x batch-size samples by the ranks' measured speed)");
+    app.add_flag("--step-times", o.step_times,
+                 "add each timed step's wall time in ms to the nano-result line (for benchmark scripts)");
   }
   try {
     app.parse(argc, argv);

@@ -19,6 +19,7 @@ struct ExampleOptions {
   int64_t test_limit = 0;            ///< --test-limit: evaluate the first N test images, 0 = all
   bool auto_lr = true;               ///< --no-auto-lr turns nano's learning-rate warm-up off
   bool balance = true;               ///< --equal-batches: no splitting of each step's samples by rank speed
+  bool step_times = false;           ///< --step-times: the result line also lists each timed step's ms
   std::string backend = "subprocess";  ///< --backend: how --num-processes ranks start (subprocess | mpi)
 };
 
@@ -30,7 +31,8 @@ struct OptionsSpec {
   bool epochs = true;        ///< offer --epochs and --max-steps-per-epoch
   bool steps = false;        ///< offer --steps
   bool in_program = false;   ///< offer --no-auto-lr and --backend (programs that launch their own ranks)
-                             ///< (--equal-batches is offered with in_program or steps: the data-parallel programs)
+                             ///< (--equal-batches and --step-times are offered with in_program or steps:
+                             ///< the data-parallel programs)
 };
 
 /// Result of parsing: the options, or the help text when --help was asked for.

@@ -28,6 +28,8 @@ class StepTimer {
   int64_t images() const { return images_; }   ///< images of the timed steps
   int64_t steps() const { return timed_steps_; }
   double seconds() const { return seconds_; }  ///< wall time of the timed steps
+  /// Each timed step's wall time in milliseconds, in order (together about seconds() x 1000).
+  const std::vector<double>& step_milliseconds() const { return step_ms_; }
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -38,6 +40,8 @@ class StepTimer {
   double seconds_ = 0;
   bool running_ = false;
   Clock::time_point start_;
+  Clock::time_point last_;  // end of the previous timed step, or where the clock (re)started
+  std::vector<double> step_ms_;
 };
 
 /// Global images/s of ranks that trained together, from their (images, seconds) pairs laid
@@ -47,7 +51,9 @@ class StepTimer {
 double global_images_per_sec(const std::vector<double>& images_seconds);
 
 /// `nano-result: {"images_per_sec": 1234.5, "world_size": 2, "threads": 1, "accuracy": 0.9012}`
-/// (accuracy null when absent). Benchmark scripts parse this line; keep the key names.
-std::string format_nano_result(double images_per_sec, int world_size, int threads, std::optional<double> accuracy);
+/// (accuracy null when absent), with `"step_ms": [23.412, ...]` appended when `step_ms` is
+/// not empty (--step-times). Benchmark scripts parse this line; keep the key names.
+std::string format_nano_result(double images_per_sec, int world_size, int threads, std::optional<double> accuracy,
+                               const std::vector<double>& step_ms = {});
 
 }  // namespace nano::examples

@@ -8,7 +8,10 @@ For each model (LeNet on Fashion-MNIST, ResNet-18 on 3x32x32) at a fixed batch p
               base that isolates scaling from the recipe's own gain
   independent nano-run -n N (N = the largest k) with every rank told it is a world of one: the
               same processes, binding and allocator with no communication; their summed rate is
-              what the machine itself allows N ranks (shared caches, memory bandwidth, noisy cores)
+              what the machine itself allows N ranks (shared caches, memory bandwidth, noisy cores).
+              With --step-times each rank also lists its step times, from which the synchronous
+              ceiling follows: had the ranks waited for each other at every step but exchanged
+              nothing, step i would have taken the longest of their step i's
   nano-mpi / nano-subprocess   nano-run -n k --backend ... for each k
   pytorch     stock PyTorch DDP (scripts/bench/pytorch_ddp.py, Gloo), k ranks pinned with taskset
               to the same CPU lists nano-run's plan gives, OMP_NUM_THREADS = its cores
@@ -95,14 +98,19 @@ class Bench:
         self.nano_run = os.path.join(self.bin, "nano-run")
         self.plans = {}
         self.lenet_extra = []
-        if a.lenet_test_limit > 0:
-            try:
-                help_text = subprocess.run([os.path.join(self.bin, a.lenet_program), "--help"], capture_output=True,
-                                           text=True, timeout=60).stdout
-            except (OSError, subprocess.TimeoutExpired):
-                help_text = ""
-            if "--test-limit" in help_text:  # evaluation is untimed; a slice of the test set saves wall time
-                self.lenet_extra = ["--test-limit", str(a.lenet_test_limit)]
+        lenet_help = self.help_text(a.lenet_program)
+        if a.lenet_test_limit > 0 and "--test-limit" in lenet_help:
+            self.lenet_extra = ["--test-limit", str(a.lenet_test_limit)]  # evaluation is untimed; saves wall time
+        # Programs that can list their step times (older builds cannot; the ceiling is then left out).
+        self.step_times = {"lenet": "--step-times" in lenet_help,
+                           "resnet18": "--step-times" in self.help_text("resnet18_cifar")}
+
+    def help_text(self, program):
+        try:
+            return subprocess.run([os.path.join(self.bin, program), "--help"], capture_output=True, text=True,
+                                  timeout=60).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            return ""
 
     def plan(self, k):
         """CPU lists nano-run's planner gives k ranks on this machine (the PyTorch ranks get the same)."""
@@ -143,7 +151,8 @@ class Bench:
             return [(argv, clean_env())]
         if kind == "independent":
             argv = [self.nano_run, "-n", str(k), "--backend", "subprocess", "--", "env", "RANK=0", "LOCAL_RANK=0",
-                    "WORLD_SIZE=1", "LOCAL_WORLD_SIZE=1"] + self.program(model)
+                    "WORLD_SIZE=1", "LOCAL_WORLD_SIZE=1"] + self.program(model) + \
+                (["--step-times"] if self.step_times[model] else [])
             return [(argv, clean_env())]
         if kind.startswith("nano-"):
             backend = kind[len("nano-"):]
@@ -170,9 +179,13 @@ class Bench:
         result = parse_result(out)
         if cfg["kind"] == "independent" and code == 0:
             # Every rank prints its own result: the machine's rate is their sum.
-            rates = [json.loads(m.group(1))["images_per_sec"] for m in RESULT_RE.finditer(out)]
-            if len(rates) == cfg["k"]:
-                result = {"images_per_sec": round(sum(rates), 1), "ranks": rates}
+            ranks = [json.loads(m.group(1)) for m in RESULT_RE.finditer(out)]
+            if len(ranks) == cfg["k"]:
+                result = {"images_per_sec": round(sum(r["images_per_sec"] for r in ranks), 1),
+                          "ranks": [r["images_per_sec"] for r in ranks]}
+                series = [r["step_ms"] for r in ranks if r.get("step_ms")]
+                if len(series) == cfg["k"]:
+                    result.update(synchronous_ceiling(series, self.a.batch))
             else:
                 result = None
         rec = {"model": model, **cfg, "exit_code": code, "wall_s": round(wall, 2),
@@ -185,6 +198,18 @@ class Bench:
             if code == 0:
                 rec["error"] += "\n(exit 0 but no nano-result line)"
         return rec
+
+
+def synchronous_ceiling(series, batch):
+    """From independent ranks' step times (ms, one list per rank, `batch` images per step): the
+    rate of the same ranks had every step waited for the slowest of them (step i takes the
+    longest step i) with a free exchange, and each rank's median step. Pairing by index treats
+    the ranks' hiccups as independent; hiccups that hit every core at once are counted twice."""
+    steps = min(len(s) for s in series)
+    slowest_ms = sum(max(s[i] for s in series) for i in range(steps))
+    medians = [round(sorted(s)[len(s) // 2], 3) for s in series]
+    return {"sync_ceiling_images_per_sec": round(len(series) * batch * steps / (slowest_ms / 1000), 1),
+            "median_step_ms": medians}
 
 
 def configs(ks, kinds):

@@ -76,7 +76,7 @@ TEST_CASE("bad values: one line naming the value") {
   CHECK(error_of({"--steps", "5"}) == "The following arguments were not expected: 5 --steps");
 }
 
-TEST_CASE("in-program options: --no-auto-lr, --backend, --test-limit, --equal-batches") {
+TEST_CASE("in-program options: --no-auto-lr, --backend, --test-limit, --equal-batches, --step-times") {
   const OptionsSpec in_program{"prog", "test program", true, true, false, true};
   const ExampleOptions d = parse({}, in_program).options;
   CHECK(d.auto_lr);
@@ -84,6 +84,10 @@ TEST_CASE("in-program options: --no-auto-lr, --backend, --test-limit, --equal-ba
   CHECK_FALSE(parse({"--equal-batches"}, in_program).options.balance);
   CHECK_FALSE(parse({"--equal-batches"}, kThroughput).options.balance);
   CHECK(error_of({"--equal-batches"}) == "The following argument was not expected: --equal-batches");
+  CHECK_FALSE(d.step_times);
+  CHECK(parse({"--step-times"}, in_program).options.step_times);
+  CHECK(parse({"--step-times"}, kThroughput).options.step_times);
+  CHECK(error_of({"--step-times"}) == "The following argument was not expected: --step-times");
   CHECK(d.backend == "subprocess");
   CHECK(d.test_limit == 0);
   const ExampleOptions o = parse({"--no-auto-lr", "--backend", "mpi", "--test-limit", "500"}, in_program).options;

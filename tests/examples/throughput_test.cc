@@ -35,6 +35,15 @@ TEST_CASE("StepTimer counts only the steps after the warm-up, and no time betwee
   CHECK(t.steps() == 3);
   CHECK(t.images() == 160);
   CHECK(t.seconds() - first < 0.04);
+  // One duration per timed step, none for the warm-up or the pause between epochs.
+  REQUIRE(t.step_milliseconds().size() == 3);
+  double sum_ms = 0;
+  for (double ms : t.step_milliseconds()) {
+    CHECK(ms >= 0);
+    CHECK(ms < 40);
+    sum_ms += ms;
+  }
+  CHECK(sum_ms <= t.seconds() * 1000 + 1e-6);
 
   StepTimer none(0);
   none.epoch_begin();
@@ -43,6 +52,8 @@ TEST_CASE("StepTimer counts only the steps after the warm-up, and no time betwee
   none.epoch_end();
   CHECK(none.images() == 8);
   CHECK(none.seconds() >= 0.019);
+  REQUIRE(none.step_milliseconds().size() == 1);
+  CHECK(none.step_milliseconds()[0] >= 19.0);
 }
 
 TEST_CASE("global_images_per_sec: all images over the slowest rank's time") {
@@ -59,4 +70,7 @@ TEST_CASE("format_nano_result: the exact line benchmark scripts parse") {
         "nano-result: {\"images_per_sec\": 1234.6, \"world_size\": 2, \"threads\": 1, \"accuracy\": 0.9012}");
   CHECK(format_nano_result(87.0, 4, 2, std::nullopt) ==
         "nano-result: {\"images_per_sec\": 87.0, \"world_size\": 4, \"threads\": 2, \"accuracy\": null}");
+  CHECK(format_nano_result(87.0, 1, 1, std::nullopt, {23.4125, 0.5}) ==
+        "nano-result: {\"images_per_sec\": 87.0, \"world_size\": 1, \"threads\": 1, \"accuracy\": null, "
+        "\"step_ms\": [23.413, 0.500]}");
 }
