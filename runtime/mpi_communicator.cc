@@ -8,10 +8,14 @@
 #include <ATen/ATen.h>
 #include <c10/util/BFloat16.h>
 
+#include <sys/statvfs.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <exception>
 #include <functional>
+#include <iostream>
+#include <string>
 #include <vector>
 
 #include "env-init/error.h"
@@ -118,6 +122,26 @@ struct ShmArena {
 namespace {
 MPI_Comm as_comm(void* p) { return reinterpret_cast<MPI_Comm>(p); }
 constexpr int64_t kMaxCount = 1 << 30;  // MPI counts are int
+
+// Open MPI backs a shared window with a file in its osc_sm backing directory and aborts the
+// whole job (MPI_ERRORS_ARE_FATAL) when that file does not fit, as it would in a container's
+// 64 MB /dev/shm with many ranks. Checking the free space first lets the ranks fall back to
+// MPI_Allreduce instead. Returns why the window would not fit, or "" when it fits or the
+// space cannot be known (another MPI, no such directory: MPI itself then decides).
+std::string shared_window_shortfall(int64_t data_bytes, int ranks) {
+  const char* configured = std::getenv("OMPI_MCA_osc_sm_backing_directory");
+  const std::string dir = configured && *configured ? configured : "/dev/shm";
+  struct statvfs st {};
+  if (statvfs(dir.c_str(), &st) != 0) return "";
+  const auto free_bytes = static_cast<unsigned long long>(st.f_bavail) * st.f_frsize;
+  // Each rank's area, rounded up to pages, plus Open MPI's own control pages.
+  constexpr int64_t kPage = 4096;
+  const int64_t area = (data_bytes + ShmAllReduce::kHeaderBytes + kPage - 1) / kPage * kPage;
+  const auto needed = static_cast<unsigned long long>(ranks) * static_cast<unsigned long long>(area + 2 * kPage);
+  if (free_bytes >= needed) return "";
+  return "nano: cannot place the shared-memory all-reduce in " + dir + ": " + std::to_string(ranks) +
+         " ranks need " + std::to_string(needed) + " bytes, " + std::to_string(free_bytes) + " are free";
+}
 }  // namespace
 
 MpiCommunicator::MpiCommunicator(const Context& context, std::size_t shm_segment_bytes)
@@ -133,10 +157,20 @@ MpiCommunicator::MpiCommunicator(const Context& context, std::size_t shm_segment
               "MPI_Comm_split_type");
     int node_size = 0;
     MPI_Comm_size(node, &node_size);
-    int all_local = node_size == size_, everywhere = 0;
-    // Every rank must take the same path.
-    check_mpi(MPI_Allreduce(&all_local, &everywhere, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce");
-    if (!everywhere) {
+    const int64_t data_bytes = static_cast<int64_t>(shm_segment_bytes);
+    const std::string shortfall = shared_window_shortfall(data_bytes, node_size);
+    // Every rank must take the same path: all on one host, and room for the window everywhere.
+    int mine_ok[2] = {node_size == size_, shortfall.empty()}, all_ok[2] = {0, 0};
+    check_mpi(MPI_Allreduce(mine_ok, all_ok, 2, MPI_INT, MPI_MIN, comm), "MPI_Allreduce");
+    if (!all_ok[0] || !all_ok[1]) {
+      if (all_ok[0] && rank_ == 0) {
+        // Say why once: the job still runs, but every all-reduce now goes through MPI's own.
+        std::cerr << (shortfall.empty() ? "nano: another rank found too little room for the shared-memory "
+                                          "all-reduce"
+                                        : shortfall)
+                  << "; all-reduce goes through MPI_Allreduce instead (NANO_SHM_BYTES=0 chooses that quietly)"
+                  << std::endl;
+      }
       MPI_Comm_free(&node);
       return;
     }
@@ -144,7 +178,6 @@ MpiCommunicator::MpiCommunicator(const Context& context, std::size_t shm_segment
     arena->comm = node;
     int node_rank = 0;
     MPI_Comm_rank(node, &node_rank);
-    const int64_t data_bytes = static_cast<int64_t>(shm_segment_bytes);
     char* mine = nullptr;
     check_mpi(MPI_Win_allocate_shared(data_bytes + ShmAllReduce::kHeaderBytes, 1, MPI_INFO_NULL, node, &mine,
                                       &arena->win),

@@ -32,6 +32,10 @@ class MpiCommunicator : public Communicator {
   std::unique_ptr<Work> all_reduce_async(at::Tensor& tensor, ReduceOp op) override;
   void barrier() override;
   std::vector<double> gather(const std::vector<double>& values) override;
+  /// True when all-reduces go through the shared window. False across hosts, with
+  /// shm_segment_bytes 0, or when the window's backing directory (Open MPI: /dev/shm) has too
+  /// little free space; rank 0 then prints one line saying so and MPI_Allreduce carries them.
+  bool uses_shared_memory() const { return shm_ != nullptr; }
 
  private:
   std::shared_ptr<MpiEngine> engine_;

@@ -135,6 +135,33 @@ TEST_CASE("gloo on one host: all-reduce through shared memory, and nothing left 
   CHECK(orphaned_shared_memory() == std::vector<std::string>{});
 }
 
+TEST_CASE("mpi on one host: the shared window, or MPI_Allreduce when /dev/shm cannot hold it") {
+  SUBCASE("the default places the all-reduce in the shared window") {
+    auto result = run_mpirun({kWorker, "collectives"}, 2, {});
+    INFO("mpirun stdout:\n" << result.out << "stderr:\n" << result.err);
+    CHECK(result.exit_code == 0);
+    CHECK(result.out.find("transport: shared memory\n") != std::string::npos);
+    CHECK(result.out.find("transport: mpi\n") == std::string::npos);
+  }
+  SUBCASE("a window larger than /dev/shm's free space falls back instead of aborting the job") {
+    // Open MPI itself would abort every rank with MPI_ERR_INTERN here (MPI_ERRORS_ARE_FATAL).
+    auto result = run_mpirun({kWorker, "collectives"}, 2, {{"NANO_SHM_BYTES", "1125899906842624"}});
+    INFO("mpirun stdout:\n" << result.out << "stderr:\n" << result.err);
+    CHECK(result.exit_code == 0);
+    for (int r = 0; r < 2; ++r) {
+      CHECK(result.out.find("OK collectives rank " + std::to_string(r) + " of 2 (mpi)") != std::string::npos);
+    }
+    CHECK(result.out.find("transport: shared memory") == std::string::npos);
+    CHECK(result.out.find("transport: mpi\n") != std::string::npos);
+    const std::string line = "nano: cannot place the shared-memory all-reduce in /dev/shm: 2 ranks need ";
+    const auto at = result.err.find(line);
+    REQUIRE(at != std::string::npos);
+    CHECK(result.err.find(line, at + 1) == std::string::npos);  // rank 0 alone says it
+    CHECK(result.err.find(" are free; all-reduce goes through MPI_Allreduce instead (NANO_SHM_BYTES=0 chooses that "
+                          "quietly)\n") != std::string::npos);
+  }
+}
+
 TEST_CASE("a world of one runs without any launcher") {
   auto result = nano::test::run_ranks({kWorker, "collectives"}, 1, {0});
   // run_ranks sets RANK/WORLD_SIZE=1: the self communicator.

@@ -93,6 +93,9 @@ void scenario_collectives(nano::World& w) {
   if (auto* gloo = dynamic_cast<nano::GlooCommunicator*>(&comm)) {
     std::cout << "transport: " << (gloo->uses_shared_memory() ? "shared memory" : "gloo") << std::endl;
   }
+  if (auto* mpi = dynamic_cast<nano::MpiCommunicator*>(&comm)) {
+    std::cout << "transport: " << (mpi->uses_shared_memory() ? "shared memory" : "mpi") << std::endl;
+  }
 }
 
 // --- peer-exits: rank 1 dies without a word; rank 0's shared-memory all-reduce must fail ----
