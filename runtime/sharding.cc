@@ -28,12 +28,17 @@ void EpochShardSampler::reset(torch::optional<std::size_t> new_size) {
     return;
   }
   if (new_size) size_ = *new_size;
+  build_order(epoch_);
+  if (shuffle_) ++epoch_;
+  position_ = 0;
+  balancer_->epoch_begin();
+}
+
+void EpochShardSampler::build_order(std::size_t epoch) {
   order_.resize(size_);
   std::iota(order_.begin(), order_.end(), std::size_t{0});
   // Every rank seeds with the epoch alone, so all of them walk the same order.
-  if (shuffle_) std::shuffle(order_.begin(), order_.end(), std::mt19937_64(epoch_++));
-  position_ = 0;
-  balancer_->epoch_begin();
+  if (shuffle_) std::shuffle(order_.begin(), order_.end(), std::mt19937_64(epoch));
 }
 
 torch::optional<std::vector<std::size_t>> EpochShardSampler::next(std::size_t batch_size) {
@@ -55,14 +60,46 @@ torch::optional<std::vector<std::size_t>> EpochShardSampler::next(std::size_t ba
   return indices;
 }
 
+namespace {
+constexpr const char* kBalancedKeys[] = {"nano_balanced_epoch", "nano_balanced_position", "nano_balanced_size",
+                                         "nano_balanced_ordered"};
+}  // namespace
+
+// A balanced position is the whole epoch's: the next epoch number, how many samples all ranks
+// have taken, and the dataset size. The split is not part of it (all ranks' balancers agree
+// on it, and a fresh one starts equal), so resuming covers the rest of the epoch exactly once.
 void EpochShardSampler::save(torch::serialize::OutputArchive& archive) const {
-  if (balancer_) throw Error("nano: EpochShardSampler: saving a balanced sampler's position is not supported");
-  shuffle_ ? random_.save(archive) : sequential_.save(archive);
+  if (!balancer_) {
+    shuffle_ ? random_.save(archive) : sequential_.save(archive);
+    return;
+  }
+  const std::size_t values[] = {epoch_, position_, size_, order_.empty() ? 0u : 1u};
+  for (std::size_t i = 0; i < 4; ++i) {
+    archive.write(kBalancedKeys[i], torch::tensor(static_cast<int64_t>(values[i]), torch::kInt64),
+                  /*is_buffer=*/true);
+  }
 }
 
 void EpochShardSampler::load(torch::serialize::InputArchive& archive) {
-  if (balancer_) throw Error("nano: EpochShardSampler: loading a balanced sampler's position is not supported");
-  shuffle_ ? random_.load(archive) : sequential_.load(archive);
+  if (!balancer_) {
+    shuffle_ ? random_.load(archive) : sequential_.load(archive);
+    return;
+  }
+  int64_t values[4] = {};
+  for (std::size_t i = 0; i < 4; ++i) {
+    at::Tensor t = torch::empty({}, torch::kInt64);
+    archive.read(kBalancedKeys[i], t, /*is_buffer=*/true);
+    values[i] = t.item<int64_t>();
+    if (values[i] < 0) {
+      throw Error(std::string("nano: EpochShardSampler: bad saved ") + kBalancedKeys[i] + "=" +
+                  std::to_string(values[i]) + ": expected >= 0");
+    }
+  }
+  epoch_ = static_cast<std::size_t>(values[0]);
+  position_ = static_cast<std::size_t>(values[1]);
+  size_ = static_cast<std::size_t>(values[2]);
+  order_.clear();
+  if (values[3] != 0) build_order(shuffle_ && epoch_ > 0 ? epoch_ - 1 : epoch_);  // the epoch reset() began
 }
 
 }  // namespace nano

@@ -35,6 +35,10 @@ struct ShardOptions {
 /// With a balancer, every rank walks the same epoch order in global batches of
 /// balancer's global size and takes the slice the balancer gives it (same steps per epoch as
 /// the equal shards: ceil(size / N) samples per rank with duplicates, floor without).
+/// save()/load() keep the position within the epoch (as libtorch's samplers do; a
+/// DataLoader's own reset() at the start of a pass starts the epoch over). A balanced
+/// sampler's position is the whole epoch's, so every rank saves the same one and the rest of
+/// the epoch is covered exactly once after a load, whatever the split then.
 class EpochShardSampler : public torch::data::samplers::Sampler<> {
  public:
   EpochShardSampler(std::size_t size, int rank, int world_size, bool shuffle,
@@ -59,6 +63,7 @@ class EpochShardSampler : public torch::data::samplers::Sampler<> {
   std::size_t world_size_;
   bool allow_duplicates_;
   bool drop_last_;
+  void build_order(std::size_t epoch);
   std::vector<std::size_t> order_;  // this epoch's order of the whole dataset (same on every rank)
   std::size_t position_ = 0;        // samples of the padded epoch already handed out (all ranks)
 };

@@ -2,6 +2,7 @@
 // communicator that plays the other ranks, and balanced samplers side by side.
 #include <torch/data/datasets/tensor.h>
 #include <torch/nn/modules/linear.h>
+#include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 #include <torch/data/transforms/stack.h>
 
@@ -11,6 +12,7 @@
 #include <limits>
 #include <memory>
 #include <numeric>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -263,9 +265,64 @@ TEST_CASE("bad balancing inputs are one-line errors naming the value") {
   o.smoothing = 0;
   CHECK(usage_error([&] { nano::BatchBalancer(comm, 8, {}, o); }) ==
         "nano: BatchBalancer: bad smoothing=0.000000: expected a weight in (0, 1]");
+}
 
-  // A balanced sampler's position cannot be saved (its split depends on the other ranks).
-  nano::EpochShardSampler sampler(10, 0, 1, true, true, std::make_shared<nano::BatchBalancer>(comm, 4, nano::BalanceHooks{}));
-  torch::serialize::OutputArchive archive;
-  CHECK_THROWS_WITH(sampler.save(archive), "nano: EpochShardSampler: saving a balanced sampler's position is not supported");
+TEST_CASE("a balanced sampler saved mid-epoch resumes with the rest of the epoch, whatever the split") {
+  const int world = 2;
+  const std::size_t n = 100, batch = 8;
+  auto measured = std::make_shared<std::vector<double>>(std::vector<double>{1.0, 10, 3.0, 10});  // rank 1: 3x slower
+  std::vector<std::shared_ptr<ScriptedComm>> comms;  // the balancers hold them weakly
+  std::vector<int64_t> all;
+  auto take = [&](nano::EpochShardSampler& sampler, int batches) {
+    int taken = 0;
+    for (; taken != batches; ++taken) {
+      auto indices = sampler.next(batch);
+      if (!indices) break;
+      all.insert(all.end(), indices->begin(), indices->end());
+    }
+    return taken;
+  };
+  for (int r = 0; r < world; ++r) {
+    comms.push_back(std::make_shared<ScriptedComm>(r, world, measured));
+    nano::BalanceOptions b;
+    b.interval_steps = 2;
+    b.smoothing = 1.0;
+    auto balancer = [&] { return std::make_shared<nano::BatchBalancer>(comms.back(), batch * world, nano::BalanceHooks{}, b); };
+    nano::EpochShardSampler before(n, r, world, /*shuffle=*/true, true, balancer());
+    before.reset();  // epoch 0
+    before.reset();  // epoch 1: the one saved
+    CHECK(take(before, 3) == 3);  // 8, then 12:4 after the first exchange
+    std::stringstream saved;
+    torch::serialize::OutputArchive out;
+    before.save(out);
+    out.save_to(saved);
+
+    // A new process: a fresh balancer (equal split again), the position from the archive.
+    nano::EpochShardSampler after(n, r, world, true, true, balancer());
+    torch::serialize::InputArchive in;
+    in.load_from(saved);
+    after.load(in);
+    CHECK(after.epoch() == 2);
+    CHECK(take(after, -1) == 4);  // 3 + 4 = the 7 steps of the epoch
+    CHECK(after.next(batch) == torch::nullopt);
+  }
+  // Both ranks together: epoch 1's order, each sample once.
+  std::sort(all.begin(), all.end());
+  std::vector<int64_t> expect(n);
+  std::iota(expect.begin(), expect.end(), 0);
+  CHECK(all == expect);
+
+  // A sampler saved before its first epoch loads as one that has not started.
+  auto comm = std::make_shared<nano::SelfCommunicator>();
+  nano::EpochShardSampler fresh(10, 0, 1, true, true, std::make_shared<nano::BatchBalancer>(comm, 4, nano::BalanceHooks{}));
+  std::stringstream saved;
+  torch::serialize::OutputArchive out;
+  fresh.save(out);
+  out.save_to(saved);
+  torch::serialize::InputArchive in;
+  in.load_from(saved);
+  fresh.load(in);
+  CHECK(fresh.epoch() == 0);
+  fresh.reset();
+  CHECK(fresh.next(4)->size() == 4);
 }
