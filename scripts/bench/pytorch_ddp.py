@@ -9,7 +9,9 @@ is started (and pinned with taskset) by scripts/bench/run.py. Rank 0 prints one 
     nano-result: {"images_per_sec": ..., "world_size": k, "threads": t, ...}
 
 with the global images/s over the timed steps (warm-up steps are not timed).
-Usage: pytorch_ddp.py {lenet|resnet18} --steps S [--warmup W] [--batch-size 64] [--data-dir D]
+With --single it is one plain process instead (no process group, no DDP wrapper): PyTorch's
+own per-core base when pinned to one core with OMP_NUM_THREADS=1.
+Usage: pytorch_ddp.py {lenet|resnet18} --steps S [--warmup W] [--batch-size 64] [--data-dir D] [--single]
 """
 import argparse
 import gzip
@@ -130,12 +132,17 @@ def main():
     p.add_argument("--warmup", type=int, default=3, help="untimed steps first")
     p.add_argument("--batch-size", type=int, default=64, help="batch per rank")
     p.add_argument("--data-dir", default=FASHION_MNIST_DIR)
+    p.add_argument("--single", action="store_true", help="one plain process: no process group, no DDP")
     a = p.parse_args()
     if a.steps < 1 or a.warmup < 0 or a.batch_size < 1:
         sys.exit("pytorch_ddp.py: --steps and --batch-size must be >= 1, --warmup >= 0")
 
-    dist.init_process_group("gloo")  # env:// rendezvous (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT)
-    rank, world = dist.get_rank(), dist.get_world_size()
+    if a.single:
+        rank, world = 0, 1
+    else:
+        dist.init_process_group("gloo")  # env:// rendezvous (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT)
+        rank, world = dist.get_rank(), dist.get_world_size()
+    barrier = (lambda: None) if a.single else dist.barrier
     torch.manual_seed(0)
     total = a.warmup + a.steps
     if a.model == "lenet":
@@ -146,7 +153,7 @@ def main():
         model = ResNet18()
         optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
         data = SyntheticCifar(total * a.batch_size * world)
-    ddp = nn.parallel.DistributedDataParallel(model)
+    ddp = model if a.single else nn.parallel.DistributedDataParallel(model)
     sampler = DistributedSampler(data, num_replicas=world, rank=rank, shuffle=True, seed=0)
     loader = DataLoader(data, batch_size=a.batch_size, sampler=sampler, drop_last=False)
     if len(loader) < total:
@@ -162,7 +169,7 @@ def main():
     done = 0
     for step, (x, y) in enumerate(loader):
         if step == a.warmup:
-            dist.barrier()
+            barrier()
             t0 = time.perf_counter()
         if step == total:
             break
@@ -173,7 +180,7 @@ def main():
         loss.item()
         if step >= a.warmup:
             done += x.shape[0]
-    dist.barrier()
+    barrier()
     seconds = time.perf_counter() - t0
     if rank == 0:
         result = {
@@ -188,7 +195,8 @@ def main():
             "torch": torch.__version__,
         }
         print("nano-result: " + json.dumps(result), flush=True)
-    dist.destroy_process_group()
+    if not a.single:
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":

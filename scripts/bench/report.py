@@ -50,7 +50,8 @@ def derive(runs, model, cores):
     base, all_cores = med.get(("base", 1)), med.get(("all", 1))
     nano_base = med.get(("nano-base", 1))
     independent = next(((k, t) for (kind, k), t in med.items() if kind == "independent"), (None, None))
-    ks = sorted({k for (kind, k) in med if kind not in ("base", "nano-base", "all", "independent")})
+    ks = sorted({k for (kind, k) in med if kind not in ("base", "nano-base", "all", "independent", "pytorch-base")})
+    pytorch_base = med.get(("pytorch-base", 1))
     rows = []
     for k in ks:
         row = {"k": k}
@@ -86,6 +87,11 @@ def derive(runs, model, cores):
         # what synchronous ranks would reach with a free exchange.
         "synchronous_ceiling": synchronous_ceiling(by.get(("independent", independent[0]), []), base,
                                                    independent[0], med),
+        # Stock PyTorch against its own one-process, one-thread base (the same Python program).
+        "pytorch_per_core_base": {"images_per_sec": pytorch_base,
+                                  "scaling_efficiency_of_pytorch": ratio(med.get(("pytorch", cores)),
+                                                                         cores * pytorch_base) if pytorch_base else None,
+                                  "repeats": [r.get("images_per_sec") for r in by.get(("pytorch-base", 1), [])]},
         "nano_per_core_base": {"images_per_sec": nano_base,
                                "repeats": [r.get("images_per_sec") for r in by.get(("nano-base", 1), [])]},
         "by_ranks": rows,
@@ -121,6 +127,9 @@ def goals(model, d, cores):
         if ind.get("scaling_efficiency") is not None and ind.get("k") == cores:
             measured += f" (no-communication ranks: {fmt(ind['scaling_efficiency'], 3)}"
             measured += f"; synchronous ceiling: {fmt(sc['scaling_efficiency'], 3)})" if sc else ")"
+        own = d.get("pytorch_per_core_base", {}).get("scaling_efficiency_of_pytorch")
+        if own is not None:
+            measured += f"; PyTorch against its own base: {fmt(own, 3)}"
         out.append((f"{kind} scaling efficiency >= {EFFICIENCY_GOAL[model]:.2f}", measured,
                     e is not None and e >= EFFICIENCY_GOAL[model]))
         worst = [r[kind]["vs_pytorch"] for r in d["by_ranks"]]
@@ -182,6 +191,13 @@ def markdown(res):
                       f"and binding: **{fmt(nb)} img/s**, {fmt(ratio(nb, base['images_per_sec']), 2)}x the plain "
                       f"base), which leaves out the recipe's own gain: nano mpi {fmt(ne['nano-mpi'], 3)}, "
                       f"nano subprocess {fmt(ne['nano-subprocess'], 3)}.", ""]
+        pb = d.get("pytorch_per_core_base", {})
+        if pb.get("images_per_sec"):
+            lines += [f"Stock PyTorch against its own per-core base (the same Python program as one plain process, "
+                      f"pinned, 1 thread: **{fmt(pb['images_per_sec'])} img/s**): "
+                      f"{fmt(pb['scaling_efficiency_of_pytorch'], 3)} at k = {cores}. Its one-thread steps take "
+                      f"{fmt(ratio(base['images_per_sec'], pb['images_per_sec']), 1)}x as long as the C++ "
+                      f"program's, so the same exchange and waits weigh less in them.", ""]
         ind = d.get("independent_ranks", {})
         if ind.get("images_per_sec"):
             v = ind["nano_vs_independent"]

@@ -15,6 +15,8 @@ For each model (LeNet on Fashion-MNIST, ResNet-18 on 3x32x32) at a fixed batch p
   nano-mpi / nano-subprocess   nano-run -n k --backend ... for each k
   pytorch     stock PyTorch DDP (scripts/bench/pytorch_ddp.py, Gloo), k ranks pinned with taskset
               to the same CPU lists nano-run's plan gives, OMP_NUM_THREADS = its cores
+  pytorch-base  the same Python program as one plain process (no DDP) on the base's core with
+              OMP_NUM_THREADS=1: PyTorch's own per-core base, for PyTorch's own scaling efficiency
 Repeats are interleaved (every configuration once, then again) so slow drift in the machine's
 load hits all configurations alike; the report takes the median.
 Every program prints `nano-result: {json}` from rank 0; images_per_sec is the global rate over
@@ -158,17 +160,19 @@ class Bench:
             backend = kind[len("nano-"):]
             argv = [self.nano_run, "-n", str(k), "--backend", backend, "--output-ranks", "0", "--"] + self.program(model)
             return [(argv, clean_env(OMPI_ALLOW_RUN_AS_ROOT=1, OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1))]
+        warmup, timed = self.warmup_and_timed(model)
+        pytorch_args = [PYTHON, os.path.join(HERE, "pytorch_ddp.py"), model, "--steps", str(timed), "--warmup",
+                        str(warmup), "--batch-size", str(self.a.batch), "--data-dir", self.a.data_dir]
+        if kind == "pytorch-base":
+            cpu = self.plan(1)[0][0]
+            return [(["taskset", "-c", str(cpu)] + pytorch_args + ["--single"], clean_env(OMP_NUM_THREADS=1))]
         # Stock PyTorch: our own minimal torchrun-style launcher.
         port = free_port()
-        warmup, timed = self.warmup_and_timed(model)
         cmds = []
         for rank, cpus in enumerate(self.plan(k)):
             env = clean_env(RANK=rank, LOCAL_RANK=rank, WORLD_SIZE=k, LOCAL_WORLD_SIZE=k, MASTER_ADDR="127.0.0.1",
                             MASTER_PORT=port, OMP_NUM_THREADS=len(cpus))
-            argv = ["taskset", "-c", ",".join(map(str, cpus)), PYTHON, os.path.join(HERE, "pytorch_ddp.py"), model,
-                    "--steps", str(timed), "--warmup", str(warmup), "--batch-size",
-                    str(self.a.batch), "--data-dir", self.a.data_dir]
-            cmds.append((argv, env))
+            cmds.append((["taskset", "-c", ",".join(map(str, cpus))] + pytorch_args, env))
         return cmds
 
     def measure(self, model, cfg):
@@ -214,6 +218,8 @@ def synchronous_ceiling(series, batch):
 
 def configs(ks, kinds):
     out = [{"kind": "base", "k": 1}, {"kind": "nano-base", "k": 1}, {"kind": "all", "k": 1}]
+    if "pytorch" in kinds:
+        out.append({"kind": "pytorch-base", "k": 1})
     if max(ks) > 1:
         out.append({"kind": "independent", "k": max(ks)})
     for k in ks:
