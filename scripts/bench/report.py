@@ -193,11 +193,13 @@ def markdown(res):
                       f"nano subprocess {fmt(ne['nano-subprocess'], 3)}.", ""]
         pb = d.get("pytorch_per_core_base", {})
         if pb.get("images_per_sec"):
+            longer = ratio(base["images_per_sec"], pb["images_per_sec"])
             lines += [f"Stock PyTorch against its own per-core base (the same Python program as one plain process, "
                       f"pinned, 1 thread: **{fmt(pb['images_per_sec'])} img/s**): "
                       f"{fmt(pb['scaling_efficiency_of_pytorch'], 3)} at k = {cores}. Its one-thread steps take "
-                      f"{fmt(ratio(base['images_per_sec'], pb['images_per_sec']), 1)}x as long as the C++ "
-                      f"program's, so the same exchange and waits weigh less in them.", ""]
+                      f"{fmt(longer, 1)}x as long as the plain C++ program's"
+                      + (", so the same exchange and waits weigh less in them." if longer and longer > 1.2 else ".")
+                      , ""]
         ind = d.get("independent_ranks", {})
         if ind.get("images_per_sec"):
             v = ind["nano_vs_independent"]
