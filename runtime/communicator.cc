@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <cerrno>
 #include <cstdlib>
 
 #include "env-init/error.h"
@@ -44,10 +45,14 @@ std::shared_ptr<Communicator> make_communicator(const Context& context) {
   // Test and tuning knob: bytes of each rank's shared-memory area (0 = never shared memory).
   std::size_t shm_bytes = ShmAllReduce::kDefaultAreaBytes;
   if (const char* text = std::getenv("NANO_SHM_BYTES")) {
+    // At most 1 PiB per rank, so sizes summed over the ranks of one host stay far from overflow.
+    constexpr long long kMaxBytes = 1LL << 50;
     char* end = nullptr;
+    errno = 0;
     const long long bytes = std::strtoll(text, &end, 10);
-    if (!*text || *end || bytes < 0 || (bytes > 0 && bytes < 64)) {
-      throw UsageError(std::string("nano: bad NANO_SHM_BYTES='") + text + "': expected 0 or a byte count >= 64");
+    if (!*text || *end || errno == ERANGE || bytes < 0 || (bytes > 0 && bytes < 64) || bytes > kMaxBytes) {
+      throw UsageError(std::string("nano: bad NANO_SHM_BYTES='") + text +
+                       "': expected 0 or a byte count from 64 to " + std::to_string(kMaxBytes));
     }
     shm_bytes = static_cast<std::size_t>(bytes);
   }

@@ -9,12 +9,14 @@
 #include <c10/util/BFloat16.h>
 
 #include <sys/statvfs.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <exception>
 #include <functional>
 #include <iostream>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -133,11 +135,14 @@ std::string shared_window_shortfall(int64_t data_bytes, int ranks) {
   const std::string dir = configured && *configured ? configured : "/dev/shm";
   struct statvfs st {};
   if (statvfs(dir.c_str(), &st) != 0) return "";
-  const auto free_bytes = static_cast<unsigned long long>(st.f_bavail) * st.f_frsize;
-  // Each rank's area, rounded up to pages, plus Open MPI's own control pages.
-  constexpr int64_t kPage = 4096;
-  const int64_t area = (data_bytes + ShmAllReduce::kHeaderBytes + kPage - 1) / kPage * kPage;
-  const auto needed = static_cast<unsigned long long>(ranks) * static_cast<unsigned long long>(area + 2 * kPage);
+  using u64 = unsigned long long;
+  const u64 free_bytes = static_cast<u64>(st.f_bavail) * st.f_frsize;
+  // Each rank's area, rounded up to pages, plus Open MPI's own control pages. data_bytes is at
+  // most 1 PiB (make_communicator), so only the product over the ranks needs a guard.
+  const u64 page = static_cast<u64>(std::max(4096L, sysconf(_SC_PAGESIZE)));
+  const u64 area = (static_cast<u64>(data_bytes) + ShmAllReduce::kHeaderBytes + page - 1) / page * page + 2 * page;
+  const u64 n = static_cast<u64>(std::max(ranks, 1));
+  const u64 needed = area > std::numeric_limits<u64>::max() / n ? std::numeric_limits<u64>::max() : area * n;
   if (free_bytes >= needed) return "";
   return "nano: cannot place the shared-memory all-reduce in " + dir + ": " + std::to_string(ranks) +
          " ranks need " + std::to_string(needed) + " bytes, " + std::to_string(free_bytes) + " are free";

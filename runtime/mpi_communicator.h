@@ -32,7 +32,8 @@ class MpiCommunicator : public Communicator {
   std::unique_ptr<Work> all_reduce_async(at::Tensor& tensor, ReduceOp op) override;
   void barrier() override;
   std::vector<double> gather(const std::vector<double>& values) override;
-  /// True when all-reduces go through the shared window. False across hosts, with
+  /// True when all-reduces of ShmAllReduce::kMinBytes and more go through the shared window
+  /// (smaller ones always take MPI_Allreduce). False across hosts, with
   /// shm_segment_bytes 0, or when the window's backing directory (Open MPI: /dev/shm) has too
   /// little free space; rank 0 then prints one line saying so and MPI_Allreduce carries them.
   bool uses_shared_memory() const { return shm_ != nullptr; }

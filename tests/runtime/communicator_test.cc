@@ -126,10 +126,14 @@ TEST_CASE("gloo on one host: all-reduce through shared memory, and nothing left 
     }
   }
   SUBCASE("a bad NANO_SHM_BYTES stops every rank with one line naming it") {
-    auto results = run_world({kWorker, "collectives"}, 2, {{"NANO_SHM_BYTES", "32"}}, 60);
-    for (int r = 0; r < 2; ++r) {
-      CHECK(results[r].exit_code == 3);
-      CHECK(last_line(results[r].err) == "nano: bad NANO_SHM_BYTES='32': expected 0 or a byte count >= 64\n");
+    // Too small, above the 1 PiB cap, and beyond long long.
+    for (const std::string bad : {"32", "1125899906842625", "99999999999999999999"}) {
+      auto results = run_world({kWorker, "collectives"}, 2, {{"NANO_SHM_BYTES", bad}}, 60);
+      for (int r = 0; r < 2; ++r) {
+        CHECK(results[r].exit_code == 3);
+        CHECK(last_line(results[r].err) == "nano: bad NANO_SHM_BYTES='" + bad +
+                                               "': expected 0 or a byte count from 64 to 1125899906842624\n");
+      }
     }
   }
   CHECK(orphaned_shared_memory() == std::vector<std::string>{});
