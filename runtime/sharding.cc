@@ -35,6 +35,7 @@ void EpochShardSampler::reset(torch::optional<std::size_t> new_size) {
 }
 
 void EpochShardSampler::build_order(std::size_t epoch) {
+  order_seed_ = epoch;
   order_.resize(size_);
   std::iota(order_.begin(), order_.end(), std::size_t{0});
   // Every rank seeds with the epoch alone, so all of them walk the same order.
@@ -61,45 +62,62 @@ torch::optional<std::vector<std::size_t>> EpochShardSampler::next(std::size_t ba
 }
 
 namespace {
-constexpr const char* kBalancedKeys[] = {"nano_balanced_epoch", "nano_balanced_position", "nano_balanced_size",
-                                         "nano_balanced_ordered"};
+
+void write_count(torch::serialize::OutputArchive& archive, const char* key, std::size_t value) {
+  archive.write(key, torch::tensor(static_cast<int64_t>(value), torch::kInt64), /*is_buffer=*/true);
+}
+
+std::size_t read_count(torch::serialize::InputArchive& archive, const char* key) {
+  at::Tensor t = torch::empty({}, torch::kInt64);
+  if (!archive.try_read(key, t, /*is_buffer=*/true)) {
+    throw Error(std::string("nano: EpochShardSampler: the archive has no ") + key +
+                " (it was not saved by a balanced EpochShardSampler)");
+  }
+  const int64_t value = t.item<int64_t>();
+  if (value < 0) {
+    throw Error(std::string("nano: EpochShardSampler: bad saved ") + key + "=" + std::to_string(value) +
+                ": expected >= 0");
+  }
+  return static_cast<std::size_t>(value);
+}
+
 }  // namespace
 
-// A balanced position is the whole epoch's: the next epoch number, how many samples all ranks
-// have taken, and the dataset size. The split is not part of it (all ranks' balancers agree
-// on it, and a fresh one starts equal), so resuming covers the rest of the epoch exactly once.
+// A balanced position is the whole epoch's: the next epoch number, the seed of the order being
+// walked, how many samples all ranks have taken, and the dataset size. The split is not part
+// of it (all ranks' balancers agree on it, and a fresh one starts equal), so resuming covers
+// the rest of the epoch exactly once.
 void EpochShardSampler::save(torch::serialize::OutputArchive& archive) const {
+  write_count(archive, "nano_epoch", epoch_);
   if (!balancer_) {
     shuffle_ ? random_.save(archive) : sequential_.save(archive);
     return;
   }
-  const std::size_t values[] = {epoch_, position_, size_, order_.empty() ? 0u : 1u};
-  for (std::size_t i = 0; i < 4; ++i) {
-    archive.write(kBalancedKeys[i], torch::tensor(static_cast<int64_t>(values[i]), torch::kInt64),
-                  /*is_buffer=*/true);
-  }
+  write_count(archive, "nano_balanced_order", order_.empty() ? 0 : order_seed_ + 1);  // 0: none built yet
+  write_count(archive, "nano_balanced_position", position_);
+  write_count(archive, "nano_balanced_size", size_);
 }
 
 void EpochShardSampler::load(torch::serialize::InputArchive& archive) {
   if (!balancer_) {
     shuffle_ ? random_.load(archive) : sequential_.load(archive);
+    // Archives of libtorch's own samplers lack it; the epoch then stays as it was.
+    at::Tensor t = torch::empty({}, torch::kInt64);
+    if (archive.try_read("nano_epoch", t, /*is_buffer=*/true)) epoch_ = static_cast<std::size_t>(t.item<int64_t>());
     return;
   }
-  int64_t values[4] = {};
-  for (std::size_t i = 0; i < 4; ++i) {
-    at::Tensor t = torch::empty({}, torch::kInt64);
-    archive.read(kBalancedKeys[i], t, /*is_buffer=*/true);
-    values[i] = t.item<int64_t>();
-    if (values[i] < 0) {
-      throw Error(std::string("nano: EpochShardSampler: bad saved ") + kBalancedKeys[i] + "=" +
-                  std::to_string(values[i]) + ": expected >= 0");
-    }
+  const std::size_t epoch = read_count(archive, "nano_epoch");
+  const std::size_t order = read_count(archive, "nano_balanced_order");
+  const std::size_t position = read_count(archive, "nano_balanced_position");
+  const std::size_t size = read_count(archive, "nano_balanced_size");
+  if (size != size_) {
+    throw Error("nano: EpochShardSampler: the saved position is over " + std::to_string(size) +
+                " samples, this sampler's dataset has " + std::to_string(size_));
   }
-  epoch_ = static_cast<std::size_t>(values[0]);
-  position_ = static_cast<std::size_t>(values[1]);
-  size_ = static_cast<std::size_t>(values[2]);
+  epoch_ = epoch;
+  position_ = position;
   order_.clear();
-  if (values[3] != 0) build_order(shuffle_ && epoch_ > 0 ? epoch_ - 1 : epoch_);  // the epoch reset() began
+  if (order != 0) build_order(order - 1);
 }
 
 }  // namespace nano

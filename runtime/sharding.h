@@ -35,10 +35,11 @@ struct ShardOptions {
 /// With a balancer, every rank walks the same epoch order in global batches of
 /// balancer's global size and takes the slice the balancer gives it (same steps per epoch as
 /// the equal shards: ceil(size / N) samples per rank with duplicates, floor without).
-/// save()/load() keep the position within the epoch (as libtorch's samplers do; a
-/// DataLoader's own reset() at the start of a pass starts the epoch over). A balanced
-/// sampler's position is the whole epoch's, so every rank saves the same one and the rest of
-/// the epoch is covered exactly once after a load, whatever the split then.
+/// save()/load() keep the epoch number and the position within the epoch (as libtorch's
+/// samplers do; a DataLoader's own reset() at the start of a pass starts an epoch over). A
+/// balanced sampler's position is the whole epoch's, so every rank saves the same one and the
+/// rest of the epoch is covered exactly once after a load, whatever the split then; load()
+/// throws nano::Error for an archive without it or one saved over a dataset of another size.
 class EpochShardSampler : public torch::data::samplers::Sampler<> {
  public:
   EpochShardSampler(std::size_t size, int rank, int world_size, bool shuffle,
@@ -65,6 +66,7 @@ class EpochShardSampler : public torch::data::samplers::Sampler<> {
   bool drop_last_;
   void build_order(std::size_t epoch);
   std::vector<std::size_t> order_;  // this epoch's order of the whole dataset (same on every rank)
+  std::size_t order_seed_ = 0;      // the epoch number order_ was shuffled with
   std::size_t position_ = 0;        // samples of the padded epoch already handed out (all ranks)
 };
 

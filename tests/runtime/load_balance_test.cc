@@ -312,17 +312,78 @@ TEST_CASE("a balanced sampler saved mid-epoch resumes with the rest of the epoch
   std::iota(expect.begin(), expect.end(), 0);
   CHECK(all == expect);
 
-  // A sampler saved before its first epoch loads as one that has not started.
-  auto comm = std::make_shared<nano::SelfCommunicator>();
-  nano::EpochShardSampler fresh(10, 0, 1, true, true, std::make_shared<nano::BatchBalancer>(comm, 4, nano::BalanceHooks{}));
-  std::stringstream saved;
+}
+
+namespace {
+
+// save() into an archive and load() it back in `to` (another sampler).
+void round_trip(const nano::EpochShardSampler& from, nano::EpochShardSampler& to) {
+  std::stringstream bytes;
   torch::serialize::OutputArchive out;
-  fresh.save(out);
-  out.save_to(saved);
+  from.save(out);
+  out.save_to(bytes);
   torch::serialize::InputArchive in;
-  in.load_from(saved);
-  fresh.load(in);
-  CHECK(fresh.epoch() == 0);
-  fresh.reset();
-  CHECK(fresh.next(4)->size() == 4);
+  in.load_from(bytes);
+  to.load(in);
+}
+
+std::vector<std::size_t> drain(nano::EpochShardSampler& sampler, std::size_t batch) {
+  std::vector<std::size_t> all;
+  while (auto indices = sampler.next(batch)) all.insert(all.end(), indices->begin(), indices->end());
+  return all;
+}
+
+}  // namespace
+
+TEST_CASE("sampler save/load: the epoch, the order being walked, and one-line errors for foreign archives") {
+  auto comm = std::make_shared<nano::SelfCommunicator>();
+  auto balanced = [&](std::size_t size) {
+    return nano::EpochShardSampler(size, 0, 1, true, true, std::make_shared<nano::BatchBalancer>(comm, 4, nano::BalanceHooks{}));
+  };
+
+  // Saved before its first epoch: loads as one that has not started, and walks epoch 0.
+  auto fresh = balanced(10), reference = balanced(10), loaded = balanced(10);
+  round_trip(fresh, loaded);
+  CHECK(loaded.epoch() == 0);
+  loaded.reset();
+  reference.reset();
+  CHECK(drain(loaded, 4) == drain(reference, 4));
+
+  // set_epoch() between reset() and save() changes the next epoch, not the order being walked.
+  auto walking = balanced(10), resumed = balanced(10);
+  walking.reset();
+  walking.reset();  // walks epoch 1's order
+  std::vector<std::size_t> seen = *walking.next(4);
+  walking.set_epoch(7);
+  round_trip(walking, resumed);
+  CHECK(resumed.epoch() == 7);
+  const std::vector<std::size_t> rest = drain(resumed, 4);
+  CHECK(rest == drain(walking, 4));
+  seen.insert(seen.end(), rest.begin(), rest.end());
+  std::sort(seen.begin(), seen.end());
+  std::vector<std::size_t> expect(10);
+  std::iota(expect.begin(), expect.end(), std::size_t{0});
+  CHECK(seen == expect);
+
+  // Another dataset's position, or an archive without one, is refused in one line.
+  auto larger = balanced(12);
+  CHECK_THROWS_WITH_AS(round_trip(walking, larger),
+                       "nano: EpochShardSampler: the saved position is over 10 samples, this sampler's dataset has 12",
+                       nano::Error);
+  nano::EpochShardSampler equal(10, 0, 1, true);
+  CHECK_THROWS_WITH_AS(round_trip(equal, loaded),
+                       "nano: EpochShardSampler: the archive has no nano_balanced_order (it was not saved by a "
+                       "balanced EpochShardSampler)",
+                       nano::Error);
+
+  // Without a balancer the epoch travels too, so the next reset() reshuffles as the original would.
+  nano::EpochShardSampler original(10, 0, 2, true), restored(10, 0, 2, true);
+  original.reset();
+  original.reset();
+  round_trip(original, restored);
+  CHECK(restored.epoch() == 2);
+  CHECK(drain(restored, 2) == drain(original, 2));
+  original.reset();
+  restored.reset();
+  CHECK(drain(restored, 2) == drain(original, 2));
 }
