@@ -103,10 +103,10 @@ def derive(runs, model, cores):
 def synchronous_ceiling(runs, base, k, med):
     rates = [r["result"]["sync_ceiling_images_per_sec"] for r in runs
              if r.get("result", {}).get("sync_ceiling_images_per_sec")]
-    if not rates or not base or not k:
+    if not rates or not k:
         return None
     t = median(rates)
-    return {"images_per_sec": t, "repeats": rates, "scaling_efficiency": ratio(t, k * base),
+    return {"images_per_sec": t, "repeats": rates, "scaling_efficiency": ratio(t, k * base) if base else None,
             "nano_vs_ceiling": {kind: ratio(med.get((kind, k)), t) for kind in ("nano-mpi", "nano-subprocess")}}
 
 

@@ -183,7 +183,10 @@ class Bench:
         result = parse_result(out)
         if cfg["kind"] == "independent" and code == 0:
             # Every rank prints its own result: the machine's rate is their sum.
-            ranks = [json.loads(m.group(1)) for m in RESULT_RE.finditer(out)]
+            try:
+                ranks = [json.loads(m.group(1)) for m in RESULT_RE.finditer(out)]
+            except json.JSONDecodeError:  # e.g. a result line longer than nano-run relays whole
+                ranks = []
             if len(ranks) == cfg["k"]:
                 result = {"images_per_sec": round(sum(r["images_per_sec"] for r in ranks), 1),
                           "ranks": [r["images_per_sec"] for r in ranks]}
@@ -208,7 +211,8 @@ def synchronous_ceiling(series, batch):
     """From independent ranks' step times (ms, one list per rank, `batch` images per step): the
     rate of the same ranks had every step waited for the slowest of them (step i takes the
     longest step i) with a free exchange, and each rank's median step. Pairing by index treats
-    the ranks' hiccups as independent; hiccups that hit every core at once are counted twice."""
+    the ranks' hiccups as independent: one that hit every core at once, at different step
+    indexes of the ranks, is counted up to once per rank."""
     steps = min(len(s) for s in series)
     slowest_ms = sum(max(s[i] for s in series) for i in range(steps))
     medians = [round(sorted(s)[len(s) // 2], 3) for s in series]
