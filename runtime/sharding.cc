@@ -67,18 +67,25 @@ void write_count(torch::serialize::OutputArchive& archive, const char* key, std:
   archive.write(key, torch::tensor(static_cast<int64_t>(value), torch::kInt64), /*is_buffer=*/true);
 }
 
-std::size_t read_count(torch::serialize::InputArchive& archive, const char* key) {
+// The count saved under `key`, or nullopt when the archive has none.
+torch::optional<std::size_t> read_count(torch::serialize::InputArchive& archive, const char* key) {
   at::Tensor t = torch::empty({}, torch::kInt64);
-  if (!archive.try_read(key, t, /*is_buffer=*/true)) {
-    throw Error(std::string("nano: EpochShardSampler: the archive has no ") + key +
-                " (it was not saved by a balanced EpochShardSampler)");
-  }
+  if (!archive.try_read(key, t, /*is_buffer=*/true)) return torch::nullopt;
   const int64_t value = t.item<int64_t>();
   if (value < 0) {
     throw Error(std::string("nano: EpochShardSampler: bad saved ") + key + "=" + std::to_string(value) +
                 ": expected >= 0");
   }
   return static_cast<std::size_t>(value);
+}
+
+std::size_t require_count(torch::serialize::InputArchive& archive, const char* key) {
+  const auto value = read_count(archive, key);
+  if (!value) {
+    throw Error(std::string("nano: EpochShardSampler: the archive has no ") + key +
+                " (it was not saved by a balanced EpochShardSampler)");
+  }
+  return *value;
 }
 
 }  // namespace
@@ -102,14 +109,13 @@ void EpochShardSampler::load(torch::serialize::InputArchive& archive) {
   if (!balancer_) {
     shuffle_ ? random_.load(archive) : sequential_.load(archive);
     // Archives of libtorch's own samplers lack it; the epoch then stays as it was.
-    at::Tensor t = torch::empty({}, torch::kInt64);
-    if (archive.try_read("nano_epoch", t, /*is_buffer=*/true)) epoch_ = static_cast<std::size_t>(t.item<int64_t>());
+    if (const auto epoch = read_count(archive, "nano_epoch")) epoch_ = *epoch;
     return;
   }
-  const std::size_t epoch = read_count(archive, "nano_epoch");
-  const std::size_t order = read_count(archive, "nano_balanced_order");
-  const std::size_t position = read_count(archive, "nano_balanced_position");
-  const std::size_t size = read_count(archive, "nano_balanced_size");
+  const std::size_t epoch = require_count(archive, "nano_epoch");
+  const std::size_t order = require_count(archive, "nano_balanced_order");
+  const std::size_t position = require_count(archive, "nano_balanced_position");
+  const std::size_t size = require_count(archive, "nano_balanced_size");
   if (size != size_) {
     throw Error("nano: EpochShardSampler: the saved position is over " + std::to_string(size) +
                 " samples, this sampler's dataset has " + std::to_string(size_));
