@@ -370,6 +370,17 @@ TEST_CASE("sampler save/load: the epoch, the order being walked, and one-line er
   CHECK_THROWS_WITH_AS(round_trip(walking, larger),
                        "nano: EpochShardSampler: the saved position is over 10 samples, this sampler's dataset has 12",
                        nano::Error);
+  {
+    // A damaged archive: a negative count is named, not cast to a huge position.
+    std::stringstream bytes;
+    torch::serialize::OutputArchive out;
+    out.write("nano_epoch", torch::tensor(int64_t{-1}), /*is_buffer=*/true);
+    out.save_to(bytes);
+    torch::serialize::InputArchive in;
+    in.load_from(bytes);
+    CHECK_THROWS_WITH_AS(loaded.load(in), "nano: EpochShardSampler: bad saved nano_epoch=-1: expected >= 0",
+                         nano::Error);
+  }
   nano::EpochShardSampler equal(10, 0, 1, true);
   CHECK_THROWS_WITH_AS(round_trip(equal, loaded),
                        "nano: EpochShardSampler: the archive has no nano_balanced_order (it was not saved by a "
