@@ -4,6 +4,7 @@
 
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
@@ -57,6 +58,19 @@ long parse_int(const EnvMap& env, const std::string& key, long min, long max) {
 std::optional<long> get_int(const EnvMap& env, const std::string& key, long min, long max) {
   if (!find(env, key)) return std::nullopt;
   return parse_int(env, key, min, max);
+}
+
+// A positive number of seconds (fractions allowed), at most about 116 days.
+std::optional<std::chrono::milliseconds> get_seconds(const EnvMap& env, const std::string& key) {
+  const std::string* text = find(env, key);
+  if (!text) return std::nullopt;
+  errno = 0;
+  char* end = nullptr;
+  const double seconds = std::strtod(text->c_str(), &end);
+  if (text->empty() || *end != '\0' || errno != 0 || !(seconds > 0) || seconds > 1e7) {
+    throw UsageError("nano: bad " + key + "='" + *text + "': expected a positive number of seconds");
+  }
+  return std::chrono::milliseconds(std::max(1LL, static_cast<long long>(seconds * 1000)));
 }
 
 CommBackend parse_backend(const std::string& text) {
@@ -137,18 +151,12 @@ Context context_from_env(const EnvMap& env, int affinity_cpus, const InitOptions
   }
   c.backend = backend;
 
-  if (options.rendezvous_timeout) {
-    c.rendezvous_timeout = *options.rendezvous_timeout;
-  } else if (auto* text = find(env, "NANO_RENDEZVOUS_TIMEOUT")) {
-    errno = 0;
-    char* end = nullptr;
-    double seconds = std::strtod(text->c_str(), &end);
-    if (text->empty() || *end != '\0' || errno != 0 || !(seconds > 0) || seconds > 1e7) {
-      throw UsageError("nano: bad NANO_RENDEZVOUS_TIMEOUT='" + *text +
-                       "': expected a positive number of seconds");
-    }
-    c.rendezvous_timeout = std::chrono::milliseconds(static_cast<long long>(seconds * 1000));
-  }
+  c.rendezvous_timeout = options.rendezvous_timeout
+                             ? *options.rendezvous_timeout
+                             : get_seconds(env, "NANO_RENDEZVOUS_TIMEOUT").value_or(c.rendezvous_timeout);
+  c.collective_timeout = options.collective_timeout
+                             ? *options.collective_timeout
+                             : get_seconds(env, "NANO_COLLECTIVE_TIMEOUT").value_or(c.collective_timeout);
   return c;
 }
 

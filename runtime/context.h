@@ -35,14 +35,21 @@ struct Context {
   Launcher launcher = Launcher::kNone;
   CommBackend backend = CommBackend::kSelf;  ///< resolved: never kAuto
   std::chrono::milliseconds rendezvous_timeout{300000};
+  /// The bound on every wait for peers after the rendezvous: a collective, a barrier, the
+  /// communicator's teardown and MPI_Finalize at exit. A peer that is alive but makes no
+  /// progress for this long (stopped, deadlocked, cut off) fails the waiting rank with a line
+  /// naming the collective. NANO_COLLECTIVE_TIMEOUT (seconds); default 10 minutes.
+  std::chrono::milliseconds collective_timeout{600000};
 };
 
 using EnvMap = std::map<std::string, std::string>;
 
-/// Options of init(); each overrides the environment (NANO_BACKEND, NANO_RENDEZVOUS_TIMEOUT).
+/// Options of init(); each overrides the environment (NANO_BACKEND, NANO_RENDEZVOUS_TIMEOUT,
+/// NANO_COLLECTIVE_TIMEOUT).
 struct InitOptions {
   CommBackend backend = CommBackend::kAuto;
   std::optional<std::chrono::milliseconds> rendezvous_timeout;
+  std::optional<std::chrono::milliseconds> collective_timeout;
   bool set_threads = true;  ///< call at::set_num_threads(context.threads) when threads > 0
 };
 

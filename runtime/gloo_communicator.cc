@@ -14,25 +14,13 @@
 #include <thread>
 
 #include "env-init/error.h"
+#include "runtime/rendezvous.h"
 #include "runtime/serial_executor.h"
 #include "runtime/shm_all_reduce.h"
 
 namespace nano {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-std::string format_seconds(double seconds) {
-  std::ostringstream out;
-  out << seconds;
-  return out.str();
-}
-
-std::string first_line(const std::string& text) {
-  auto nl = text.find('\n');
-  return nl == std::string::npos ? text : text.substr(0, nl);
-}
 
 class GlooWork : public Work {
  public:
@@ -48,7 +36,7 @@ class GlooWork : public Work {
     if (waited_) return;
     waited_ = true;
     try {
-      work_->wait();
+      work_->wait();  // bounded by Gloo's own timeout (context.collective_timeout)
     } catch (const std::exception& e) {
       throw Error(std::string("nano: gloo all_reduce failed: ") + first_line(e.what()));
     }
@@ -67,58 +55,11 @@ bool is_loopback(const std::string& addr) {
 
 }  // namespace
 
-std::string rendezvous_timeout_message(const std::string& address, int port, double seconds,
-                                       const std::vector<int>& missing, int world_size) {
-  std::string list;
-  for (size_t i = 0; i < missing.size(); ++i) list += (i ? "," : "") + std::to_string(missing[i]);
-  return "nano: rendezvous at " + address + ":" + std::to_string(port) + " timed out after " +
-         format_seconds(seconds) + " s: " + std::to_string(missing.size()) + " of " +
-         std::to_string(world_size) + " ranks did not join (missing: " + list + ")";
-}
-
 GlooCommunicator::GlooCommunicator(const Context& context, std::size_t shm_segment_bytes)
     : rank_(context.rank), size_(context.world_size) {
-  const auto timeout = context.rendezvous_timeout;
-  const double seconds = timeout.count() / 1000.0;
-  const auto deadline = Clock::now() + timeout;
-  c10d::TCPStoreOptions opts;
-  opts.port = static_cast<std::uint16_t>(context.master_port);
-  opts.isServer = rank_ == 0;
-  opts.waitWorkers = false;  // we wait ourselves, to name the missing ranks
-  opts.timeout = timeout;
-  try {
-    store_ = c10::make_intrusive<c10d::TCPStore>(context.master_addr, opts);
-  } catch (const std::exception& e) {
-    if (rank_ == 0) {
-      throw Error("nano: cannot host the rendezvous store on " + context.master_addr + ":" +
-                  std::to_string(context.master_port) + ": " + first_line(e.what()));
-    }
-    throw Error("nano: rendezvous at " + context.master_addr + ":" +
-                std::to_string(context.master_port) + " timed out after " +
-                format_seconds(seconds) + " s: the store host (rank 0) did not answer");
-  }
-  const std::string prefix = "nano/rank/";
-  std::vector<int> missing;
-  try {
-    store_->set(prefix + std::to_string(rank_), std::vector<uint8_t>{1});
-    for (;;) {
-      missing.clear();
-      for (int r = 0; r < size_; ++r) {
-        if (!store_->check({prefix + std::to_string(r)})) missing.push_back(r);
-      }
-      if (missing.empty() || Clock::now() >= deadline) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-  } catch (const std::exception& e) {
-    throw Error("nano: rendezvous at " + context.master_addr + ":" +
-                std::to_string(context.master_port) + " failed: " + first_line(e.what()));
-  }
-  if (!missing.empty()) {
-    throw Error(rendezvous_timeout_message(context.master_addr, context.master_port, seconds,
-                                           missing, size_));
-  }
-
-  auto options = c10d::ProcessGroupGloo::Options::create(std::chrono::minutes(30));
+  store_ = rendezvous(context, "nano/rank/");
+  // Gloo's own bound on each collective (c10d's default is 30 minutes).
+  auto options = c10d::ProcessGroupGloo::Options::create(context.collective_timeout);
   if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME")) {
     options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
   } else if (is_loopback(context.master_addr)) {
@@ -139,7 +80,10 @@ GlooCommunicator::GlooCommunicator(const Context& context, std::size_t shm_segme
   barrier();
 }
 
-GlooCommunicator::~GlooCommunicator() = default;
+GlooCommunicator::~GlooCommunicator() {
+  // Peers waiting for this rank in a shared-memory all-reduce learn at once that it left.
+  if (shm_) shm_->leave();
+}
 
 // Decided by all ranks together through the store: rank 0 creates the object and publishes
 // its name, every rank reports whether it could map it (a rank in another container or on
@@ -154,8 +98,11 @@ void GlooCommunicator::connect_shared_memory(const Context& context, std::size_t
   try {
     std::string name;
     if (rank_ == 0) {
-      name = "/nano-" + std::to_string(getpid()) + "-" + std::to_string(context.master_port) + "-" +
-             std::to_string(serial++);
+      // Under nano-run the name starts with the job's id, so the launcher (or its guardian, if
+      // the launcher is killed) removes it when a rank dies before the name is unlinked below.
+      const char* job = std::getenv("NANO_JOB_ID");
+      name = "/nano-" + (job && *job ? std::string(job) : std::to_string(getpid())) + "-" +
+             std::to_string(context.master_port) + "-" + std::to_string(serial++);
       try {
         memory = SharedMemory::create(name, total);
       } catch (const Error& e) {
@@ -193,7 +140,8 @@ void GlooCommunicator::connect_shared_memory(const Context& context, std::size_t
   }
   std::vector<char*> areas;
   for (int q = 0; q < size_; ++q) areas.push_back(memory->data() + area * q);
-  shm_ = std::make_unique<ShmAllReduce>(std::move(areas), static_cast<int64_t>(segment_bytes), rank_);
+  shm_ = std::make_unique<ShmAllReduce>(std::move(areas), static_cast<int64_t>(segment_bytes), rank_,
+                                        context.collective_timeout);
   shm_memory_ = std::move(memory);
   shm_thread_ = std::make_unique<SerialExecutor>();
 }

@@ -24,11 +24,8 @@ class SharedMemory;
 
 class GlooCommunicator : public Communicator {
  public:
-  /// Rendezvous: rank 0 hosts the store, every rank sets "nano/rank/<r>" and waits for all
-  /// others. After context.rendezvous_timeout, throws nano::Error naming the address and the
-  /// missing ranks, e.g. "nano: rendezvous at 127.0.0.1:29500 timed out after 2 s: 1 of 2
-  /// ranks did not join (missing: 1)"; a rank > 0 that cannot reach the store says "...: the store
-  /// host (rank 0) did not answer".
+  /// Rendezvous through rank 0's store (runtime/rendezvous.h: its errors name the missing
+  /// ranks). Every collective is bounded by context.collective_timeout.
   /// `shm_segment_bytes`: per-rank shared-memory area when context.local_world_size equals the
   /// world size (0 = always Gloo). The ranks use it only if every one of them could map it.
   explicit GlooCommunicator(const Context& context,
@@ -57,9 +54,5 @@ class GlooCommunicator : public Communicator {
   std::unique_ptr<ShmAllReduce> shm_;
   std::unique_ptr<SerialExecutor> shm_thread_;
 };
-
-/// Pure: the rendezvous-timeout message for `missing` ranks out of `world_size`.
-std::string rendezvous_timeout_message(const std::string& address, int port, double seconds,
-                                       const std::vector<int>& missing, int world_size);
 
 }  // namespace nano

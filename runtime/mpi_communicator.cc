@@ -8,19 +8,27 @@
 #include <ATen/ATen.h>
 #include <c10/util/BFloat16.h>
 
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <stdlib.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <exception>
 #include <functional>
 #include <iostream>
 #include <limits>
+#include <mutex>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "env-init/error.h"
+#include "runtime/rendezvous.h"
 #include "runtime/serial_executor.h"
 #include "runtime/shm_all_reduce.h"
 
@@ -45,29 +53,47 @@ void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
 
 }  // namespace
 
+// How the process is exiting, recorded by an on_exit handler registered right after the
+// engine, so it runs before the engine's destructor: a rank that exits with an error must not
+// wait in MPI_Finalize for peers that may still sit in a collective with it.
+std::atomic<bool> g_exit_seen{false};
+std::atomic<int> g_exit_status{0};
+void record_exit(int status, void*) {
+  g_exit_status = status;
+  g_exit_seen = true;
+}
+
 // Owns MPI for the whole process: MPI_Init_thread and MPI_Finalize happen on its executor's
-// thread, which runs every MPI call in submission order.
+// thread, which runs every MPI call in submission order. Every wait on that thread is bounded
+// (rendezvous timeout for MPI_Init, collective timeout for the rest); a call that outlives its
+// bound abandons the executor (runtime/serial_executor.h), and MPI is then never finalised.
 class MpiEngine {
  public:
-  static std::shared_ptr<MpiEngine> instance() {
+  /// The process's engine; the first call initialises MPI, bounded by the context's
+  /// rendezvous timeout.
+  static std::shared_ptr<MpiEngine> instance(const Context& context) {
     // Kept alive until static destruction so MPI_Finalize runs at exit (mpirun requires it)
     // and MPI is never initialised twice.
-    static std::shared_ptr<MpiEngine> engine(new MpiEngine());
+    static std::shared_ptr<MpiEngine> engine(new MpiEngine(context));
+    static const bool hooked = on_exit(record_exit, nullptr) == 0;
+    (void)hooked;
+    engine->collective_timeout_ = context.collective_timeout;
     return engine;
   }
 
   ~MpiEngine() {
-    if (init_error_) return;
+    const bool failing = g_exit_seen && g_exit_status != 0;
+    if (init_error_ || executor_.abandoned() || failing) {
+      // Leave MPI as it is; the launcher (or mpirun) ends the peers. The executor's thread, maybe
+      // inside an MPI call, is left to the process's exit.
+      executor_.abandon("nano: MPI is shut down");
+      return;
+    }
     try {
-      executor_.run([this] {
-        MPI_Op_free(&bf16_sum_op_);
-        MPI_Type_free(&bf16_type_);
-        int finalized = 0;
-        MPI_Finalized(&finalized);
-        if (owns_mpi_ && !finalized) MPI_Finalize();
-      });
-    } catch (...) {
-      // Static destruction at exit: nobody is left to report a failed MPI_Finalize to.
+      executor_.run_for([this] { finalize(); }, collective_timeout_, "MPI_Finalize at exit");
+    } catch (const std::exception& e) {
+      // A peer never reached the end: exit without MPI_Finalize rather than wait forever.
+      std::cerr << e.what() << "; exiting without it" << std::endl;
     }
   }
 
@@ -76,15 +102,40 @@ class MpiEngine {
     return executor_.submit(std::move(task));
   }
 
-  void run(std::function<void()> task) { submit(std::move(task))->wait(); }
+  /// Runs `task` on the MPI thread, bounded by the collective timeout.
+  void run(std::function<void()> task, const std::string& what) {
+    if (init_error_) std::rethrow_exception(init_error_);
+    executor_.run_for(std::move(task), collective_timeout_, what);
+  }
+
+  SerialExecutor* executor() { return &executor_; }
+  std::chrono::milliseconds collective_timeout() const { return collective_timeout_; }
+
+  /// Keeps a destroyed communicator's MPI objects until a normal exit frees them, right
+  /// before MPI_Finalize: freeing a window is collective, and a rank that leaves after an
+  /// error must not wait for peers that are still inside a collective with it.
+  void retire(MPI_Comm comm, std::shared_ptr<ShmArena> shm) {
+    std::lock_guard<std::mutex> lock(retired_mutex_);
+    retired_comms_.push_back(comm);
+    if (shm) retired_shm_.push_back(std::move(shm));
+  }
 
   MPI_Datatype bf16_type() const { return bf16_type_; }
   MPI_Op bf16_sum_op() const { return bf16_sum_op_; }
 
  private:
-  MpiEngine() {
+  explicit MpiEngine(const Context& context) : collective_timeout_(context.collective_timeout) {
     try {
-      executor_.run([this] { init(); });
+      auto done = executor_.submit([this] { init(); });
+      if (!done->wait_for(context.rendezvous_timeout)) {
+        std::ostringstream seconds;
+        seconds << context.rendezvous_timeout.count() / 1000.0;
+        const std::string message = "nano: MPI rendezvous timed out after " + seconds.str() +
+                                    " s: MPI_Init did not complete on every rank (a rank did not start or did "
+                                    "not call nano::init; NANO_RENDEZVOUS_TIMEOUT sets this bound)";
+        executor_.abandon(message);
+        throw Error(message);
+      }
     } catch (...) {
       init_error_ = std::current_exception();
     }
@@ -107,11 +158,17 @@ class MpiEngine {
     check_mpi(MPI_Op_create(&bf16_sum, 1, &bf16_sum_op_), "MPI_Op_create");
   }
 
+  void finalize();
+
   SerialExecutor executor_;
   bool owns_mpi_ = false;
   std::exception_ptr init_error_;
+  std::chrono::milliseconds collective_timeout_;
   MPI_Datatype bf16_type_ = MPI_DATATYPE_NULL;
   MPI_Op bf16_sum_op_ = MPI_OP_NULL;
+  std::mutex retired_mutex_;
+  std::vector<MPI_Comm> retired_comms_;
+  std::vector<std::shared_ptr<ShmArena>> retired_shm_;
 };
 
 // The MPI shared window that holds every local rank's area, and the all-reduce over it.
@@ -120,6 +177,22 @@ struct ShmArena {
   MPI_Comm comm = MPI_COMM_NULL;
   std::unique_ptr<ShmAllReduce> reduce;
 };
+
+void MpiEngine::finalize() {
+  std::lock_guard<std::mutex> lock(retired_mutex_);
+  // In creation order on every rank, so the collective frees match up.
+  for (auto& shm : retired_shm_) {
+    MPI_Win_unlock_all(shm->win);
+    MPI_Win_free(&shm->win);
+    MPI_Comm_free(&shm->comm);
+  }
+  for (auto& comm : retired_comms_) MPI_Comm_free(&comm);
+  MPI_Op_free(&bf16_sum_op_);
+  MPI_Type_free(&bf16_type_);
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (owns_mpi_ && !finalized) MPI_Finalize();
+}
 
 namespace {
 MPI_Comm as_comm(void* p) { return reinterpret_cast<MPI_Comm>(p); }
@@ -149,9 +222,18 @@ std::string shared_window_shortfall(int64_t data_bytes, int ranks) {
 }
 }  // namespace
 
-MpiCommunicator::MpiCommunicator(const Context& context, std::size_t shm_segment_bytes)
-    : engine_(MpiEngine::instance()) {
+MpiCommunicator::MpiCommunicator(const Context& context, std::size_t shm_segment_bytes) {
+  // Under a launcher that names a rendezvous address (nano-run, torchrun-style variables), the
+  // ranks first meet at rank 0's store: MPI_Init has no timeout of its own and cannot say
+  // which rank is missing. Only for the process's first communicator (MPI starts once).
+  static std::atomic<bool> first{true};
+  c10::intrusive_ptr<c10d::TCPStore> store;
+  if (first.exchange(false) && context.world_size > 1 && context.master_port > 0) {
+    store = rendezvous(context, "nano/mpi/");
+  }
+  engine_ = MpiEngine::instance(context);
   MPI_Comm comm = MPI_COMM_NULL;
+  const auto timeout = context.collective_timeout;
   engine_->run([&] {
     check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &comm), "MPI_Comm_dup");
     MPI_Comm_rank(comm, &rank_);
@@ -196,12 +278,14 @@ MpiCommunicator::MpiCommunicator(const Context& context, std::size_t shm_segment
       check_mpi(MPI_Win_shared_query(arena->win, q, &bytes, &disp, &ptr), "MPI_Win_shared_query");
       areas.push_back(ptr);
     }
-    arena->reduce = std::make_unique<ShmAllReduce>(std::move(areas), data_bytes, node_rank);
+    arena->reduce = std::make_unique<ShmAllReduce>(std::move(areas), data_bytes, node_rank, timeout);
     check_mpi(MPI_Win_lock_all(MPI_MODE_NOCHECK, arena->win), "MPI_Win_lock_all");
     MPI_Win_sync(arena->win);
     check_mpi(MPI_Barrier(node), "MPI_Barrier");  // every header is initialised
     shm_ = std::move(arena);
-  });
+  }, "the MPI communicator's set-up");
+  // Every rank is past MPI_Init (MPI_Comm_dup is collective): the store may go.
+  store.reset();
   comm_ = reinterpret_cast<void*>(comm);
   if (rank_ != context.rank || size_ != context.world_size) {
     throw Error("nano: MPI world (rank " + std::to_string(rank_) + " of " +
@@ -211,18 +295,10 @@ MpiCommunicator::MpiCommunicator(const Context& context, std::size_t shm_segment
 }
 
 MpiCommunicator::~MpiCommunicator() {
-  MPI_Comm comm = as_comm(comm_);
-  try {
-    engine_->run([&] {
-      if (shm_) {
-        MPI_Win_unlock_all(shm_->win);
-        MPI_Win_free(&shm_->win);
-        MPI_Comm_free(&shm_->comm);
-      }
-      MPI_Comm_free(&comm);
-    });
-  } catch (...) {
-  }
+  // No MPI call and no wait here (see MpiEngine::retire); peers waiting for this rank in the
+  // shared window learn at once that it left.
+  if (shm_) shm_->reduce->leave();
+  engine_->retire(as_comm(comm_), std::move(shm_));
 }
 
 void MpiCommunicator::broadcast(at::Tensor& tensor, int root) {
@@ -241,7 +317,7 @@ void MpiCommunicator::broadcast(at::Tensor& tensor, int root) {
       int count = static_cast<int>(std::min(kMaxCount, bytes - off));
       check_mpi(MPI_Bcast(data + off, count, MPI_BYTE, root, comm), "MPI_Bcast");
     }
-  });
+  }, "broadcast");
 }
 
 std::unique_ptr<Work> MpiCommunicator::all_reduce_async(at::Tensor& tensor, ReduceOp op) {
@@ -257,7 +333,10 @@ std::unique_ptr<Work> MpiCommunicator::all_reduce_async(at::Tensor& tensor, Redu
   MPI_Comm comm = as_comm(comm_);
   const int size = size_;
   std::shared_ptr<ShmArena> shm = shm_;
-  // The task holds its own reference so the storage outlives the collective.
+  // The task holds its own reference so the storage outlives the collective. The shared-memory
+  // path bounds its own waits and names the late rank; the handle's bound, a little longer,
+  // catches MPI_Allreduce.
+  const auto limit = engine_->collective_timeout() + std::chrono::seconds(1);
   return std::make_unique<CompletionWork>(engine_->submit([=]() mutable {
     char* data = static_cast<char*>(tensor.data_ptr());
     int64_t n = tensor.numel();
@@ -271,12 +350,12 @@ std::unique_ptr<Work> MpiCommunicator::all_reduce_async(at::Tensor& tensor, Redu
                 "MPI_Allreduce");
     }
     if (op == ReduceOp::kAverage && size > 1) tensor.div_(size);
-  }));
+  }), engine_->executor(), limit, "all_reduce");
 }
 
 void MpiCommunicator::barrier() {
   MPI_Comm comm = as_comm(comm_);
-  engine_->run([&] { check_mpi(MPI_Barrier(comm), "MPI_Barrier"); });
+  engine_->run([&] { check_mpi(MPI_Barrier(comm), "MPI_Barrier"); }, "barrier");
 }
 
 std::vector<double> MpiCommunicator::gather(const std::vector<double>& values) {
@@ -287,7 +366,7 @@ std::vector<double> MpiCommunicator::gather(const std::vector<double>& values) {
     check_mpi(MPI_Gather(in.data(), static_cast<int>(in.size()), MPI_DOUBLE, out.data(),
                          static_cast<int>(in.size()), MPI_DOUBLE, 0, comm),
               "MPI_Gather");
-  });
+  }, "gather");
   return out;
 }
 

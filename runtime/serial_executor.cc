@@ -1,6 +1,20 @@
 #include "runtime/serial_executor.h"
 
+#include <sstream>
+#include <utility>
+
+#include "env-init/error.h"
+
 namespace nano {
+
+struct SerialExecutor::State {
+  mutable std::mutex mutex;
+  std::condition_variable cv;
+  std::deque<std::pair<std::function<void()>, std::shared_ptr<Completion>>> queue;
+  bool running = false;  // a task is executing
+  bool stopping = false;
+  std::string abandoned;  // non-empty: why
+};
 
 void Completion::finish(std::exception_ptr error) {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -15,9 +29,26 @@ void Completion::wait() {
   if (error_) std::rethrow_exception(error_);
 }
 
+bool Completion::wait_for(std::chrono::milliseconds limit) {
+  if (limit.count() <= 0) {
+    wait();
+    return true;
+  }
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!cv_.wait_for(lock, limit, [&] { return done_; })) return false;
+  if (error_) std::rethrow_exception(error_);
+  return true;
+}
+
+std::string collective_timeout_message(const std::string& what, std::chrono::milliseconds limit) {
+  std::ostringstream seconds;
+  seconds << limit.count() / 1000.0;
+  return "nano: " + what + " did not finish within " + seconds.str() + " s: a peer rank stopped making progress (NANO_COLLECTIVE_TIMEOUT sets this bound)";
+}
+
 CompletionWork::~CompletionWork() {
   try {
-    if (!waited_) completion_->wait();
+    if (!waited_) wait();
   } catch (...) {
     // The owner dropped the handle, so nobody is left to hear about the failure.
   }
@@ -25,46 +56,80 @@ CompletionWork::~CompletionWork() {
 
 void CompletionWork::wait() {
   waited_ = true;
-  completion_->wait();
+  if (completion_->wait_for(limit_)) return;
+  const std::string message = collective_timeout_message(what_, limit_);
+  if (owner_) owner_->abandon(message);
+  throw Error(message);
 }
 
-SerialExecutor::SerialExecutor() : thread_([this] { loop(); }) {}
+SerialExecutor::SerialExecutor() : state_(std::make_shared<State>()), thread_(loop, state_) {}
 
 SerialExecutor::~SerialExecutor() {
+  bool join = true;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stopping_ = true;
-    cv_.notify_all();
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    state_->stopping = true;
+    join = state_->abandoned.empty();
+    state_->cv.notify_all();
   }
-  if (thread_.joinable()) thread_.join();
+  if (join) thread_.join();
+  else thread_.detach();
 }
 
 std::shared_ptr<Completion> SerialExecutor::submit(std::function<void()> task) {
   auto completion = std::make_shared<Completion>();
-  std::lock_guard<std::mutex> lock(mutex_);
-  queue_.emplace_back([task = std::move(task), completion] {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  if (!state_->abandoned.empty()) throw Error(state_->abandoned);
+  state_->queue.emplace_back(std::move(task), completion);
+  state_->cv.notify_all();
+  return completion;
+}
+
+void SerialExecutor::run_for(std::function<void()> task, std::chrono::milliseconds limit, const std::string& what) {
+  if (submit(std::move(task))->wait_for(limit)) return;
+  const std::string message = collective_timeout_message(what, limit);
+  abandon(message);
+  throw Error(message);
+}
+
+void SerialExecutor::abandon(const std::string& reason) {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  if (state_->abandoned.empty()) state_->abandoned = reason.empty() ? "nano: communicator abandoned" : reason;
+  // Nothing queued behind a stuck task will ever run: its waiters learn why now.
+  for (auto& queued : state_->queue) queued.second->finish(std::make_exception_ptr(Error(state_->abandoned)));
+  state_->queue.clear();
+}
+
+bool SerialExecutor::abandoned() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return !state_->abandoned.empty();
+}
+
+bool SerialExecutor::idle() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return !state_->running && state_->queue.empty();
+}
+
+void SerialExecutor::loop(std::shared_ptr<State> state) {
+  for (;;) {
+    std::function<void()> task;
+    std::shared_ptr<Completion> completion;
+    {
+      std::unique_lock<std::mutex> lock(state->mutex);
+      state->running = false;
+      state->cv.wait(lock, [&] { return state->stopping || !state->queue.empty(); });
+      if (state->queue.empty()) return;
+      task = std::move(state->queue.front().first);
+      completion = std::move(state->queue.front().second);
+      state->queue.pop_front();
+      state->running = true;
+    }
     try {
       task();
       completion->finish(nullptr);
     } catch (...) {
       completion->finish(std::current_exception());
     }
-  });
-  cv_.notify_all();
-  return completion;
-}
-
-void SerialExecutor::loop() {
-  for (;;) {
-    std::function<void()> task;
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) return;
-      task = std::move(queue_.front());
-      queue_.pop_front();
-    }
-    task();
   }
 }
 

@@ -16,6 +16,7 @@
 #include <climits>
 #include <cstring>
 #include <new>
+#include <sstream>
 
 #include "env-init/error.h"
 
@@ -28,6 +29,7 @@ struct Header {
   std::atomic<uint32_t> counter;
   int32_t pid;
   uint64_t pid_namespace;  // inode of /proc/self/ns/pid; 0 when unknown
+  std::atomic<uint32_t> left;  // 1: the owner's communicator is gone; it joins no more collectives
 };
 static_assert(sizeof(Header) <= ShmAllReduce::kHeaderBytes, "header outgrew its cache line");
 
@@ -84,11 +86,12 @@ void ShmAllReduce::init_header(char* area) {
   h->counter.store(0, std::memory_order_relaxed);
   h->pid = static_cast<int32_t>(getpid());
   h->pid_namespace = pid_namespace();
+  h->left.store(0, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
 }
 
-ShmAllReduce::ShmAllReduce(std::vector<char*> areas, int64_t data_bytes, int rank)
-    : areas_(std::move(areas)), data_bytes_(data_bytes), rank_(rank) {
+ShmAllReduce::ShmAllReduce(std::vector<char*> areas, int64_t data_bytes, int rank, std::chrono::milliseconds timeout)
+    : areas_(std::move(areas)), data_bytes_(data_bytes), rank_(rank), timeout_(timeout) {
   if (rank_ < 0 || rank_ >= size() || data_bytes_ < 64) {
     throw Error("nano: shared-memory all-reduce: bad layout (rank " + std::to_string(rank_) + " of " +
                 std::to_string(size()) + ", " + std::to_string(data_bytes_) + " bytes per rank)");
@@ -97,6 +100,7 @@ ShmAllReduce::ShmAllReduce(std::vector<char*> areas, int64_t data_bytes, int ran
 
 void ShmAllReduce::await_peer(int q) {
   Header* peer = header(areas_[q]);
+  std::chrono::steady_clock::time_point deadline{};
   for (int spins = 0, sleeps = 0;; ++spins) {
     const uint32_t value = peer->counter.load(std::memory_order_acquire);
     if (reached(value, epoch_)) return;
@@ -109,14 +113,42 @@ void ShmAllReduce::await_peer(int q) {
     // Sleeps until the peer's counter changes (or 10 ms, as a safety net).
     timespec limit{0, 10 * 1000 * 1000};
     syscall(SYS_futex, reinterpret_cast<uint32_t*>(&peer->counter), FUTEX_WAIT, value, &limit, nullptr, 0);
-    // About once a second: a peer that died mid-collective would otherwise be awaited forever
-    // when no launcher tears this rank down. Its pid means something only in our pid namespace.
-    if (++sleeps % 100 == 0 && peer->pid_namespace != 0 && peer->pid_namespace == pid_namespace() &&
-        kill(peer->pid, 0) != 0 && errno == ESRCH) {
+    // A peer whose communicator is gone (its program ended or left its training loop) will
+    // not come: say so at once rather than wait for its exit or the timeout.
+    if (peer->left.load(std::memory_order_acquire) != 0) {
+      throw Error("nano: shared-memory all-reduce: rank " + std::to_string(q) + " (pid " +
+                  std::to_string(peer->pid) + ") left the world during the collective (its communicator was destroyed)");
+    }
+    // Every ~0.1 s of waiting: a peer that died mid-collective would otherwise be awaited
+    // forever when no launcher tears this rank down. Its pid means something only in our pid
+    // namespace. (A zombie still answers kill(); its launcher reaps it at once.)
+    if (++sleeps % 10 != 0) continue;
+    if (peer->pid_namespace != 0 && peer->pid_namespace == pid_namespace() && kill(peer->pid, 0) != 0 &&
+        errno == ESRCH) {
       throw Error("nano: shared-memory all-reduce: rank " + std::to_string(q) + " (pid " +
                   std::to_string(peer->pid) + ") exited during the collective");
     }
+    // A peer that is alive but does not arrive (stopped, stuck): bounded by the timeout.
+    // Checked only after the first sleeps, so the clock is not read on the fast path.
+    if (timeout_.count() <= 0) continue;
+    const auto now = std::chrono::steady_clock::now();
+    if (sleeps == 10) {
+      deadline = now + timeout_ - std::chrono::milliseconds(100);
+    } else if (now >= deadline) {
+      std::ostringstream seconds;
+      seconds << timeout_.count() / 1000.0;
+      throw Error("nano: shared-memory all-reduce: rank " + std::to_string(q) + " (pid " +
+                  std::to_string(peer->pid) + ") did not reach the collective within " + seconds.str() +
+                  " s (stopped or stuck; NANO_COLLECTIVE_TIMEOUT sets this bound)");
+    }
   }
+}
+
+void ShmAllReduce::leave() {
+  Header* mine = header(areas_[rank_]);
+  mine->left.store(1, std::memory_order_release);
+  // Wake peers asleep on our counter so they see it now, not at their next 10 ms tick.
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&mine->counter), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
 }
 
 // A barrier on the shared counters: MPI_Barrier busy-polls, and yield loops lose whole time

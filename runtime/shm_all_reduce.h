@@ -7,6 +7,7 @@
 // shared window, GlooCommunicator in a POSIX shared-memory object (SharedMemory).
 #include <ATen/core/Tensor.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -31,13 +32,22 @@ class ShmAllReduce {
   static void init_header(char* area);
 
   /// `areas[q]`: rank q's area (kHeaderBytes + `data_bytes`), as mapped in this process.
-  ShmAllReduce(std::vector<char*> areas, int64_t data_bytes, int rank);
+  /// `timeout`: how long one wait for a peer may last before the collective fails (the
+  /// communicator's collective timeout; 0 = no bound).
+  ShmAllReduce(std::vector<char*> areas, int64_t data_bytes, int rank,
+               std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
 
   /// In place: `tensor` = scale * (sum over ranks). A contiguous CPU float32, float64 or
   /// bfloat16 tensor of the same numel on every rank; every rank calls with the same
-  /// sequence of tensors, from one thread. Throws nano::Error if a peer process of this
-  /// host exits while being awaited.
+  /// sequence of tensors, from one thread. Throws nano::Error naming the peer when a peer
+  /// process of this host exits while being awaited (noticed within about 0.1 s) or does not
+  /// arrive within the timeout (a stopped or stuck peer).
   void all_reduce(at::Tensor& tensor, double scale);
+
+  /// Marks this rank as gone for good (its communicator is being destroyed): a peer waiting
+  /// for it in a collective fails at once with a line naming it, instead of waiting for its
+  /// exit or the timeout. Ranks that finished the same collectives are not affected.
+  void leave();
 
   int rank() const { return rank_; }
   int size() const { return static_cast<int>(areas_.size()); }
@@ -49,6 +59,7 @@ class ShmAllReduce {
   std::vector<char*> areas_;
   int64_t data_bytes_ = 0;
   int rank_ = 0;
+  std::chrono::milliseconds timeout_{0};
   uint32_t epoch_ = 0;
 };
 

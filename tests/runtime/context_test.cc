@@ -2,6 +2,7 @@
 #include "env-init/error.h"
 #include "runtime/context.h"
 #include "runtime/gloo_communicator.h"
+#include "runtime/rendezvous.h"
 
 // c10's logging defines a fatal CHECK; doctest's must win, so it comes last.
 #undef CHECK

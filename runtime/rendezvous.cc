@@ -1,0 +1,80 @@
+#include "runtime/rendezvous.h"
+
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <chrono>
+#include <sstream>
+#include <thread>
+
+#include "env-init/error.h"
+
+namespace nano {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string format_seconds(double seconds) {
+  std::ostringstream out;
+  out << seconds;
+  return out.str();
+}
+
+}  // namespace
+
+std::string first_line(const std::string& text) {
+  auto nl = text.find('\n');
+  return nl == std::string::npos ? text : text.substr(0, nl);
+}
+
+std::string rendezvous_timeout_message(const std::string& address, int port, double seconds,
+                                       const std::vector<int>& missing, int world_size) {
+  std::string list;
+  for (size_t i = 0; i < missing.size(); ++i) list += (i ? "," : "") + std::to_string(missing[i]);
+  return "nano: rendezvous at " + address + ":" + std::to_string(port) + " timed out after " +
+         format_seconds(seconds) + " s: " + std::to_string(missing.size()) + " of " +
+         std::to_string(world_size) + " ranks did not join (missing: " + list + ")";
+}
+
+c10::intrusive_ptr<c10d::TCPStore> rendezvous(const Context& context, const std::string& prefix) {
+  const auto timeout = context.rendezvous_timeout;
+  const double seconds = timeout.count() / 1000.0;
+  const auto deadline = Clock::now() + timeout;
+  const std::string where = context.master_addr + ":" + std::to_string(context.master_port);
+  c10d::TCPStoreOptions opts;
+  opts.port = static_cast<std::uint16_t>(context.master_port);
+  opts.isServer = context.rank == 0;
+  opts.waitWorkers = false;  // we wait ourselves, to name the missing ranks
+  opts.timeout = timeout;
+  c10::intrusive_ptr<c10d::TCPStore> store;
+  try {
+    store = c10::make_intrusive<c10d::TCPStore>(context.master_addr, opts);
+  } catch (const std::exception& e) {
+    if (context.rank == 0) {
+      throw Error("nano: cannot host the rendezvous store on " + where + ": " + first_line(e.what()));
+    }
+    throw Error("nano: rendezvous at " + where + " timed out after " + format_seconds(seconds) +
+                " s: the store host (rank 0) did not answer");
+  }
+  std::vector<int> missing;
+  try {
+    store->set(prefix + std::to_string(context.rank), std::vector<uint8_t>{1});
+    for (;;) {
+      missing.clear();
+      for (int r = 0; r < context.world_size; ++r) {
+        if (!store->check({prefix + std::to_string(r)})) missing.push_back(r);
+      }
+      if (missing.empty() || Clock::now() >= deadline) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  } catch (const std::exception& e) {
+    throw Error("nano: rendezvous at " + where + " failed: " + first_line(e.what()));
+  }
+  if (!missing.empty()) {
+    throw Error(rendezvous_timeout_message(context.master_addr, context.master_port, seconds, missing,
+                                           context.world_size));
+  }
+  return store;
+}
+
+}  // namespace nano
