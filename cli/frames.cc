@@ -22,10 +22,11 @@ void FrameDecoder::feed(const char* data, size_t size) { buffer_.append(data, si
 bool FrameDecoder::next(FrameType& type, std::string& payload) {
   if (buffer_.size() < 5) return false;
   char t = buffer_[0];
-  if (t != 'h' && t != 'o' && t != 'e' && t != 'x') throw Error("bad frame type from rank shim");
+  if (std::string("hsoexkr").find(t) == std::string::npos)
+    throw Error("bad frame type " + std::to_string(static_cast<int>(static_cast<unsigned char>(t))) + " on a rank shim link");
   uint32_t n = 0;
   for (int i = 0; i < 4; ++i) n |= static_cast<uint32_t>(static_cast<unsigned char>(buffer_[1 + i])) << (8 * i);
-  if (n > (16u << 20)) throw Error("oversized frame from rank shim");
+  if (n > (16u << 20)) throw Error("oversized frame (" + std::to_string(n) + " bytes) on a rank shim link");
   if (buffer_.size() < 5 + static_cast<size_t>(n)) return false;
   type = static_cast<FrameType>(t);
   payload = buffer_.substr(5, n);

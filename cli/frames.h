@@ -1,13 +1,24 @@
 #pragma once
-// The byte stream from an mpi-backend rank shim back to nano-run (one TCP connection per
-// rank): framed stdout/stderr chunks and the rank's final status, so nano-run tags whole lines
-// and names the root cause exactly as with the subprocess backend.
+// The link between nano-run and an mpi-backend rank shim (one TCP connection per rank).
+// Shim -> nano-run: hello, the rank's pid once started, framed stdout/stderr chunks and the
+// rank's final status, so nano-run tags whole lines and names the root cause exactly as with
+// the subprocess backend. nano-run -> shim: a signal to deliver to the rank's process group
+// (SIGKILL included), and the release that lets the shim exit once every rank has ended. So
+// nano-run, not mpirun, decides when and how ranks are stopped, whatever mpirun's version.
 #include <cstddef>
 #include <string>
 
 namespace nano {
 
-enum class FrameType : char { hello = 'h', out = 'o', err = 'e', exit = 'x' };
+enum class FrameType : char {
+  hello = 'h',    ///< shim: "<token> <rank> <host>"
+  started = 's',  ///< shim: "<pid>" of the rank (also its process group)
+  out = 'o',      ///< shim: stdout bytes
+  err = 'e',      ///< shim: stderr bytes
+  exit = 'x',     ///< shim: "<exit_code> <signal>"
+  signal = 'k',   ///< nano-run: "<signal>" to deliver to the rank's process group
+  release = 'r',  ///< nano-run: every rank has ended; the shim may exit
+};
 
 /// One frame: type byte, 4-byte little-endian payload length, payload.
 std::string encode_frame(FrameType type, const std::string& payload);

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,6 +15,8 @@
 #include <memory>
 #include <random>
 #include <set>
+
+#include "cli/guardian.h"
 
 #include "cli/frames.h"
 #include "cli/hosts.h"
@@ -124,7 +127,19 @@ struct Setup {
   int master_port = 0;
   std::vector<std::string> notes;
   std::string warning;  // the user_kept warning, printed once
+  // This launch's name for what it leaves in /dev/shm: ranks name nano's shared memory
+  // "nano-<job_id>-...", and on one host Open MPI puts its shared-memory files and session
+  // directory in job_dir, so the launcher (or its guardian) removes them on every way out.
+  std::string job_id;
+  std::string job_dir;  // "" = none (dry run, several hosts)
 };
+
+std::string make_job_id() {
+  std::random_device rd;
+  char text[16];
+  snprintf(text, sizeof text, "%06x", rd() & 0xffffff);
+  return std::to_string(getpid()) + "-" + text;
+}
 
 Topology load_topology(const LaunchOptions& o) {
   if (!o.topology_xml.empty()) return load_xml_topology(o.topology_xml);
@@ -246,7 +261,24 @@ Setup prepare(const LaunchOptions& o, const std::vector<std::string>& argv, bool
     }
   }
   if (!s.envs.empty()) s.warning = user_kept_warning(s.envs.front().user_kept, current);
+  if (!dry) {
+    s.job_id = make_job_id();
+    for (auto& e : s.envs) e.env["NANO_JOB_ID"] = s.job_id;
+    if (s.backend == Backend::mpi && s.hosts.empty()) s.job_dir = "/dev/shm/nano-" + s.job_id;
+  }
   return s;
+}
+
+// Open MPI's files of a one-host job go to the job's own directory (unless the user chose
+// places): its shared-memory transport's segments (btl vader in Open MPI 4, btl sm in 5), the
+// shared windows (osc sm) and the session directory (orte in 4, prte in 5). Names unknown to
+// the running version are ignored by it.
+void add_open_mpi_places(const std::string& job_dir, Environment& env) {
+  if (job_dir.empty()) return;
+  for (const char* name : {"OMPI_MCA_btl_vader_backing_directory", "OMPI_MCA_btl_sm_backing_directory",
+                           "OMPI_MCA_osc_sm_backing_directory", "OMPI_MCA_orte_tmpdir_base",
+                           "PRTE_MCA_prte_tmpdir_base"})
+    env.emplace(name, job_dir);
 }
 
 std::vector<std::string> mpi_command_for(const LaunchOptions& o, const Setup& s, const ShimLink& link) {
@@ -281,9 +313,11 @@ struct Channel {
 
 class Run {
  public:
-  Run(const LaunchOptions& o, const Setup& s, OutputRouter& router)
-      : o_(o), s_(s), router_(router), supervisor_(s.world_size),
-        hosts_(static_cast<size_t>(s.world_size), host_name()) {}
+  Run(const LaunchOptions& o, const Setup& s, OutputRouter& router, Guardian& guardian)
+      : o_(o), s_(s), router_(router), guardian_(guardian), supervisor_(s.world_size),
+        hosts_(static_cast<size_t>(s.world_size), host_name()),
+        shims_(static_cast<size_t>(s.world_size), nullptr),
+        rank_groups_(static_cast<size_t>(s.world_size), -1) {}
 
   LaunchResult subprocess() {
     SignalPipe signals({SIGINT, SIGTERM, SIGHUP, SIGCHLD});
@@ -307,6 +341,7 @@ class Run {
       for (auto& w : sp.warnings)
         if (std::find(warnings.begin(), warnings.end(), w) == warnings.end()) warnings.push_back(w);
       children_.push_back({sp.pid, r, true});
+      guardian_.watch_group(sp.pid);
       add_pipe(sp.stdout_fd, r, Stream::out);
       add_pipe(sp.stderr_fd, r, Stream::err);
     }
@@ -329,7 +364,9 @@ class Run {
     for (const auto& g : s_.groups) link.group_starts.push_back(g.first_rank);
     SpawnRequest req;
     req.argv = mpi_command_for(o_, s_, link);
-    req.env = environment_strings(current_environment());
+    Environment env = current_environment();
+    add_open_mpi_places(s_.job_dir, env);
+    req.env = environment_strings(env);
     Spawned sp;
     try {
       sp = spawn_process(req);
@@ -337,11 +374,16 @@ class Run {
       close(listen_fd_);
       throw;
     }
+    guardian_.watch_group(sp.pid);
+    mpirun_pid_ = sp.pid;
     children_.push_back({sp.pid, -1, true});
     add_pipe(sp.stdout_fd, kMpirunStream, Stream::out);
     add_pipe(sp.stderr_fd, kMpirunStream, Stream::err);
     loop();
     close(listen_fd_);
+    for (pid_t g : rank_groups_)
+      if (g > 0) killpg(g, SIGKILL);  // leftovers of a rank's group (daemons)
+    killpg(mpirun_pid_, SIGKILL);
     return finish();
   }
 
@@ -365,6 +407,46 @@ class Run {
       if (c.running) killpg(c.pid, sig);
   }
 
+  // Sends `frame` to rank's shim; never blocks and never raises SIGPIPE.
+  void send_to_shim(int rank, const std::string& frame) {
+    Channel* ch = shims_[static_cast<size_t>(rank)];
+    if (ch) {
+      ssize_t ignored = send(ch->fd, frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      (void)ignored;
+    }
+  }
+
+  // Delivers `sig` to every rank still running: the subprocess backend signals each rank's
+  // process group itself; the mpi backend asks each rank's shim to (mpirun is left alone,
+  // since its own teardown ignores the grace period). A stopped rank is continued after a
+  // SIGTERM/SIGINT/SIGHUP, so it can act on it.
+  void deliver(int sig) {
+    const bool cont = sig != SIGKILL && sig != SIGCONT;
+    if (s_.backend != Backend::mpi) {
+      kill_all(sig);
+      if (cont) kill_all(SIGCONT);
+      return;
+    }
+    teardown_signal_ = sig;
+    bool all_linked = true;
+    for (int r = 0; r < s_.world_size; ++r) {
+      if (supervisor_.exited(r)) continue;
+      if (!shims_[static_cast<size_t>(r)]) all_linked = false;
+      send_to_shim(r, encode_frame(FrameType::signal, std::to_string(sig)));
+    }
+    // Shims that never reached us (still starting, or mpirun cannot start them) are mpirun's.
+    if (!all_linked && sig == SIGKILL && mpirun_pid_ > 0) killpg(mpirun_pid_, SIGKILL);
+  }
+
+  // Every rank has ended: the shims may exit now, and mpirun with them.
+  void release_shims() {
+    if (released_) return;
+    released_ = true;
+    router_.hide(kMpirunStream);  // its words on ranks it saw end are nano-run's to tell
+    for (int r = 0; r < s_.world_size; ++r) send_to_shim(r, encode_frame(FrameType::release, ""));
+    mpirun_deadline_ = Clock::now() + std::chrono::seconds(10);
+  }
+
   void reap_all_blocking() {
     for (auto& c : children_) {
       if (!c.running) continue;
@@ -377,12 +459,15 @@ class Run {
 
   void apply(const Decision& d) {
     if (d.kind == Decision::signal_all) {
-      kill_all(d.signal);
+      deliver(d.signal);
       if (d.start_grace) deadline_ = Clock::now() + o_.grace_period;
     } else if (d.kind == Decision::kill_all) {
-      kill_all(SIGKILL);
+      deliver(SIGKILL);
       deadline_.reset();
+      // Shims that do not confirm their rank's end by then are taken down with mpirun.
+      if (mpirun_pid_ > 0) mpirun_deadline_ = Clock::now() + std::chrono::seconds(5);
     }
+    if (s_.backend == Backend::mpi && supervisor_.all_exited()) release_shims();
   }
 
   void rank_ended(int rank, int code, int sig) {
@@ -431,6 +516,17 @@ class Run {
           ch.hello = true;
           ch.rank = rank;
           hosts_[static_cast<size_t>(rank)] = host;
+          shims_[static_cast<size_t>(rank)] = &ch;
+          // A shim that arrives during a teardown gets the teardown's signal at once.
+          if (teardown_signal_ != 0) send_to_shim(rank, encode_frame(FrameType::signal, std::to_string(teardown_signal_)));
+          if (released_) send_to_shim(rank, encode_frame(FrameType::release, ""));
+        } else if (type == FrameType::started) {
+          const pid_t pid = static_cast<pid_t>(std::atol(payload.c_str()));
+          // On this host (one-host jobs), the guardian can take the rank's group down.
+          if (pid > 1 && s_.hosts.empty()) {
+            rank_groups_[static_cast<size_t>(ch.rank)] = pid;
+            guardian_.watch_group(pid);
+          }
         } else if (type == FrameType::out || type == FrameType::err) {
           router_.feed(ch.rank, type == FrameType::out ? Stream::out : Stream::err, payload.data(), payload.size());
         } else if (type == FrameType::exit) {
@@ -477,6 +573,8 @@ class Run {
       if (fds[i + 2].revents && read_channel(*channels_[i])) closed.push_back(i);
     }
     for (auto it = closed.rbegin(); it != closed.rend(); ++it) {
+      for (auto& shim : shims_)
+        if (shim == channels_[*it].get()) shim = nullptr;
       close(channels_[*it]->fd);
       channels_.erase(channels_.begin() + static_cast<long>(*it));
     }
@@ -516,6 +614,11 @@ class Run {
   void loop() {
     while (reap()) {
       int timeout = 100;
+      if (mpirun_deadline_ && Clock::now() >= *mpirun_deadline_) {
+        // mpirun did not end after its ranks did (or after they were killed): end it.
+        killpg(mpirun_pid_, SIGKILL);
+        mpirun_deadline_.reset();
+      }
       if (deadline_) {
         auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline_ - Clock::now()).count();
         if (left <= 0) {
@@ -563,14 +666,39 @@ class Run {
   const LaunchOptions& o_;
   const Setup& s_;
   OutputRouter& router_;
+  Guardian& guardian_;
   Supervisor supervisor_;
   std::vector<std::string> hosts_;
+  std::vector<Channel*> shims_;     // by rank: the shim's link, once it said hello
+  std::vector<pid_t> rank_groups_;  // by rank: its process group on this host (mpi backend)
+  pid_t mpirun_pid_ = -1;
+  int teardown_signal_ = 0;         // the signal of a teardown under way (mpi backend)
+  bool released_ = false;
+  std::optional<Clock::time_point> mpirun_deadline_;
   std::vector<Child> children_;
   std::vector<std::unique_ptr<Channel>> channels_;
   SignalPipe* signals_ = nullptr;
   int listen_fd_ = -1;
   std::string token_;
   std::optional<Clock::time_point> deadline_;
+};
+
+// Ignores a signal for its lifetime (the launcher runs inside user programs too).
+class ScopedIgnore {
+ public:
+  explicit ScopedIgnore(int sig) : sig_(sig) {
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    sigemptyset(&ignore.sa_mask);
+    sigaction(sig_, &ignore, &previous_);
+  }
+  ~ScopedIgnore() { sigaction(sig_, &previous_, nullptr); }
+  ScopedIgnore(const ScopedIgnore&) = delete;
+  ScopedIgnore& operator=(const ScopedIgnore&) = delete;
+
+ private:
+  int sig_;
+  struct sigaction previous_ {};
 };
 
 Environment changed_variables(const Environment& env, const Environment& current) {
@@ -624,8 +752,22 @@ LaunchResult launch(const LaunchOptions& options, const std::vector<std::string>
   OutputRouter router(s.world_size, config, sink);
   for (const auto& n : s.notes) router.note(n.rfind("nano-run:", 0) == 0 ? n : "nano-run: note: " + n);
   if (!s.warning.empty()) router.note(s.warning);
-  Run run(options, s, router);
-  return s.backend == Backend::mpi ? run.mpi() : run.subprocess();
+  // A closed reader of our output must not end the launch (EPIPE is handled where we write).
+  ScopedIgnore no_sigpipe(SIGPIPE);
+  Guardian guardian;
+  const std::string shm_prefix = "nano-" + s.job_id + "-";
+  guardian.remove_prefix("/dev/shm", shm_prefix);
+  if (!s.job_dir.empty()) {
+    guardian.remove_path(s.job_dir);
+    if (mkdir(s.job_dir.c_str(), 0700) != 0) throw Error("cannot create " + s.job_dir + ": " + strerror(errno));
+  }
+  Run run(options, s, router, guardian);
+  LaunchResult result = s.backend == Backend::mpi ? run.mpi() : run.subprocess();
+  // Every rank's group is gone by now: remove what the job left, then let the guardian go.
+  if (!s.job_dir.empty()) remove_tree(s.job_dir.c_str());
+  remove_with_prefix("/dev/shm", shm_prefix.c_str());
+  guardian.dismiss();
+  return result;
 }
 
 bool is_rank_shim_invocation(int argc, char** argv) {

@@ -79,7 +79,7 @@ void OutputRouter::emit(int rank, Stream stream, const std::string& line) {
     *s.log << line << '\n';
     s.log->flush();
   }
-  bool shown = rank == kMpirunStream || config_.show_ranks.empty() ||
+  bool shown = s.hidden ? false : rank == kMpirunStream || config_.show_ranks.empty() ||
                std::find(config_.show_ranks.begin(), config_.show_ranks.end(), rank) !=
                    config_.show_ranks.end();
   if (!shown) return;
@@ -122,6 +122,8 @@ std::vector<std::string> OutputRouter::stderr_tail(int rank) const {
   const auto& tail = ranks_[index].tail;
   return {tail.begin(), tail.end()};
 }
+
+void OutputRouter::hide(int rank) { state(rank).hidden = true; }
 
 void OutputRouter::note(const std::string& line) {
   sink_.write(Stream::err, line + "\n");

@@ -49,12 +49,15 @@ class OutputRouter {
   std::vector<std::string> stderr_tail(int rank) const;
   /// A line from nano-run itself: to stderr, untagged, and into summary.log.
   void note(const std::string& line);
+  /// From now on `rank`'s lines go to its log file only, not to the terminal.
+  void hide(int rank);
 
  private:
   struct RankState {
     std::string pending[2];
     std::deque<std::string> tail;
     std::unique_ptr<std::ofstream> log;
+    bool hidden = false;
   };
   RankState& state(int rank);
   void emit(int rank, Stream stream, const std::string& line);

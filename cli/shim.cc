@@ -1,8 +1,12 @@
 // The mpi backend's per-rank shim (nano-run --nano-rank-shim): one code path for planning and
 // binding on every host. It plans its host's LOCAL_SIZE ranks against its own topology, starts
 // the program bound to its rank's CPUs, and streams the program's output and final status to
-// the launcher (cli/frames.h). It dies with its parent (mpirun or orted) and takes the program
-// with it.
+// the launcher (cli/frames.h). The launcher, not mpirun, stops the rank: the shim delivers the
+// signals the launcher sends to the rank's whole process group, and after the rank ended it
+// stays until the launcher releases it, so mpirun never sees a rank end early and never starts
+// a teardown of its own (its SIGTERM-then-SIGKILL ignores the grace period). When its parent
+// (mpirun or orted) or the launcher goes away, the shim SIGKILLs the rank's process group
+// (the rank's children with it) and exits.
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -11,6 +15,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <iostream>
 
 #include "cli/frames.h"
@@ -62,8 +68,10 @@ struct ShimRun {
 }  // namespace
 
 int run_rank_shim(int argc, char** argv) {
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  // No PR_SET_PDEATHSIG: a shim killed with its parent could not take the rank's children
+  // along. The loop below watches the parent instead.
   pid_t parent = getppid();
+  signal(SIGPIPE, SIG_IGN);  // a launcher gone mid-write is seen as EOF on the link, not a death
   ShimRun io;
   RunCommand cmd;
   try {
@@ -121,12 +129,22 @@ int run_rank_shim(int argc, char** argv) {
     for (const auto& w : child.warnings)
       if (rank == 0) io.send(FrameType::err, "nano-run: warning: " + w + "\n");
 
+    if (io.link >= 0) io.send(FrameType::started, std::to_string(child.pid));
+
     std::vector<int> open_fds;
     if (child.stdout_fd >= 0) open_fds = {child.stdout_fd, child.stderr_fd};
     int status = 0;
-    bool exited = false;
-    while (!exited || !open_fds.empty()) {
-      std::vector<pollfd> fds = {{signals.fd(), POLLIN, 0}};
+    bool exited = false, reported = false, released = false;
+    FrameDecoder commands;
+    auto deliver = [&](int sig) {
+      if (exited) return;
+      killpg(child.pid, sig);
+      // A stopped rank acts on SIGTERM/SIGINT only once continued.
+      if (sig != SIGKILL && sig != SIGCONT) killpg(child.pid, SIGCONT);
+    };
+    // Runs until the rank ended, its output is drained and (when linked) the launcher released us.
+    while (!exited || !open_fds.empty() || (io.link >= 0 && !released)) {
+      std::vector<pollfd> fds = {{signals.fd(), POLLIN, 0}, {io.link, POLLIN, 0}};
       for (int fd : open_fds) fds.push_back({fd, POLLIN, 0});
       poll(fds.data(), fds.size(), 200);
       if (getppid() != parent) {  // mpirun/orted is gone: nobody supervises us any more
@@ -134,8 +152,26 @@ int run_rank_shim(int argc, char** argv) {
         _exit(137);
       }
       for (int sig : signals.take())
-        if (sig != SIGCHLD && !exited) killpg(child.pid, sig);
-      for (size_t i = 1; i < fds.size(); ++i) {
+        if (sig != SIGCHLD) deliver(sig);  // from mpirun/orted itself
+      if (fds[1].revents) {
+        char buf[4096];
+        ssize_t n = read(io.link, buf, sizeof buf);
+        if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) {
+          // The launcher is gone (killed): the rank and its children go too.
+          killpg(child.pid, SIGKILL);
+          _exit(137);
+        }
+        if (n > 0) {
+          commands.feed(buf, static_cast<size_t>(n));
+          FrameType type;
+          std::string payload;
+          while (commands.next(type, payload)) {
+            if (type == FrameType::signal) deliver(std::atoi(payload.c_str()));
+            else if (type == FrameType::release) released = true;
+          }
+        }
+      }
+      for (size_t i = 2; i < fds.size(); ++i) {
         if (!fds[i].revents) continue;
         char buf[65536];
         ssize_t n = read(fds[i].fd, buf, sizeof buf);
@@ -152,11 +188,19 @@ int run_rank_shim(int argc, char** argv) {
         exited = true;
         killpg(child.pid, SIGKILL);  // no leftovers of this rank's group keep its pipes open
       }
+      if (exited && open_fds.empty() && !reported) {
+        int code, sig;
+        decode_wait_status(status, code, sig);
+        io.send(FrameType::exit, exit_payload(code, sig));
+        reported = true;
+      }
     }
     int code, sig;
     decode_wait_status(status, code, sig);
-    io.send(FrameType::exit, exit_payload(code, sig));
-    if (io.link >= 0) close(io.link);
+    if (io.link >= 0) {
+      close(io.link);
+      return 0;  // the launcher has the rank's real status; mpirun must not act on it
+    }
     return sig != 0 ? 128 + sig : code;
   } catch (const Error& e) {
     std::string message = "nano-run: rank " + std::to_string(io.rank) + ": " + e.what() + "\n";

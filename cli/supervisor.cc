@@ -31,7 +31,7 @@ Decision Supervisor::rank_exited(int rank, int exit_code, int signal) {
 
 Decision Supervisor::backend_exited(int exit_code, int signal) {
   bool failed = exit_code != 0 || signal != 0;
-  if (failed && !root_cause_ && interrupted_by_ == 0) root_cause_ = RootCause{-1, exit_code, signal};
+  if (failed && !root_cause_ && interrupted_by_ == 0 && !all_exited()) root_cause_ = RootCause{-1, exit_code, signal};
   std::fill(exited_.begin(), exited_.end(), true);
   return {};
 }
@@ -52,6 +52,10 @@ Decision Supervisor::grace_expired() {
   Decision d;
   d.kind = Decision::kill_all;
   return d;
+}
+
+bool Supervisor::exited(int rank) const {
+  return rank >= 0 && static_cast<size_t>(rank) < exited_.size() && exited_[static_cast<size_t>(rank)];
 }
 
 bool Supervisor::all_exited() const {

@@ -30,7 +30,8 @@ class Supervisor {
   /// teardown is the root cause and starts a teardown with SIGTERM.
   Decision rank_exited(int rank, int exit_code, int signal);
   /// The backend process (mpirun) ended: ranks that did not report are counted as ended; a
-  /// failure of the backend with no rank to blame becomes the root cause (rank -1).
+  /// failure of the backend with no rank to blame becomes the root cause (rank -1), unless
+  /// every rank had already reported its end (then mpirun's verdict on them adds nothing).
   Decision backend_exited(int exit_code, int signal);
   /// nano-run received SIGINT, SIGTERM or SIGHUP: forward it; a second one while tearing
   /// down kills at once.
@@ -40,6 +41,8 @@ class Supervisor {
 
   bool tearing_down() const { return tearing_down_; }
   bool all_exited() const;
+  /// True once `rank`'s end was reported (or the backend ended).
+  bool exited(int rank) const;
   /// 0 when every rank exited 0; the root cause's code or 128+signal; 128+signal of the
   /// signal nano-run received (130 for SIGINT) when that came first.
   int exit_code() const;

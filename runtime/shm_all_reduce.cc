@@ -100,7 +100,7 @@ ShmAllReduce::ShmAllReduce(std::vector<char*> areas, int64_t data_bytes, int ran
 
 void ShmAllReduce::await_peer(int q) {
   Header* peer = header(areas_[q]);
-  std::chrono::steady_clock::time_point deadline{};
+  std::chrono::steady_clock::time_point deadline{}, left_since{};
   for (int spins = 0, sleeps = 0;; ++spins) {
     const uint32_t value = peer->counter.load(std::memory_order_acquire);
     if (reached(value, epoch_)) return;
@@ -114,25 +114,29 @@ void ShmAllReduce::await_peer(int q) {
     timespec limit{0, 10 * 1000 * 1000};
     syscall(SYS_futex, reinterpret_cast<uint32_t*>(&peer->counter), FUTEX_WAIT, value, &limit, nullptr, 0);
     // A peer whose communicator is gone (its program ended or left its training loop) will
-    // not come: say so at once rather than wait for its exit or the timeout.
-    if (peer->left.load(std::memory_order_acquire) != 0) {
-      throw Error("nano: shared-memory all-reduce: rank " + std::to_string(q) + " (pid " +
-                  std::to_string(peer->pid) + ") left the world during the collective (its communicator was destroyed)");
-    }
-    // Every ~0.1 s of waiting: a peer that died mid-collective would otherwise be awaited
-    // forever when no launcher tears this rank down. Its pid means something only in our pid
-    // namespace. (A zombie still answers kill(); its launcher reaps it at once.)
-    if (++sleeps % 10 != 0) continue;
+    // not come. Its exit is awaited a little first, so the launcher hears of the leaver's end
+    // (the root cause) before this rank fails because of it.
+    const bool left = peer->left.load(std::memory_order_acquire) != 0;
+    if (left && left_since == std::chrono::steady_clock::time_point{}) left_since = std::chrono::steady_clock::now();
+    if (!left && ++sleeps % 10 != 0) continue;
+    // Every ~0.1 s of waiting (every sleep once it left): a peer that died mid-collective
+    // would otherwise be awaited forever when no launcher tears this rank down. Its pid means
+    // something only in our pid namespace. (A zombie still answers kill(); its launcher reaps
+    // it at once.)
     if (peer->pid_namespace != 0 && peer->pid_namespace == pid_namespace() && kill(peer->pid, 0) != 0 &&
         errno == ESRCH) {
       throw Error("nano: shared-memory all-reduce: rank " + std::to_string(q) + " (pid " +
                   std::to_string(peer->pid) + ") exited during the collective");
     }
+    if (left && std::chrono::steady_clock::now() - left_since > std::chrono::seconds(3)) {
+      throw Error("nano: shared-memory all-reduce: rank " + std::to_string(q) + " (pid " +
+                  std::to_string(peer->pid) + ") left the world during the collective (its communicator was destroyed)");
+    }
     // A peer that is alive but does not arrive (stopped, stuck): bounded by the timeout.
     // Checked only after the first sleeps, so the clock is not read on the fast path.
     if (timeout_.count() <= 0) continue;
     const auto now = std::chrono::steady_clock::now();
-    if (sleeps == 10) {
+    if (deadline == std::chrono::steady_clock::time_point{}) {
       deadline = now + timeout_ - std::chrono::milliseconds(100);
     } else if (now >= deadline) {
       std::ostringstream seconds;
