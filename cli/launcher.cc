@@ -313,8 +313,8 @@ struct Channel {
 
 class Run {
  public:
-  Run(const LaunchOptions& o, const Setup& s, OutputRouter& router, Guardian& guardian)
-      : o_(o), s_(s), router_(router), guardian_(guardian), supervisor_(s.world_size),
+  Run(const LaunchOptions& o, const Setup& s, OutputRouter& router, StdioSink& sink, Guardian& guardian)
+      : o_(o), s_(s), router_(router), sink_(sink), guardian_(guardian), supervisor_(s.world_size),
         hosts_(static_cast<size_t>(s.world_size), host_name()),
         shims_(static_cast<size_t>(s.world_size), nullptr),
         rank_groups_(static_cast<size_t>(s.world_size), -1) {}
@@ -559,7 +559,11 @@ class Run {
     fds.push_back({signals_->fd(), POLLIN, 0});
     fds.push_back({listen_fd_, POLLIN, 0});
     for (auto& c : channels_) fds.push_back({c->fd, POLLIN, 0});
+    // Our own stdout/stderr, when bytes wait for a slow reader: they are written as the
+    // reader takes them, never blocking this loop.
+    for (const pollfd& out : sink_.pollfds()) fds.push_back(out);
     int n = poll(fds.data(), fds.size(), timeout_ms);
+    sink_.flush_ready();
     if (n <= 0) return;
     if (fds[0].revents) {
       for (int sig : signals_->take()) {
@@ -666,6 +670,7 @@ class Run {
   const LaunchOptions& o_;
   const Setup& s_;
   OutputRouter& router_;
+  StdioSink& sink_;
   Guardian& guardian_;
   Supervisor supervisor_;
   std::vector<std::string> hosts_;
@@ -761,8 +766,13 @@ LaunchResult launch(const LaunchOptions& options, const std::vector<std::string>
     guardian.remove_path(s.job_dir);
     if (mkdir(s.job_dir.c_str(), 0700) != 0) throw Error("cannot create " + s.job_dir + ": " + strerror(errno));
   }
-  Run run(options, s, router, guardian);
+  Run run(options, s, router, sink, guardian);
   LaunchResult result = s.backend == Backend::mpi ? run.mpi() : run.subprocess();
+  const std::string lost = sink.drain(std::chrono::seconds(5));
+  if (!lost.empty()) {
+    router.note(lost);
+    sink.drain(std::chrono::seconds(1));
+  }
   // Every rank's group is gone by now: remove what the job left, then let the guardian go.
   if (!s.job_dir.empty()) remove_tree(s.job_dir.c_str());
   remove_with_prefix("/dev/shm", shm_prefix.c_str());

@@ -6,27 +6,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <poll.h>
 
 #include "env-init/error.h"
 
 namespace nano {
 namespace {
 
-constexpr size_t kMaxLine = 64 * 1024;
-
-void write_all(int fd, const std::string& text) {
-  const char* p = text.data();
-  size_t left = text.size();
-  while (left > 0) {
-    ssize_t n = ::write(fd, p, left);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return;  // a closed terminal must not stop supervision
-    }
-    p += n;
-    left -= static_cast<size_t>(n);
-  }
-}
+// Whole lines up to this size: a bound on memory for output that never ends a line.
+constexpr size_t kMaxLine = 256u << 20;
 
 void make_dirs(const std::string& path) {
   std::string partial;
@@ -45,8 +33,31 @@ void make_dirs(const std::string& path) {
 
 }  // namespace
 
-void StdioSink::write(Stream stream, const std::string& line) {
-  write_all(stream == Stream::out ? 1 : 2, line);
+void StdioSink::write(Stream stream, const std::string& line) { (stream == Stream::out ? out_ : err_).write(line); }
+
+std::vector<pollfd> StdioSink::pollfds() const {
+  std::vector<pollfd> fds;
+  if (out_.pending()) fds.push_back({out_.fd(), POLLOUT, 0});
+  if (err_.pending()) fds.push_back({err_.fd(), POLLOUT, 0});
+  return fds;
+}
+
+void StdioSink::flush_ready() {
+  out_.flush_ready();
+  err_.flush_ready();
+}
+
+std::string StdioSink::drain(std::chrono::milliseconds limit) {
+  out_.drain(limit);
+  err_.drain(limit);
+  std::string note;
+  for (const PendingWriter* w : {&out_, &err_}) {
+    if (w->dropped() == 0) continue;
+    note += std::string(note.empty() ? "" : "; ") + std::to_string(w->dropped()) + " bytes of " +
+            (w == &out_ ? "stdout" : "stderr") + (w->closed() ? " (its reader went away)" : " (its reader was too slow)");
+  }
+  if (!note.empty()) note = "nano-run: the terminal did not get " + note + "; --log-dir keeps every line";
+  return note;
 }
 
 OutputRouter::OutputRouter(int world_size, OutputConfig config, OutputSink& sink)

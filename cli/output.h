@@ -2,11 +2,14 @@
 // Rank output: bytes from each rank's stdout/stderr become whole, tagged lines ("[rank 3] ..."),
 // never two ranks mixed inside one line; optional per-rank log files; the last stderr lines
 // of every rank are kept for the failure summary.
+#include <chrono>
 #include <deque>
 #include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "cli/pending_writer.h"
 
 namespace nano {
 
@@ -19,10 +22,20 @@ class OutputSink {
   virtual void write(Stream stream, const std::string& line) = 0;
 };
 
-/// Writes to file descriptors 1 and 2.
+/// Writes to file descriptors 1 and 2 without ever blocking (cli/pending_writer.h): the
+/// supervision loop polls pollfds() and calls flush_ready(); drain() at the end.
 class StdioSink : public OutputSink {
  public:
   void write(Stream stream, const std::string& line) override;
+  /// POLLOUT entries for the streams with bytes waiting.
+  std::vector<struct pollfd> pollfds() const;
+  void flush_ready();
+  /// Writes what is left for at most `limit`; returns a note about output the terminal did
+  /// not get ("" when none was lost).
+  std::string drain(std::chrono::milliseconds limit);
+
+ private:
+  PendingWriter out_{1}, err_{2};
 };
 
 struct OutputConfig {
@@ -41,7 +54,8 @@ class OutputRouter {
   OutputRouter(int world_size, OutputConfig config, OutputSink& sink);
 
   /// Appends bytes a rank wrote; complete lines are emitted at once, the rest is kept.
-  /// A line longer than 64 KiB is emitted in pieces. `rank` may be kMpirunStream.
+  /// Lines pass whole up to 256 MiB (longer ones, binary output without newlines, are emitted
+  /// in 256 MiB pieces). `rank` may be kMpirunStream.
   void feed(int rank, Stream stream, const char* data, size_t size);
   /// Emits what is left of an unterminated last line (at end of stream).
   void finish(int rank, Stream stream);
