@@ -1,6 +1,7 @@
 #include "cli/launcher.h"
 
 #include <errno.h>
+#include <netdb.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -157,6 +158,16 @@ std::vector<int> allowed_cpus_of_this_process() {
   return out;
 }
 
+// A name the ranks could not resolve would only show as their rendezvous timing out.
+void check_resolves(const std::string& addr) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const int rc = getaddrinfo(addr.c_str(), nullptr, &hints, &found);
+  if (found) freeaddrinfo(found);
+  if (rc != 0) throw UsageError("--master-addr " + addr + " does not resolve: " + gai_strerror(rc));
+}
+
 Setup prepare(const LaunchOptions& o, const std::vector<std::string>& argv, bool dry) {
   Setup s;
   if (argv.empty()) throw UsageError("missing PROGRAM (usage: nano-run [options] [--] PROGRAM [ARGS...])");
@@ -192,6 +203,7 @@ Setup prepare(const LaunchOptions& o, const std::vector<std::string>& argv, bool
 
   s.argv = argv;
   s.argv[0] = resolve_program(argv[0], path);
+  check_runnable(s.argv[0], path);
   if (s.backend == Backend::mpi) find_shim_executable(o);
 
   s.topology = load_topology(o);
@@ -229,6 +241,7 @@ Setup prepare(const LaunchOptions& o, const std::vector<std::string>& argv, bool
       throw UsageError("--output-ranks " + std::to_string(r) + " is not a rank (world size " +
                        std::to_string(s.world_size) + ")");
 
+  if (!o.master_addr.empty()) check_resolves(o.master_addr);
   s.master_addr = !o.master_addr.empty() ? o.master_addr
                   : s.hosts.empty()      ? "127.0.0.1"
                                          : s.hosts.front().host;
@@ -260,7 +273,11 @@ Setup prepare(const LaunchOptions& o, const std::vector<std::string>& argv, bool
                                              current, find_installed_library, o.extra_env));
     }
   }
-  if (!s.envs.empty()) s.warning = user_kept_warning(s.envs.front().user_kept, current);
+  if (!s.envs.empty()) {
+    s.warning = user_kept_warning(s.envs.front().user_kept, current);
+    for (const auto& w : s.envs.front().warnings)
+      s.warning += (s.warning.empty() ? "" : "\n") + std::string("nano-run: warning: ") + w;
+  }
   if (!dry) {
     s.job_id = make_job_id();
     for (auto& e : s.envs) e.env["NANO_JOB_ID"] = s.job_id;

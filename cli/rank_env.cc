@@ -11,6 +11,7 @@ RankEnvironment make_rank_environment(const RankIdentity& identity, const RankPl
   RankEnvironment out;
   Recipe recipe = make_recipe(plan.threads, plan.cpus, recipe_options, current, finder);
   out.env = apply_recipe(recipe, current);
+  out.warnings = recipe.warnings;
   for (const auto& setting : recipe.set) {
     if (setting.name == "LD_PRELOAD") continue;
     if (setting.name == "OMP_NUM_THREADS" && recipe_options.threads > 0) continue;

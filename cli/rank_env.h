@@ -26,6 +26,7 @@ struct RankIdentity {
 struct RankEnvironment {
   Environment env;
   std::vector<std::string> user_kept;  ///< recipe names whose exported value was kept
+  std::vector<std::string> warnings;   ///< the recipe's warnings (e.g. the user's allocator kept)
 };
 
 /// `current` + recipe for `plan`'s CPUs + RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,

@@ -69,6 +69,45 @@ std::string resolve_program(const std::string& name, const std::string& path_env
   throw UsageError("program not found: " + name);
 }
 
+void check_runnable(const std::string& path, const std::string& path_env) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  char head[512];
+  ssize_t n = read(fd, head, sizeof head);
+  close(fd);
+  if (n < 0) return;
+  const std::string text(head, static_cast<size_t>(n));
+  if (text.compare(0, 4, "\x7f" "ELF") == 0) return;
+  if (text.compare(0, 2, "#!") != 0) throw UsageError("cannot run " + path + ": it has no #! line and is not a binary");
+  // "#! /interp [arg]": the interpreter, then (for env) the program it looks up.
+  std::vector<std::string> words;
+  std::string word;
+  for (size_t i = 2; i < text.size() && text[i] != '\n'; ++i) {
+    if (text[i] == ' ' || text[i] == '\t') {
+      if (!word.empty()) words.push_back(word);
+      word.clear();
+    } else {
+      word += text[i];
+    }
+  }
+  if (!word.empty()) words.push_back(word);
+  if (words.empty()) throw UsageError("cannot run " + path + ": its #! line names no interpreter");
+  struct stat st;
+  if (stat(words[0].c_str(), &st) != 0)
+    throw UsageError("cannot run " + path + ": its interpreter " + words[0] + " is not installed");
+  if (!S_ISREG(st.st_mode) || access(words[0].c_str(), X_OK) != 0)
+    throw UsageError("cannot run " + path + ": its interpreter " + words[0] + " is not executable");
+  const std::string base = words[0].substr(words[0].rfind('/') + 1);
+  if (base == "env" && words.size() > 1 && words[1][0] != '-') {
+    try {
+      resolve_program(words[1], path_env);
+    } catch (const UsageError&) {
+      throw UsageError("cannot run " + path + ": its interpreter " + words[1] + " (through " + words[0] +
+                       ") is not on PATH");
+    }
+  }
+}
+
 Spawned spawn_process(const SpawnRequest& request) {
   if (request.argv.empty()) throw Error("spawn_process: empty argv");
   // Everything the child touches is prepared here: after fork only async-signal-safe calls.

@@ -40,6 +40,13 @@ Spawned spawn_process(const SpawnRequest& request);
 /// "program is not executable: PATH".
 std::string resolve_program(const std::string& name, const std::string& path_env);
 
+/// Checks that execve can run `path` (already resolved): an ELF binary, or a script whose
+/// #! interpreter exists and is executable (with `/usr/bin/env NAME`, NAME is looked up in
+/// `path_env`). Throws UsageError naming the program and what is wrong, e.g. "cannot run
+/// ./train.sh: it has no #! line and is not a binary" or "cannot run ./t.py: its interpreter
+/// /usr/bin/python9 is not installed". A file it cannot read is left to execve.
+void check_runnable(const std::string& path, const std::string& path_env);
+
 /// Decodes a waitpid status into (exit code, signal); exactly one is meaningful.
 void decode_wait_status(int status, int& exit_code, int& signal);
 

@@ -175,6 +175,7 @@ int run_init(const InitOptions& o) {
   const nano::Environment env = nano::current_environment();
   const nano::Recipe recipe = nano::make_recipe(scope.threads, scope.cpus, recipe_options, env,
                                                 nano::find_installed_library);
+  for (const std::string& w : recipe.warnings) std::cerr << "nano-init: warning: " << w << '\n';
   if (o.json) {
     std::cout << nano::render_json(recipe);
   } else if (o.unset) {

@@ -56,8 +56,8 @@ std::string join_preload(const std::vector<std::string>& items) {
 
 bool is_allocator_library(const std::string& path) {
   const std::string name = base_name(path);
-  return starts_with(name, "libjemalloc.so") || starts_with(name, "libtcmalloc.so") ||
-         starts_with(name, "libtcmalloc_minimal.so");
+  // libtcmalloc covers tcmalloc_minimal, tcmalloc_debug and tcmalloc_and_profiler too.
+  return starts_with(name, "libjemalloc") || starts_with(name, "libtcmalloc") || starts_with(name, "libmimalloc");
 }
 
 bool is_intel_openmp(const std::string& path) {
@@ -202,6 +202,20 @@ Recipe make_recipe(int physical_cores, const std::vector<int>& cpus, const Recip
       throw UsageError(
           "--allocator tcmalloc: libtcmalloc.so.4 is not installed (Debian package "
           "libgoogle-perftools4)");
+  }
+  // An allocator the user preloads themselves wins over the automatic choice: two allocators
+  // in one process would fight over every malloc. (The very library the recipe would add is
+  // taken as the recipe's own, from an earlier nano-init, so the recipe stays idempotent.)
+  if (options.allocator == Allocator::automatic) {
+    auto own = std::find_if(preload.begin(), preload.end(), [&](const std::string& item) {
+      return is_allocator_library(item) && item != library;
+    });
+    if (own != preload.end()) {
+      recipe.warnings.push_back("your LD_PRELOAD already loads an allocator (" + *own + "); " +
+                                (library.empty() ? std::string("none") : allocator_name) +
+                                " was not added (--allocator chooses one instead)");
+      return recipe;
+    }
   }
   std::vector<std::string> kept;
   for (const std::string& item : preload) {

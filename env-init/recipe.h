@@ -35,6 +35,9 @@ struct EnvSetting {
 struct Recipe {
   std::vector<EnvSetting> set;
   std::vector<std::string> unset_names;
+  /// Lines for the user about choices the recipe deferred to them (e.g. their own allocator
+  /// kept in LD_PRELOAD); printed once as warnings.
+  std::vector<std::string> warnings;
 };
 
 /// The environment as a map (name -> value), e.g. from `environ`.

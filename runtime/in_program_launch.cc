@@ -12,18 +12,22 @@
 namespace nano {
 
 namespace {
+std::string signal_text(int signal) {
+  const char* abbrev = sigabbrev_np(signal);
+  return abbrev ? "SIG" + std::string(abbrev) : "signal " + std::to_string(signal);
+}
+
 std::string failure_line(int rank, const std::string& host, int exit_code, int signal) {
+  if (rank < 0 && exit_code > 128 && exit_code < 160) {
+    return "nano: the launch was stopped by " + signal_text(exit_code - 128) + " (exit code " +
+           std::to_string(exit_code) + ")";
+  }
   if (rank < 0) {
-    return "nano: the launch ended with code " + std::to_string(exit_code) +
-           " before any rank failed (mpirun failed or the launch was interrupted)";
+    return "nano: mpirun failed with code " + std::to_string(exit_code) + " before any rank did";
   }
   std::string who = "rank " + std::to_string(rank);
   if (!host.empty()) who += " (host " + host + ")";
-  if (signal != 0) {
-    const char* abbrev = sigabbrev_np(signal);
-    return "nano: " + who + " was killed by " +
-           (abbrev ? "SIG" + std::string(abbrev) : "signal " + std::to_string(signal));
-  }
+  if (signal != 0) return "nano: " + who + " was killed by " + signal_text(signal);
   return "nano: " + who + " exited with code " + std::to_string(exit_code);
 }
 }  // namespace

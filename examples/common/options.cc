@@ -1,4 +1,5 @@
 #include "examples/common/options.h"
+#include "runtime/in_program_error.h"
 
 #include <CLI/CLI.hpp>
 
@@ -131,6 +132,10 @@ int run_example_main(int argc, const char* const* argv, const ExampleOptions& de
   } catch (const UsageError& e) {
     std::fprintf(stderr, "%s: error: %s\n", spec.program.c_str(), e.what());
     return 2;
+  } catch (const RankFailedError& e) {
+    // nano-run's contract: the failing rank's code, 128+signal, 130 on Ctrl-C.
+    std::fprintf(stderr, "%s: error: %s\n", spec.program.c_str(), e.what());
+    return e.launch_exit_code();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s: error: %s\n", spec.program.c_str(), e.what());
     return 1;
