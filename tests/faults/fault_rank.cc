@@ -12,7 +12,8 @@
 // RANKS: "1" or "0,2".
 // --pid-dir writes DIR/rank-R.pid first (and DIR/grandchild-R.pid with --grandchild, a
 // `sleep 300` the rank starts in its own process group, as data loaders and pools do).
-// --on-term-save: on SIGTERM, finish the current step, write FILE.R after SECONDS, exit 0.
+// --on-term-save: on SIGTERM, finish the current step (the ranks agree on which), write
+// FILE.R after SECONDS, exit 0.
 #include <signal.h>
 #include <unistd.h>
 
@@ -151,7 +152,10 @@ int main(int argc, char** argv) {
       loss.backward();
       opt.step();
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      if (g_term) {
+      // The ranks agree on stopping (a SIGTERM may reach them a step apart), as real programs do.
+      auto stop = torch::full({1}, g_term ? 1.0f : 0.0f);
+      if (!save_file.empty()) world.comm->all_reduce(stop);
+      if (stop.item<float>() > 0) {
         std::this_thread::sleep_for(std::chrono::duration<double>(save_seconds));
         std::ofstream(save_file + "." + std::to_string(rank)) << "step " << step << "\n";
         std::cout << "fault_rank: rank " << rank << " saved at step " << step << std::endl;

@@ -1,0 +1,278 @@
+// Every way a rank can stop, at every phase, through the real nano-run on both backends: how
+// long the job takes to end, its exit code, the root cause it names, and that no process of
+// the job (ranks, their children) and no file of it (/dev/shm, Open MPI's session directory)
+// is left. Each run is bounded, so a hang fails the test instead of CI.
+#include <doctest/doctest.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+const std::string kNanoRun = NANO_RUN_PATH;
+const std::string kFaultRank = FAULT_RANK_PATH;
+const char* kBackends[] = {"subprocess", "mpi"};
+
+std::string temp_dir() {
+  char tmpl[] = "/tmp/nano_fault_test_XXXXXX";
+  return mkdtemp(tmpl);
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+std::set<std::string> entries(const std::string& dir) {
+  std::set<std::string> out;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d))
+      if (e->d_name[0] != '.') out.insert(e->d_name);
+    closedir(d);
+  }
+  return out;
+}
+
+bool alive(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return false;
+  auto close_paren = line.rfind(')');
+  return close_paren != std::string::npos && line.size() > close_paren + 2 && line[close_paren + 2] != 'Z';
+}
+
+bool all_dead_within(const std::vector<pid_t>& pids, double seconds) {
+  auto until = Clock::now() + std::chrono::duration<double>(seconds);
+  for (;;) {
+    bool any = false;
+    for (pid_t p : pids) any = any || alive(p);
+    if (!any) return true;
+    if (Clock::now() > until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+// The pids a run's ranks wrote (rank-N.pid, grandchild-N.pid).
+std::vector<pid_t> pids_in(const std::string& dir) {
+  std::vector<pid_t> pids;
+  for (const auto& name : entries(dir)) {
+    if (name.size() < 4 || name.compare(name.size() - 4, 4, ".pid") != 0) continue;
+    pid_t pid = 0;
+    if (std::ifstream(dir + "/" + name) >> pid) pids.push_back(pid);
+  }
+  return pids;
+}
+
+struct Run {
+  pid_t pid = -1;
+  std::string dir;  // out, err, and the ranks' pid files
+  Clock::time_point started;
+  int rc = -1;
+  double seconds = 0;
+  std::string out, err;
+};
+
+Run start(const std::vector<std::string>& args, const std::vector<std::string>& env = {}) {
+  Run r;
+  r.dir = temp_dir();
+  r.started = Clock::now();
+  r.pid = fork();
+  if (r.pid == 0) {
+    setpgid(0, 0);  // so the test can take the whole job down if it hangs
+    int out = open((r.dir + "/out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int err = open((r.dir + "/err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(out, 1);
+    dup2(err, 2);
+    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+    setenv("NANO_COLLECTIVE_TIMEOUT", "4", 1);
+    setenv("NANO_RENDEZVOUS_TIMEOUT", "4", 1);
+    for (const auto& e : env) putenv(const_cast<char*>(e.c_str()));
+    std::vector<char*> argv = {const_cast<char*>(kNanoRun.c_str())};
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(126);
+  }
+  return r;
+}
+
+void wait_for(Run& r, double timeout_s) {
+  int status = 0;
+  auto until = r.started + std::chrono::duration<double>(timeout_s);
+  for (;;) {
+    if (waitpid(r.pid, &status, WNOHANG) == r.pid) break;
+    if (Clock::now() > until) {
+      kill(-r.pid, SIGKILL);
+      waitpid(r.pid, &status, 0);
+      for (pid_t p : pids_in(r.dir)) kill(p, SIGKILL);
+      FAIL("nano-run did not end within " << timeout_s << " s");
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  r.seconds = std::chrono::duration<double>(Clock::now() - r.started).count();
+  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = slurp(r.dir + "/out");
+  r.err = slurp(r.dir + "/err");
+}
+
+// What the job may leave: nano's and Open MPI's names in /dev/shm, Open MPI's session folders.
+std::set<std::string> leftovers(const std::set<std::string>& shm_before, const std::set<std::string>& tmp_before) {
+  std::set<std::string> out;
+  for (const auto& e : entries("/dev/shm"))
+    if (!shm_before.count(e)) out.insert("/dev/shm/" + e);
+  for (const auto& e : entries("/tmp"))
+    if (!tmp_before.count(e) && e.rfind("ompi.", 0) == 0) out.insert("/tmp/" + e);
+  return out;
+}
+
+std::string joined(const std::set<std::string>& s) {
+  std::string out;
+  for (const auto& e : s) out += e + " ";
+  return out;
+}
+
+struct Case {
+  std::string fault;      // fault_rank's --fault
+  int rc;                 // nano-run's exit code
+  std::string cause;      // in the root-cause line
+  std::string detail;     // in the output ("" = none checked)
+  double bound;           // seconds to end, at most
+};
+
+}  // namespace
+
+TEST_CASE("each way a rank stops, at each phase: bounded end, exit code, root cause, nothing left") {
+  const Case cases[] = {
+      {"throw@step:3@1", 1, "rank 1 on ", "injected failure", 15},
+      {"return@step:3@1", 3, "rank 1 on ", "", 15},
+      {"exit@step:3@1", 4, "rank 1 on ", "", 15},
+      {"segv@step:3@1", 139, "rank 1 on ", "was killed by SIGSEGV", 15},
+      {"abort@step:3@1", 134, "rank 1 on ", "was killed by SIGABRT", 15},
+      {"kill@step:3@1", 137, "rank 1 on ", "was killed by SIGKILL", 15},
+      {"term@step:3@1", 143, "rank 1 on ", "was killed by SIGTERM", 15},
+      // A rank that returns 0 in the middle of training: its peer names it and fails.
+      {"zero@step:3@1", 1, "rank 0 on ", "rank 1 (pid ", 15},
+      // Alive but not progressing: the collective timeout (4 s here) names the late rank.
+      {"hang@step:3@1", 1, "rank 0 on ", "did not reach the collective within 4 s", 20},
+      {"stop@step:3@1", 1, "rank 0 on ", "did not reach the collective within 4 s", 20},
+      // Never joins: the rendezvous timeout (4 s) names it.
+      {"zero@init@1", 1, "rank 0 on ", "missing: 1", 20},
+      {"hang@init@1", 1, "rank 0 on ", "missing: 1", 20},
+      {"throw@init@1", 1, "rank 1 on ", "", 20},
+      {"return@teardown@1", 3, "rank 1 on ", "", 15},
+      {"exit@exit@1", 4, "rank 1 on ", "", 15},
+  };
+  for (const Case& c : cases) {
+    for (std::string backend : kBackends) {
+      CAPTURE(c.fault);
+      CAPTURE(backend);
+      const auto shm_before = entries("/dev/shm"), tmp_before = entries("/tmp");
+      std::string pid_dir = temp_dir();
+      Run r = start({"-n", "2", "--backend", backend, "--grace-period", "2", kFaultRank, "--steps", "8", "--fault",
+                     c.fault, "--pid-dir", pid_dir, "--grandchild"});
+      wait_for(r, 60);
+      CAPTURE(r.err);
+      CHECK(r.rc == c.rc);
+      CHECK(r.seconds < c.bound);
+      CHECK(r.err.find("nano-run: root cause: " + c.cause) != std::string::npos);
+      if (!c.detail.empty()) CHECK((r.err + r.out).find(c.detail) != std::string::npos);
+      CHECK(all_dead_within(pids_in(pid_dir), 2.0));
+      CHECK(joined(leftovers(shm_before, tmp_before)) == "");
+      std::system(("rm -rf " + pid_dir + " " + r.dir).c_str());
+    }
+  }
+}
+
+TEST_CASE("the grace period holds on both backends: ranks that save on SIGTERM finish their saves") {
+  for (std::string backend : kBackends) {
+    CAPTURE(backend);
+    std::string dir = temp_dir(), pid_dir = temp_dir();
+    // Each rank needs 2 s after SIGTERM to save; the grace period is 8 s.
+    Run r = start({"-n", "2", "--backend", backend, "--grace-period", "8", kFaultRank, "--steps", "100000",
+                   "--pid-dir", pid_dir, "--on-term-save", dir + "/ckpt,2"});
+    auto until = Clock::now() + std::chrono::seconds(30);
+    while (pids_in(pid_dir).size() < 2 && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    kill(r.pid, SIGTERM);
+    wait_for(r, 30);
+    CAPTURE(r.err);
+    CHECK(r.rc == 128 + SIGTERM);
+    CHECK(slurp(dir + "/ckpt.0").rfind("step ", 0) == 0);
+    CHECK(slurp(dir + "/ckpt.1").rfind("step ", 0) == 0);
+    CHECK(r.err.find("grace period over") == std::string::npos);
+    std::system(("rm -rf " + dir + " " + pid_dir + " " + r.dir).c_str());
+  }
+}
+
+TEST_CASE("nano-run SIGKILLed: ranks, their children and the job's files all go") {
+  for (std::string backend : kBackends) {
+    CAPTURE(backend);
+    const auto shm_before = entries("/dev/shm"), tmp_before = entries("/tmp");
+    std::string pid_dir = temp_dir();
+    Run r = start({"-n", "2", "--backend", backend, kFaultRank, "--steps", "100000", "--pid-dir", pid_dir,
+                   "--grandchild"});
+    // Both ranks and both grandchildren are up, and training has started.
+    auto until = Clock::now() + std::chrono::seconds(30);
+    while (pids_in(pid_dir).size() < 4 && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    auto pids = pids_in(pid_dir);
+    REQUIRE(pids.size() == 4);
+    kill(r.pid, SIGKILL);
+    wait_for(r, 10);
+    CHECK(r.rc == 128 + SIGKILL);
+    CHECK(all_dead_within(pids, 3.0));
+    // The guardian removes the files right after it has killed the groups.
+    auto files_until = Clock::now() + std::chrono::seconds(3);
+    std::string left;
+    do {
+      left = joined(leftovers(shm_before, tmp_before));
+      if (left.empty()) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    } while (Clock::now() < files_until);
+    CHECK(left == "");
+    std::system(("rm -rf " + pid_dir + " " + r.dir).c_str());
+  }
+}
+
+TEST_CASE("SIGINT and SIGTERM to nano-run reach the ranks as themselves; exit 130 and 143, nothing left") {
+  for (int sig : {SIGINT, SIGTERM}) {
+    for (std::string backend : kBackends) {
+      CAPTURE(backend);
+      CAPTURE(sig);
+      std::string pid_dir = temp_dir();
+      Run r = start({"-n", "2", "--backend", backend, "--grace-period", "5", kFaultRank, "--steps", "100000",
+                     "--pid-dir", pid_dir, "--grandchild"});
+      auto until = Clock::now() + std::chrono::seconds(30);
+      while (pids_in(pid_dir).size() < 4 && Clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      auto pids = pids_in(pid_dir);
+      kill(r.pid, sig);
+      wait_for(r, 20);
+      CAPTURE(r.err);
+      CHECK(r.rc == 128 + sig);
+      CHECK(r.seconds < 20);
+      CHECK(r.err.find(std::string("stopped by ") + (sig == SIGINT ? "SIGINT" : "SIGTERM")) != std::string::npos);
+      CHECK(all_dead_within(pids, 2.0));
+      std::system(("rm -rf " + pid_dir + " " + r.dir).c_str());
+    }
+  }
+}
