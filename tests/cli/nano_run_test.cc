@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -304,6 +305,11 @@ TEST_CASE("bad input: one line naming the value, exit 2, nothing started") {
   std::string bad_hostfile = dir + "/hosts", not_exec = dir + "/script";
   std::ofstream(bad_hostfile) << "node1 slots=2\nnode2 slots=two\n";
   std::ofstream(not_exec) << "#!/bin/sh\n";
+  const std::string no_shebang = dir + "/plain", bad_interp = dir + "/bad-interp", bad_env = dir + "/bad-env";
+  std::ofstream(no_shebang) << "echo hi\n";
+  std::ofstream(bad_interp) << "#!/usr/bin/python9 -u\nprint(1)\n";
+  std::ofstream(bad_env) << "#!/usr/bin/env python9\nprint(1)\n";
+  for (const auto& f : {no_shebang, bad_interp, bad_env}) chmod(f.c_str(), 0755);
   struct Row {
     std::vector<std::string> args;
     std::string message;
@@ -321,6 +327,11 @@ TEST_CASE("bad input: one line naming the value, exit 2, nothing started") {
       {{"-n", "2", "--output-ranks", "2", kProbe}, "--output-ranks 2 is not a rank (world size 2)"},
       {{not_exec}, "program is not executable: " + not_exec},
       {{"./no-such-program"}, "program not found: ./no-such-program"},
+      {{no_shebang}, "cannot run " + no_shebang + ": it has no #! line and is not a binary"},
+      {{bad_interp}, "cannot run " + bad_interp + ": its interpreter /usr/bin/python9 is not installed"},
+      {{bad_env}, "cannot run " + bad_env + ": its interpreter python9 (through /usr/bin/env) is not on PATH"},
+      {{"--master-addr", "no-such-host.invalid", kProbe},
+       "--master-addr no-such-host.invalid does not resolve: Name or service not known"},
       {{"no-such-program-on-path"}, "program not found: no-such-program-on-path"},
       {{"--frobnicate", kProbe}, "unknown option --frobnicate (see nano-run --help)"},
       {{"-n", "2"}, "missing PROGRAM (usage: nano-run [options] [--] PROGRAM [ARGS...])"},
@@ -420,5 +431,43 @@ TEST_CASE("a stock PyTorch program runs unchanged: gloo env:// all-reduce") {
     CHECK(r.rc == 0);
     CHECK(r.out.find("[rank 0] rank 0/2 allreduce 3.0 expected 3.0") != std::string::npos);
     CHECK(r.out.find("[rank 1] rank 1/2 allreduce 3.0 expected 3.0") != std::string::npos);
+  }
+}
+
+TEST_CASE("output: a 6 MB line passes whole; a closed or stalled reader stops nothing") {
+  for (std::string backend : kBackends) {
+    CAPTURE(backend);
+    Result big = run({"--backend", backend, "--", "/usr/bin/python3", "-c", "print('x' * 6000000)"});
+    REQUIRE(big.rc == 0);
+    CHECK(big.out == "[rank 0] " + std::string(6000000, 'x') + "\n");
+    // stdout into a pipe nobody reads (the test holds the read end): rank 1's exit 3 is still
+    // noticed, the root cause named, the lost output counted, all within the drain bound.
+    int fds[2];
+    REQUIRE(pipe(fds) == 0);
+    auto started = Clock::now();
+    pid_t pid = fork();
+    if (pid == 0) {
+      dup2(fds[1], 1);
+      close(fds[0]);
+      int err = open("/dev/null", O_WRONLY);
+      dup2(err, 2);
+      execl(kNanoRun.c_str(), kNanoRun.c_str(), "-n", "2", "--backend", backend.c_str(), "--", "/bin/sh", "-c",
+            "head -c 4000000 /dev/zero | tr '\\0' 'a' | fold -w 100; [ $RANK = 1 ] && exit 3; sleep 60",
+            static_cast<char*>(nullptr));
+      _exit(126);
+    }
+    close(fds[1]);
+    int status = 0;
+    while (waitpid(pid, &status, WNOHANG) == 0 && Clock::now() - started < std::chrono::seconds(40))
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (waitpid(pid, &status, WNOHANG) == 0) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      FAIL("nano-run blocked on a stalled reader");
+    }
+    close(fds[0]);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 3);
+    CHECK(std::chrono::duration<double>(Clock::now() - started).count() < 20);
   }
 }

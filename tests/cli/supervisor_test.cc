@@ -93,3 +93,21 @@ TEST_CASE("a single failing rank with nobody left needs no teardown") {
   CHECK(s.rank_exited(0, 4, 0).kind == Decision::none);
   CHECK(s.exit_code() == 4);
 }
+
+TEST_CASE("the mpi backend: mpirun's verdict after every rank reported adds no root cause") {
+  // Ranks killed by the teardown never reach MPI_Finalize; mpirun then exits non-zero.
+  Supervisor s(2);
+  s.received_signal(SIGINT);
+  s.rank_exited(0, 0, SIGINT);
+  s.rank_exited(1, 0, SIGINT);
+  s.backend_exited(1, 0);
+  CHECK_FALSE(s.root_cause());
+  CHECK(s.exit_code() == 130);
+  Supervisor ok(2);
+  ok.rank_exited(0, 0, 0);
+  ok.rank_exited(1, 0, 0);
+  CHECK(ok.exited(1));
+  CHECK_FALSE(ok.exited(2));
+  ok.backend_exited(1, 0);
+  CHECK(ok.exit_code() == 0);
+}

@@ -94,11 +94,12 @@ TEST_CASE("LD_PRELOAD is appended to, never clobbered, never duplicated") {
   const Environment env = {{"LD_PRELOAD", "/opt/a.so /opt/b.so:/opt/a.so"}};
   const Recipe r = make_recipe(2, {}, RecipeOptions{}, env, fake_finder);
   CHECK(value_of(r, "LD_PRELOAD") == "/opt/a.so:/opt/b.so:" + kJemalloc);
-  // jemalloc already there under another folder: kept once, at the real path
-  const Recipe again = make_recipe(
-      2, {}, RecipeOptions{}, {{"LD_PRELOAD", "/usr/lib/libjemalloc.so.2:/opt/a.so"}}, fake_finder);
+  // The recipe's own jemalloc (an earlier nano-init's): kept once
+  const Recipe again =
+      make_recipe(2, {}, RecipeOptions{}, {{"LD_PRELOAD", kJemalloc + ":/opt/a.so"}}, fake_finder);
   CHECK(value_of(again, "LD_PRELOAD") == kJemalloc + ":/opt/a.so");
-  // switching allocator takes the old one out
+  CHECK(again.warnings.empty());
+  // an explicit --allocator switches: the old one goes out
   RecipeOptions tc;
   tc.allocator = Allocator::tcmalloc;
   const Recipe switched =
@@ -108,6 +109,27 @@ TEST_CASE("LD_PRELOAD is appended to, never clobbered, never duplicated") {
   sys.allocator = Allocator::system;
   CHECK(value_of(make_recipe(2, {}, sys, {{"LD_PRELOAD", "/opt/a.so:" + kJemalloc}}, fake_finder),
                  "LD_PRELOAD") == "/opt/a.so");
+}
+
+TEST_CASE("the user's own allocator in LD_PRELOAD wins over the automatic choice, with one warning") {
+  struct Row {
+    std::string preload;
+  } rows[] = {
+      {kTcmalloc},                                                  // Debian's tcmalloc, set by the user
+      {"/opt/jemalloc/lib/libjemalloc.so.2"},                       // jemalloc in a custom path
+      {"/opt/a.so:/usr/lib/x86_64-linux-gnu/libtcmalloc_and_profiler.so.4"},  // tcmalloc with profiler
+      {"/usr/lib/libmimalloc.so.2"},
+  };
+  for (const Row& row : rows) {
+    CAPTURE(row.preload);
+    const Recipe r = make_recipe(2, {}, RecipeOptions{}, {{"LD_PRELOAD", row.preload}}, fake_finder);
+    CHECK(value_of(r, "LD_PRELOAD") == "<unset>");  // left exactly as the user set it: one allocator
+    CHECK(value_of(r, "MALLOC_CONF") == "<unset>");
+    REQUIRE(r.warnings.size() == 1);
+    CHECK(r.warnings[0].find("your LD_PRELOAD already loads an allocator (") == 0);
+    CHECK(r.warnings[0].find("); jemalloc was not added (--allocator chooses one instead)") != std::string::npos);
+    CHECK(apply_recipe(r, {{"LD_PRELOAD", row.preload}}).at("LD_PRELOAD") == row.preload);
+  }
 }
 
 TEST_CASE("applying the recipe twice gives the same environment; unapply restores") {
