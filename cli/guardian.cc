@@ -45,8 +45,9 @@ bool starts_with(const char* s, const char* prefix) {
   return true;
 }
 
-// Empties directory `fd` (then closed); depth-limited.
-bool empty_directory(int fd, int depth) {
+// Removes the entries of directory `fd` whose names start with `prefix` ("" = all), whole
+// trees for subdirectories, then closes `fd`; depth-limited.
+bool remove_entries(int fd, const char* prefix, int depth) {
   if (depth > 32) {
     close(fd);
     return false;
@@ -61,6 +62,7 @@ bool empty_directory(int fd, int depth) {
       off += d->d_reclen;
       const char* name = d->d_name;
       if ((name[0] == '.' && name[1] == 0) || (name[0] == '.' && name[1] == '.' && name[2] == 0)) continue;
+      if (!starts_with(name, prefix)) continue;
       if (unlinkat(fd, name, 0) == 0) continue;
       if (errno != EISDIR && errno != EPERM) {
         ok = ok && errno == ENOENT;
@@ -71,7 +73,7 @@ bool empty_directory(int fd, int depth) {
         ok = false;
         continue;
       }
-      ok = empty_directory(sub, depth + 1) && ok;
+      ok = remove_entries(sub, "", depth + 1) && ok;
       ok = (unlinkat(fd, name, AT_REMOVEDIR) == 0 || errno == ENOENT) && ok;
     }
   }
@@ -132,7 +134,7 @@ bool remove_tree(const char* path) {
   if (errno != EISDIR && errno != EPERM) return false;
   int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) return errno == ENOENT;
-  bool ok = empty_directory(fd, 0);
+  bool ok = remove_entries(fd, "", 0);
   return (rmdir(path) == 0 || errno == ENOENT) && ok;
 }
 
@@ -140,27 +142,7 @@ bool remove_with_prefix(const char* dir, const char* prefix) {
   if (!*prefix) return false;  // never everything
   int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return errno == ENOENT;
-  bool ok = true;
-  char buf[8192];
-  for (;;) {
-    long n = syscall(SYS_getdents64, fd, buf, sizeof buf);
-    if (n <= 0) break;
-    for (long off = 0; off < n;) {
-      auto* d = reinterpret_cast<LinuxDirent64*>(buf + off);
-      off += d->d_reclen;
-      if (!starts_with(d->d_name, prefix)) continue;
-      if (unlinkat(fd, d->d_name, 0) == 0) continue;
-      int sub = openat(fd, d->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-      if (sub < 0) {
-        ok = false;
-        continue;
-      }
-      ok = empty_directory(sub, 1) && ok;
-      ok = unlinkat(fd, d->d_name, AT_REMOVEDIR) == 0 && ok;
-    }
-  }
-  close(fd);
-  return ok;
+  return remove_entries(fd, prefix, 0);
 }
 
 Guardian::Guardian() {
