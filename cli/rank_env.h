@@ -30,7 +30,8 @@ struct RankEnvironment {
 };
 
 /// `current` + recipe for `plan`'s CPUs + RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,
-/// GROUP_RANK, MASTER_ADDR, MASTER_PORT, NANO_CPUS + `extra_env` (applied last, always wins).
+/// GROUP_RANK, MASTER_ADDR, MASTER_PORT, NANO_CPUS, USE_LIBUV=0 (unless exported: PyTorch 2.x's
+/// store on a libtorch without libuv) + `extra_env` (applied last, always wins).
 /// A recipe variable the user exported with a different value keeps the user's value
 /// (LD_PRELOAD is always appended to; OMP_NUM_THREADS follows an explicit `--threads`).
 RankEnvironment make_rank_environment(const RankIdentity& identity, const RankPlan& plan,

@@ -1,6 +1,7 @@
 #include "runtime/rendezvous.h"
 
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/version.h>
 
 #include <chrono>
 #include <sstream>
@@ -46,6 +47,12 @@ c10::intrusive_ptr<c10d::TCPStore> rendezvous(const Context& context, const std:
   opts.isServer = context.rank == 0;
   opts.waitWorkers = false;  // we wait ourselves, to name the missing ranks
   opts.timeout = timeout;
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+  // libtorch 2.4 made the libuv store server the default; Debian 13's libtorch 2.6 is built
+  // without libuv, and rank 0 then fails to host the store. The classic server serves a
+  // rendezvous of any size nano runs. (libtorch 1.13 has no such option.)
+  opts.useLibUV = false;
+#endif
   c10::intrusive_ptr<c10d::TCPStore> store;
   try {
     store = c10::make_intrusive<c10d::TCPStore>(context.master_addr, opts);
@@ -53,8 +60,15 @@ c10::intrusive_ptr<c10d::TCPStore> rendezvous(const Context& context, const std:
     if (context.rank == 0) {
       throw Error("nano: cannot host the rendezvous store on " + where + ": " + first_line(e.what()));
     }
-    throw Error("nano: rendezvous at " + where + " timed out after " + format_seconds(seconds) +
-                " s: the store host (rank 0) did not answer");
+    const double waited = std::chrono::duration<double>(Clock::now() - (deadline - timeout)).count();
+    if (waited >= seconds) {
+      throw Error("nano: rendezvous at " + where + " timed out after " + format_seconds(seconds) +
+                  " s: the store host (rank 0) did not answer");
+    }
+    // Refused long before the timeout: rank 0 is not hosting the store (it failed to, or
+    // failed before); its own line says why.
+    throw Error("nano: rendezvous at " + where + " failed: rank 0 did not host the store (" +
+                first_line(e.what()) + "); see rank 0's error");
   }
   std::vector<int> missing;
   try {

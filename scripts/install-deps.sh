@@ -1,11 +1,18 @@
 #!/usr/bin/env bash
-# Installs everything nano needs from Debian 12 packages. Quick no-op when all are present.
+# Installs everything nano needs from Debian packages (Debian 12 "bookworm" or 13 "trixie").
+# Quick no-op when all are present.
 set -euo pipefail
+
+# Debian 13 renamed libraries for the 64-bit time_t transition; the old name is only a
+# virtual package there, which dpkg-query never reports as installed.
+codename=$( . /etc/os-release && echo "${VERSION_CODENAME:-}")
+perftools=libgoogle-perftools4t64
+if [ "$codename" = bookworm ]; then perftools=libgoogle-perftools4; fi
 
 packages=(
   build-essential cmake ninja-build pkg-config
   libtorch-dev libgloo-dev libcli11-dev libhwloc-dev hwloc nlohmann-json3-dev
-  libopenmpi-dev openmpi-bin doctest-dev libjemalloc2 libgoogle-perftools4
+  libopenmpi-dev openmpi-bin doctest-dev libjemalloc2 "$perftools"
   python3-torch dataset-fashion-mnist zlib1g-dev gnuplot-nox
   # An optimised BLAS for the Linear layers of libtorch and python3-torch (Debian's default
   # alternative is the single-threaded reference BLAS); the OpenMP build follows OMP_NUM_THREADS.

@@ -1,6 +1,8 @@
 // Integration tests: the real nano-run binary on the real rank_probe (and a stock PyTorch
 // program), with both backends. Real processes, real signals, real affinity masks.
 #include <doctest/doctest.h>
+
+#include "tests/common/process_checks.h"
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -23,21 +25,14 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
+using nano::test::all_dead_within;
+using nano::test::alive;
+using nano::test::slurp;
+using nano::test::temp_dir;
+
 const std::string kNanoRun = NANO_RUN_PATH;
 const std::string kProbe = RANK_PROBE_PATH;
 const std::string kAllreduce = ALLREDUCE_PY_PATH;
-
-std::string temp_dir() {
-  char tmpl[] = "/tmp/nano_run_test_XXXXXX";
-  return mkdtemp(tmpl);
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
 
 struct Proc {
   pid_t pid = -1;
@@ -53,7 +48,7 @@ struct Result {
 
 Proc start(const std::vector<std::string>& args, const std::vector<std::string>& env_add = {}) {
   Proc p;
-  p.dir = temp_dir();
+  p.dir = temp_dir("nano_run_test");
   p.started = Clock::now();
   p.pid = fork();
   if (p.pid == 0) {
@@ -96,25 +91,6 @@ Result wait_for(const Proc& p, double timeout_s = 60) {
 
 Result run(const std::vector<std::string>& args, const std::vector<std::string>& env_add = {}) {
   return wait_for(start(args, env_add));
-}
-
-bool alive(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(stat, line)) return false;
-  auto close_paren = line.rfind(')');
-  return close_paren != std::string::npos && line.size() > close_paren + 2 && line[close_paren + 2] != 'Z';
-}
-
-bool all_dead_within(const std::vector<pid_t>& pids, double seconds) {
-  auto until = Clock::now() + std::chrono::duration<double>(seconds);
-  for (;;) {
-    bool any = false;
-    for (pid_t p : pids) any = any || alive(p);
-    if (!any) return true;
-    if (Clock::now() > until) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
 }
 
 std::vector<pid_t> wait_pid_files(const std::string& dir, int n, double seconds = 20) {
@@ -214,7 +190,7 @@ TEST_CASE("explicit CPU lists and oversubscribed synthetic-size plans bind exact
 TEST_CASE("rank 1 exits 3: nano-run exits 3, names the root cause, the others are gone") {
   for (std::string backend : kBackends) {
     CAPTURE(backend);
-    std::string dir = temp_dir();
+    std::string dir = temp_dir("nano_run_test");
     Proc p = start({"-n", "2", "--backend", backend, "--grace-period", "1", kProbe, "--pid-dir", dir,
                     "--sleep", "30@0", "--stderr", "boom from one@1", "--sleep", "0.5@1", "--exit", "3@1"});
     auto pids = wait_pid_files(dir, 2);
@@ -234,7 +210,7 @@ TEST_CASE("rank 1 exits 3: nano-run exits 3, names the root cause, the others ar
 TEST_CASE("a rank ignoring SIGTERM is SIGKILLed after the grace period") {
   for (std::string backend : kBackends) {
     CAPTURE(backend);
-    std::string dir = temp_dir();
+    std::string dir = temp_dir("nano_run_test");
     Proc p = start({"-n", "2", "--backend", backend, "--grace-period", "1", kProbe, "--pid-dir", dir,
                     "--ignore-term", "@0", "--sleep", "30@0", "--sleep", "0.3@1", "--exit", "3@1"});
     auto pids = wait_pid_files(dir, 2);
@@ -262,7 +238,7 @@ TEST_CASE("a rank killed by SIGSEGV gives 139") {
 TEST_CASE("SIGINT to nano-run: forwarded, exit 130, no survivors") {
   for (std::string backend : kBackends) {
     CAPTURE(backend);
-    std::string dir = temp_dir();
+    std::string dir = temp_dir("nano_run_test");
     Proc p = start({"-n", "2", "--backend", backend, "--grace-period", "1", kProbe, "--pid-dir", dir,
                     "--sleep", "30"});
     auto pids = wait_pid_files(dir, 2);
@@ -278,7 +254,7 @@ TEST_CASE("SIGINT to nano-run: forwarded, exit 130, no survivors") {
 TEST_CASE("nano-run SIGKILLed: its ranks die too") {
   for (std::string backend : kBackends) {
     CAPTURE(backend);
-    std::string dir = temp_dir();
+    std::string dir = temp_dir("nano_run_test");
     Proc p = start({"-n", "2", "--backend", backend, kProbe, "--pid-dir", dir, "--sleep", "30"});
     auto pids = wait_pid_files(dir, 2);
     REQUIRE(pids.size() == 2);
@@ -301,7 +277,7 @@ TEST_CASE("bad input: one line naming the value, exit 2, nothing started") {
   getsockname(busy, reinterpret_cast<sockaddr*>(&addr), &len);
   std::string busy_port = std::to_string(ntohs(addr.sin_port));
 
-  std::string dir = temp_dir();
+  std::string dir = temp_dir("nano_run_test");
   std::string bad_hostfile = dir + "/hosts", not_exec = dir + "/script";
   std::ofstream(bad_hostfile) << "node1 slots=2\nnode2 slots=two\n";
   std::ofstream(not_exec) << "#!/bin/sh\n";
@@ -347,7 +323,7 @@ TEST_CASE("bad input: one line naming the value, exit 2, nothing started") {
                        std::find(args.begin(), args.end(), "--hostfile") != args.end();
       if (needs_mpi && backend != "mpi") continue;
       if (!has_backend) args.insert(args.begin(), {"--backend", backend});
-      std::string pid_dir = temp_dir();
+      std::string pid_dir = temp_dir("nano_run_test");
       if (args.back() == kProbe) args.insert(args.end(), {"--pid-dir", pid_dir});
       CAPTURE(row.message);
       CAPTURE(backend);
@@ -395,7 +371,7 @@ TEST_CASE("dry run: JSON plan for a synthetic machine, table, help and version")
 TEST_CASE("log files, --output-ranks, exported variables win with one warning") {
   for (std::string backend : kBackends) {
     CAPTURE(backend);
-    std::string dir = temp_dir();
+    std::string dir = temp_dir("nano_run_test");
     Result r = run({"-n", "2", "--backend", backend, "--log-dir", dir + "/logs", "--output-ranks", "1", kProbe},
                    {"OMP_NUM_THREADS=7"});
     REQUIRE(r.rc == 0);

@@ -3,6 +3,8 @@
 // the job (ranks, their children) and no file of it (/dev/shm, Open MPI's session directory)
 // is left. Each run is bounded, so a hang fails the test instead of CI.
 #include <doctest/doctest.h>
+
+#include "tests/common/process_checks.h"
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -23,21 +25,14 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
+using nano::test::all_dead_within;
+using nano::test::alive;
+using nano::test::slurp;
+using nano::test::temp_dir;
+
 const std::string kNanoRun = NANO_RUN_PATH;
 const std::string kFaultRank = FAULT_RANK_PATH;
 const char* kBackends[] = {"subprocess", "mpi"};
-
-std::string temp_dir() {
-  char tmpl[] = "/tmp/nano_fault_test_XXXXXX";
-  return mkdtemp(tmpl);
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
 
 std::set<std::string> entries(const std::string& dir) {
   std::set<std::string> out;
@@ -47,25 +42,6 @@ std::set<std::string> entries(const std::string& dir) {
     closedir(d);
   }
   return out;
-}
-
-bool alive(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(stat, line)) return false;
-  auto close_paren = line.rfind(')');
-  return close_paren != std::string::npos && line.size() > close_paren + 2 && line[close_paren + 2] != 'Z';
-}
-
-bool all_dead_within(const std::vector<pid_t>& pids, double seconds) {
-  auto until = Clock::now() + std::chrono::duration<double>(seconds);
-  for (;;) {
-    bool any = false;
-    for (pid_t p : pids) any = any || alive(p);
-    if (!any) return true;
-    if (Clock::now() > until) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
 }
 
 // The pids a run's ranks wrote (rank-N.pid, grandchild-N.pid).
@@ -90,7 +66,7 @@ struct Run {
 
 Run start(const std::vector<std::string>& args, const std::vector<std::string>& env = {}) {
   Run r;
-  r.dir = temp_dir();
+  r.dir = temp_dir("nano_fault_test");
   r.started = Clock::now();
   r.pid = fork();
   if (r.pid == 0) {
@@ -185,7 +161,7 @@ TEST_CASE("each way a rank stops, at each phase: bounded end, exit code, root ca
       CAPTURE(c.fault);
       CAPTURE(backend);
       const auto shm_before = entries("/dev/shm"), tmp_before = entries("/tmp");
-      std::string pid_dir = temp_dir();
+      std::string pid_dir = temp_dir("nano_fault_test");
       Run r = start({"-n", "2", "--backend", backend, "--grace-period", "2", kFaultRank, "--steps", "8", "--fault",
                      c.fault, "--pid-dir", pid_dir, "--grandchild"});
       wait_for(r, 60);
@@ -204,7 +180,7 @@ TEST_CASE("each way a rank stops, at each phase: bounded end, exit code, root ca
 TEST_CASE("the grace period holds on both backends: ranks that save on SIGTERM finish their saves") {
   for (std::string backend : kBackends) {
     CAPTURE(backend);
-    std::string dir = temp_dir(), pid_dir = temp_dir();
+    std::string dir = temp_dir("nano_fault_test"), pid_dir = temp_dir("nano_fault_test");
     // Each rank needs 2 s after SIGTERM to save; the grace period is 8 s.
     Run r = start({"-n", "2", "--backend", backend, "--grace-period", "8", kFaultRank, "--steps", "100000",
                    "--pid-dir", pid_dir, "--on-term-save", dir + "/ckpt,2"});
@@ -226,7 +202,7 @@ TEST_CASE("nano-run SIGKILLed: ranks, their children and the job's files all go"
   for (std::string backend : kBackends) {
     CAPTURE(backend);
     const auto shm_before = entries("/dev/shm"), tmp_before = entries("/tmp");
-    std::string pid_dir = temp_dir();
+    std::string pid_dir = temp_dir("nano_fault_test");
     Run r = start({"-n", "2", "--backend", backend, kFaultRank, "--steps", "100000", "--pid-dir", pid_dir,
                    "--grandchild"});
     // Both ranks and both grandchildren are up, and training has started.
@@ -257,7 +233,7 @@ TEST_CASE("SIGINT and SIGTERM to nano-run reach the ranks as themselves; exit 13
     for (std::string backend : kBackends) {
       CAPTURE(backend);
       CAPTURE(sig);
-      std::string pid_dir = temp_dir();
+      std::string pid_dir = temp_dir("nano_fault_test");
       Run r = start({"-n", "2", "--backend", backend, "--grace-period", "5", kFaultRank, "--steps", "100000",
                      "--pid-dir", pid_dir, "--grandchild"});
       auto until = Clock::now() + std::chrono::seconds(30);
