@@ -286,16 +286,20 @@ Setup prepare(const LaunchOptions& o, const std::vector<std::string>& argv, bool
   return s;
 }
 
-// Open MPI's files of a one-host job go to the job's own directory (unless the user chose
-// places): its shared-memory transport's segments (btl vader in Open MPI 4, btl sm in 5), the
-// shared windows (osc sm) and the session directory (orte in 4, prte in 5). Names unknown to
-// the running version are ignored by it.
-void add_open_mpi_places(const std::string& job_dir, Environment& env) {
+// Open MPI settings of a one-host job (job_dir set), each unless the user chose otherwise:
+// - its files go to the job's own directory: the shared-memory transport's segments (btl vader
+//   in Open MPI 4, btl sm in 5), the shared windows (osc sm) and the session directory (orte in
+//   4, prte in 5). Names unknown to the running version are ignored by it.
+// - no TCP transport: ranks of one host talk through shared memory, and Open MPI 5's TCP
+//   transport prints "Unable to find reachable pairing between local and remote interfaces"
+//   once per rank on hosts whose interfaces it cannot pair.
+void add_one_host_open_mpi_settings(const std::string& job_dir, Environment& env) {
   if (job_dir.empty()) return;
   for (const char* name : {"OMPI_MCA_btl_vader_backing_directory", "OMPI_MCA_btl_sm_backing_directory",
                            "OMPI_MCA_osc_sm_backing_directory", "OMPI_MCA_orte_tmpdir_base",
                            "PRTE_MCA_prte_tmpdir_base"})
     env.emplace(name, job_dir);
+  env.emplace("OMPI_MCA_btl", "^tcp");
 }
 
 std::vector<std::string> mpi_command_for(const LaunchOptions& o, const Setup& s, const ShimLink& link) {
@@ -382,7 +386,7 @@ class Run {
     SpawnRequest req;
     req.argv = mpi_command_for(o_, s_, link);
     Environment env = current_environment();
-    add_open_mpi_places(s_.job_dir, env);
+    add_one_host_open_mpi_settings(s_.job_dir, env);
     req.env = environment_strings(env);
     Spawned sp;
     try {

@@ -135,6 +135,20 @@ struct Case {
 
 }  // namespace
 
+TEST_CASE("a healthy job on one host prints its ranks' lines and nothing else") {
+  for (std::string backend : kBackends) {
+    CAPTURE(backend);
+    Run r = start({"-n", "2", "--backend", backend, kFaultRank, "--steps", "3"});
+    wait_for(r, 60);
+    CHECK(r.rc == 0);
+    CHECK(r.err == "");  // no Open MPI warnings, no notes
+    CHECK(r.out.find("[rank 0] fault_rank: rank 0 done (" + std::string(backend == "mpi" ? "mpi" : "gloo") + ")") !=
+          std::string::npos);
+    CHECK(r.out.find("[rank 1] fault_rank: rank 1 done") != std::string::npos);
+    std::system(("rm -rf " + r.dir).c_str());
+  }
+}
+
 TEST_CASE("each way a rank stops, at each phase: bounded end, exit code, root cause, nothing left") {
   const Case cases[] = {
       {"throw@step:3@1", 1, "rank 1 on ", "injected failure", 15},
