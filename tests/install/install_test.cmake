@@ -8,8 +8,18 @@ function(run)
   endif()
 endfunction()
 run(${CMAKE_COMMAND} --install ${NANO_BUILD_DIR} --prefix ${prefix})
-run(${CMAKE_COMMAND} -S ${CONSUMER_SOURCE_DIR} -B ${WORK_DIR}/build -DCMAKE_BUILD_TYPE=Release
-    -DCMAKE_PREFIX_PATH=${prefix})
+# Configured as users of an official libtorch archive do: Torch_DIR names libtorch's CMake
+# folder (here the one nano was built against) instead of the default search. A healthy
+# configure prints no CMake warning on either Debian release.
+execute_process(COMMAND ${CMAKE_COMMAND} -S ${CONSUMER_SOURCE_DIR} -B ${WORK_DIR}/build -DCMAKE_BUILD_TYPE=Release
+                        -DCMAKE_PREFIX_PATH=${prefix} -DTorch_DIR=${TORCH_DIR}
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "consumer configure failed (${rc}):\n${out}\n${err}")
+endif()
+if(err MATCHES "CMake Warning")
+  message(FATAL_ERROR "consumer configure warned:\n${err}")
+endif()
 run(${CMAKE_COMMAND} --build ${WORK_DIR}/build)
 run(${prefix}/bin/nano-run -n 2 --backend subprocess --output-ranks 0 --no-tag-output
     ${WORK_DIR}/build/train)
