@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The benchmark on both platforms, interleaved on this machine: scripts/bench.sh natively
+# (Debian 12: libtorch 1.13, Open MPI 4.1) and in the Debian 13 root (libtorch 2.6, Open MPI 5;
+# scripts/debian13-root.sh), RUNS times each, alternating, so both see the same machine in the
+# same minutes. Each run's tables land in bench-results/platforms/debian{12,13}-run-N/results.md;
+# at the end the key rows are printed side by side, as ranges over the runs. Needs root.
+# The bench.sh knobs (NANO_BENCH_*) apply to both.
+# Usage: scripts/bench-platforms.sh [RUNS]   (default 2)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+runs=${1:-2}
+[[ $runs =~ ^[1-9][0-9]*$ ]] || { echo "bench-platforms: RUNS must be a positive integer, got '$runs'" >&2; exit 2; }
+out=bench-results/platforms
+mkdir -p "$out"
+knobs=()
+for v in $(compgen -e | grep '^NANO_BENCH_' || true); do
+  [[ $v == NANO_BENCH_OUT ]] || knobs+=("$v=${!v}")
+done
+for ((r = 1; r <= runs; ++r)); do
+  echo "bench-platforms: run $r of $runs, Debian 12" >&2
+  NANO_BENCH_OUT="$out/debian12-run-$r" scripts/bench.sh
+  echo "bench-platforms: run $r of $runs, Debian 13" >&2
+  scripts/debian13-root.sh env "${knobs[@]}" NANO_BUILD_DIR=build-debian13 NANO_BENCH_OUT="$out/debian13-run-$r" \
+    scripts/bench.sh
+done
+/usr/bin/python3 scripts/bench/platforms.py "$out" "$runs"
