@@ -16,6 +16,7 @@
 #include <memory>
 #include <random>
 #include <set>
+#include <sstream>
 
 #include "cli/guardian.h"
 
@@ -280,7 +281,10 @@ Setup prepare(const LaunchOptions& o, const std::vector<std::string>& argv, bool
   }
   if (!dry) {
     s.job_id = make_job_id();
-    for (auto& e : s.envs) e.env["NANO_JOB_ID"] = s.job_id;
+    for (auto& e : s.envs) {
+      e.env["NANO_JOB_ID"] = s.job_id;
+      e.env["NANO_RESTART_COUNT"] = "0";
+    }
     if (s.backend == Backend::mpi && s.hosts.empty()) s.job_dir = "/dev/shm/nano-" + s.job_id;
   }
   return s;
@@ -311,6 +315,11 @@ std::vector<std::string> mpi_command_for(const LaunchOptions& o, const Setup& s,
   for (const char* name : {"PATH", "LD_LIBRARY_PATH", "PYTHONPATH"})
     if (std::getenv(name)) in.forward_env.push_back(name);
   for (const auto& [name, value] : o.extra_env) in.env.push_back({name, value});
+  // The shims build each rank's environment from their own: this attempt's names travel with it.
+  if (!s.job_id.empty()) {
+    in.env.push_back({"NANO_JOB_ID", s.job_id});
+    in.env.push_back({"NANO_RESTART_COUNT", s.envs.front().env.at("NANO_RESTART_COUNT")});
+  }
   LaunchOptions shim_options = o;
   shim_options.master_addr = s.master_addr;
   shim_options.master_port = s.master_port;
@@ -664,6 +673,7 @@ class Run {
   LaunchResult finish() {
     LaunchResult result;
     result.exit_code = supervisor_.exit_code();
+    result.interrupted_by = supervisor_.interrupted_by();
     if (const auto& rc = supervisor_.root_cause()) {
       RankFailure f;
       f.rank = rc->rank;
@@ -768,7 +778,62 @@ DryRun dry_run(const LaunchOptions& options, const std::vector<std::string>& arg
   return d;
 }
 
+namespace {
+
+// A restart's world: the same plan, a fresh job (its own files), a fresh rendezvous port unless
+// the user fixed one (the old one may linger in TIME_WAIT), and the restart count.
+void renew_for_restart(Setup& s, const LaunchOptions& o, int restarts) {
+  s.job_id = make_job_id();
+  if (!s.job_dir.empty()) s.job_dir = "/dev/shm/nano-" + s.job_id;
+  if (o.master_port == 0) s.master_port = pick_free_port();
+  for (auto& e : s.envs) {
+    e.env["NANO_JOB_ID"] = s.job_id;
+    e.env["NANO_RESTART_COUNT"] = std::to_string(restarts);
+    e.env["MASTER_PORT"] = std::to_string(s.master_port);
+  }
+}
+
+// One world from start to end, with its guardian and its files.
+LaunchResult run_world(const LaunchOptions& options, const Setup& s, OutputRouter& router, StdioSink& sink) {
+  Guardian guardian;
+  const std::string shm_prefix = "nano-" + s.job_id + "-";
+  guardian.remove_prefix("/dev/shm", shm_prefix);
+  if (!s.job_dir.empty()) {
+    guardian.remove_path(s.job_dir);
+    if (mkdir(s.job_dir.c_str(), 0700) != 0) throw Error("cannot create " + s.job_dir + ": " + strerror(errno));
+  }
+  Run run(options, s, router, sink, guardian);
+  LaunchResult result = s.backend == Backend::mpi ? run.mpi() : run.subprocess();
+  // Every rank's group is gone by now: remove what the job left, then let the guardian go.
+  if (!s.job_dir.empty()) remove_tree(s.job_dir.c_str());
+  remove_with_prefix("/dev/shm", shm_prefix.c_str());
+  guardian.dismiss();
+  return result;
+}
+
+// Waits `delay` before a restart; returns the signal (SIGINT, SIGTERM, SIGHUP) that cut the wait
+// short, or 0. Output keeps flowing meanwhile.
+int wait_before_restart(std::chrono::milliseconds delay, StdioSink& sink) {
+  SignalPipe signals({SIGINT, SIGTERM, SIGHUP});
+  const auto until = Clock::now() + delay;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
+    if (left <= 0) return 0;
+    std::vector<pollfd> fds = {{signals.fd(), POLLIN, 0}};
+    for (const pollfd& out : sink.pollfds()) fds.push_back(out);
+    poll(fds.data(), fds.size(), static_cast<int>(std::min<long long>(left, 100)));
+    sink.flush_ready();
+    for (int sig : signals.take()) return sig;
+  }
+}
+
+std::string attempt_name(int restarts) { return "attempt-" + std::to_string(restarts); }
+
+}  // namespace
+
 LaunchResult launch(const LaunchOptions& options, const std::vector<std::string>& argv) {
+  if (options.max_restarts < 0)
+    throw UsageError("--max-restarts must be at least 0, got " + std::to_string(options.max_restarts));
   Setup s = prepare(options, argv, false);
   StdioSink sink;
   OutputConfig config;
@@ -780,24 +845,34 @@ LaunchResult launch(const LaunchOptions& options, const std::vector<std::string>
   if (!s.warning.empty()) router.note(s.warning);
   // A closed reader of our output must not end the launch (EPIPE is handled where we write).
   ScopedIgnore no_sigpipe(SIGPIPE);
-  Guardian guardian;
-  const std::string shm_prefix = "nano-" + s.job_id + "-";
-  guardian.remove_prefix("/dev/shm", shm_prefix);
-  if (!s.job_dir.empty()) {
-    guardian.remove_path(s.job_dir);
-    if (mkdir(s.job_dir.c_str(), 0700) != 0) throw Error("cannot create " + s.job_dir + ": " + strerror(errno));
+  LaunchResult result;
+  for (int restarts = 0;; ++restarts) {
+    if (restarts > 0) renew_for_restart(s, options, restarts);
+    if (options.max_restarts > 0) router.start_attempt(attempt_name(restarts));
+    result = run_world(options, s, router, sink);
+    result.attempts = restarts + 1;
+    if (!should_restart(result.exit_code, result.interrupted_by, restarts, options.max_restarts)) break;
+    std::ostringstream delay;
+    delay << options.restart_delay.count() / 1000.0;
+    router.note("nano-run: restart " + std::to_string(restarts + 1) + " of " + std::to_string(options.max_restarts) +
+                " in " + delay.str() + " s (attempt " + std::to_string(restarts + 1) + " ended with " +
+                std::to_string(result.exit_code) + ")");
+    if (int sig = wait_before_restart(options.restart_delay, sink)) {
+      router.note("nano-run: stopped by " + signal_name(sig) + " before the restart; exit " + std::to_string(128 + sig));
+      result.exit_code = 128 + sig;
+      result.interrupted_by = sig;
+      result.failure.reset();
+      break;
+    }
   }
-  Run run(options, s, router, sink, guardian);
-  LaunchResult result = s.backend == Backend::mpi ? run.mpi() : run.subprocess();
+  if (options.max_restarts > 0 && result.attempts > 1)
+    router.note("nano-run: " + std::to_string(result.attempts) + " attempts; the last ended with " +
+                std::to_string(result.exit_code));
   const std::string lost = sink.drain(std::chrono::seconds(5));
   if (!lost.empty()) {
     router.note(lost);
     sink.drain(std::chrono::seconds(1));
   }
-  // Every rank's group is gone by now: remove what the job left, then let the guardian go.
-  if (!s.job_dir.empty()) remove_tree(s.job_dir.c_str());
-  remove_with_prefix("/dev/shm", shm_prefix.c_str());
-  guardian.dismiss();
   return result;
 }
 

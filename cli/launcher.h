@@ -49,6 +49,13 @@ struct LaunchOptions {
   std::map<std::string, std::string> extra_env;  ///< added to every rank (TorchNano uses it)
   std::string shim_executable;     ///< mpi backend: program run as the rank shim ("" = find nano-run)
   std::string mpirun = "mpirun";   ///< mpi backend: mpirun name or path
+  /// After a rank fails (non-zero exit or a signal), tear the world down as usual and start it
+  /// again, this many times at most: same plan, a fresh rendezvous port (unless master_port is
+  /// fixed), NANO_RESTART_COUNT=1, 2, ... in every rank. An interruption of the launcher
+  /// (SIGINT, SIGTERM, SIGHUP) is never restarted. With a log_dir, each attempt's rank logs go
+  /// to log_dir/attempt-N/ and summary.log tells every attempt.
+  int max_restarts = 0;
+  std::chrono::milliseconds restart_delay{1000};  ///< wait between a failed attempt and the next
 };
 
 /// Why a launch failed: the first rank that failed (the root cause).
@@ -64,7 +71,9 @@ struct RankFailure {
 /// failing rank's code, 128+signal, 130 on Ctrl-C.
 struct LaunchResult {
   int exit_code = 0;
-  std::optional<RankFailure> failure;
+  std::optional<RankFailure> failure;  ///< of the last attempt
+  int interrupted_by = 0;  ///< the signal the launcher received (SIGINT, SIGTERM, SIGHUP); 0 = none
+  int attempts = 1;        ///< worlds started: 1 + restarts
 };
 
 /// Plans, starts and supervises the ranks of `argv` (argv[0] = the program). Blocks until all

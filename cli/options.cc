@@ -84,7 +84,7 @@ RunCommand parse_run_command(const std::vector<std::string>& args) {
   app.set_help_flag("-h,--help", "Print this help and exit");
 
   std::string n, cores_per, threads, allocator, backend, master_port, grace, output_ranks;
-  std::string group_starts;
+  std::string group_starts, max_restarts, restart_delay;
   bool version = false, no_tag = false;
   app.add_option("-n,--num-processes", n, "Number of ranks (default 1, or the hosts' slots)");
   app.add_option("--cpu-for-each-process", o.plan.cpu_for_each_process,
@@ -108,6 +108,9 @@ RunCommand parse_run_command(const std::vector<std::string>& args) {
   app.add_option("--output-ranks", output_ranks, "Show only these ranks' output: 0 or 0,2-3");
   app.add_flag("--no-tag-output", no_tag, "Do not prefix lines with [rank N]");
   app.add_option("--grace-period", grace, "Seconds between SIGTERM and SIGKILL at teardown (default 5)");
+  app.add_option("--max-restarts", max_restarts,
+                 "Start the whole world again after a rank fails, at most N times (default 0)");
+  app.add_option("--restart-delay", restart_delay, "Seconds to wait before a restart (default 1)");
   app.add_flag("--dry-run", cmd.dry_run, "Print the plan and each rank's environment; start nothing");
   app.add_flag("--json", cmd.json, "With --dry-run: print JSON");
   app.add_flag("--version", version, "Print the version and exit");
@@ -157,6 +160,11 @@ RunCommand parse_run_command(const std::vector<std::string>& args) {
   if (!grace.empty())
     o.grace_period = std::chrono::milliseconds(
         static_cast<long long>(std::llround(parse_seconds("--grace-period", grace) * 1000)));
+  if (!max_restarts.empty())
+    o.max_restarts = parse_int("--max-restarts", max_restarts, 0, 1000000, "a whole number >= 0");
+  if (!restart_delay.empty())
+    o.restart_delay = std::chrono::milliseconds(
+        static_cast<long long>(std::llround(parse_seconds("--restart-delay", restart_delay) * 1000)));
   if (!output_ranks.empty()) o.output_ranks = parse_rank_list("--output-ranks", output_ranks);
   o.tag_output = !no_tag;
   if (!group_starts.empty()) cmd.link.group_starts = parse_rank_list("--nano-group-starts", group_starts);

@@ -64,14 +64,32 @@ OutputRouter::OutputRouter(int world_size, OutputConfig config, OutputSink& sink
     : config_(std::move(config)), sink_(sink), ranks_(static_cast<size_t>(world_size) + 1) {
   if (config_.log_dir.empty()) return;
   make_dirs(config_.log_dir);
+  open_logs(config_.log_dir);
+  summary_ = std::make_unique<std::ofstream>(config_.log_dir + "/summary.log", std::ios::trunc);
+  if (!*summary_) throw UsageError("cannot write --log-dir " + config_.log_dir + ": summary.log");
+}
+
+void OutputRouter::open_logs(const std::string& dir) {
   auto open = [&](const std::string& name) {
-    auto file = std::make_unique<std::ofstream>(config_.log_dir + "/" + name, std::ios::trunc);
-    if (!*file) throw UsageError("cannot write --log-dir " + config_.log_dir + ": " + name);
+    auto file = std::make_unique<std::ofstream>(dir + "/" + name, std::ios::trunc);
+    if (!*file) throw UsageError("cannot write --log-dir " + dir + ": " + name);
     return file;
   };
-  for (int r = 0; r < world_size; ++r) ranks_[static_cast<size_t>(r) + 1].log = open("rank-" + std::to_string(r) + ".log");
+  for (size_t r = 1; r < ranks_.size(); ++r) ranks_[r].log = open("rank-" + std::to_string(r - 1) + ".log");
   ranks_[0].log = open("mpirun.log");
-  summary_ = open("summary.log");
+}
+
+void OutputRouter::start_attempt(const std::string& name) {
+  for (auto& r : ranks_) {
+    r.pending[0].clear();
+    r.pending[1].clear();
+    r.tail.clear();
+    r.hidden = false;
+  }
+  if (config_.log_dir.empty()) return;
+  const std::string dir = config_.log_dir + "/" + name;
+  make_dirs(dir);
+  open_logs(dir);
 }
 
 OutputRouter::RankState& OutputRouter::state(int rank) {

@@ -65,6 +65,11 @@ class OutputRouter {
   void note(const std::string& line);
   /// From now on `rank`'s lines go to its log file only, not to the terminal.
   void hide(int rank);
+  /// A new attempt of the same world (a restart): the rank and mpirun logs are written to
+  /// log_dir/`name`/ from now on (summary.log stays, telling every attempt), and what was kept
+  /// of the previous attempt (partial lines, stderr tails, hidden streams) is dropped. Throws
+  /// UsageError when the folder cannot be made.
+  void start_attempt(const std::string& name);
 
  private:
   struct RankState {
@@ -74,6 +79,7 @@ class OutputRouter {
     bool hidden = false;
   };
   RankState& state(int rank);
+  void open_logs(const std::string& dir);
   void emit(int rank, Stream stream, const std::string& line);
 
   OutputConfig config_;

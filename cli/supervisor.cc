@@ -71,4 +71,8 @@ int Supervisor::exit_code() const {
   return 0;
 }
 
+bool should_restart(int exit_code, int interrupted_by, int restarts_done, int max_restarts) {
+  return exit_code != 0 && interrupted_by == 0 && restarts_done < max_restarts;
+}
+
 }  // namespace nano

@@ -58,4 +58,9 @@ class Supervisor {
   bool killed_ = false;
 };
 
+/// Whether a world that ended with `exit_code` is started again: it failed (a rank or the
+/// backend), the launcher was not interrupted (SIGINT, SIGTERM and SIGHUP are never restarted),
+/// and fewer than `max_restarts` restarts were made so far.
+bool should_restart(int exit_code, int interrupted_by, int restarts_done, int max_restarts);
+
 }  // namespace nano

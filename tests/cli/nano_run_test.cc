@@ -447,3 +447,58 @@ TEST_CASE("output: a 6 MB line passes whole; a closed or stalled reader stops no
     CHECK(std::chrono::duration<double>(Clock::now() - started).count() < 20);
   }
 }
+
+TEST_CASE("--max-restarts: a failing world starts again with NANO_RESTART_COUNT; attempts and logs are counted") {
+  for (std::string backend : kBackends) {
+    CAPTURE(backend);
+    std::string dir = temp_dir("nano_run_test");
+    // Rank 1 fails on the first attempt only: the second attempt succeeds.
+    Result once = run({"-n", "2", "--backend", backend, "--max-restarts", "2", "--restart-delay", "0.2", "--log-dir",
+                       dir + "/logs", "--", "/bin/sh", "-c",
+                       "if [ \"$NANO_RESTART_COUNT\" = 0 ] && [ \"$RANK\" = 1 ]; then exit 3; fi; "
+                       "echo attempt $NANO_RESTART_COUNT port $MASTER_PORT"});
+    CAPTURE(once.err);
+    CHECK(once.rc == 0);
+    CHECK(once.err.find("nano-run: restart 1 of 2 in 0.2 s (attempt 1 ended with 3)") != std::string::npos);
+    CHECK(once.err.find("restart 2 of 2") == std::string::npos);
+    CHECK(once.out.find("[rank 0] attempt 1 port ") != std::string::npos);
+    CHECK(once.out.find("[rank 1] attempt 1 port ") != std::string::npos);
+    CHECK(slurp(dir + "/logs/attempt-1/rank-1.log").find("attempt 1") != std::string::npos);
+    CHECK(slurp(dir + "/logs/summary.log").find("restart 1 of 2") != std::string::npos);
+    // Always failing: exactly 3 attempts, then the rank's code.
+    Result always = run({"-n", "2", "--backend", backend, "--max-restarts", "2", "--restart-delay", "0.1", "--",
+                         "/bin/sh", "-c", "if [ \"$RANK\" = 1 ]; then exit 3; fi; sleep 30"});
+    CAPTURE(always.err);
+    CHECK(always.rc == 3);
+    CHECK(always.err.find("restart 2 of 2") != std::string::npos);
+    CHECK(always.err.find("nano-run: 3 attempts; the last ended with 3") != std::string::npos);
+    std::system(("rm -rf " + dir).c_str());
+  }
+}
+
+TEST_CASE("--max-restarts: Ctrl-C is never restarted, also during the restart delay") {
+  for (std::string backend : kBackends) {
+    CAPTURE(backend);
+    std::string dir = temp_dir("nano_run_test");
+    // Ctrl-C while the world runs: exit 130, no restart.
+    Proc p = start({"-n", "2", "--backend", backend, "--max-restarts", "3", kProbe, "--pid-dir", dir, "--sleep", "30"});
+    auto pids = wait_pid_files(dir, 2);
+    REQUIRE(pids.size() == 2);
+    kill(p.pid, SIGINT);
+    Result r = wait_for(p);
+    CHECK(r.rc == 130);
+    CHECK(r.err.find("restart") == std::string::npos);
+    CHECK(all_dead_within(pids, 1.0));
+    // Ctrl-C during a long restart delay: exit 130 at once, no second attempt.
+    Proc q = start({"-n", "1", "--backend", backend, "--max-restarts", "3", "--restart-delay", "60", "--", "/bin/sh",
+                    "-c", "exit 3"});
+    auto until = Clock::now() + std::chrono::seconds(20);
+    while (Clock::now() < until && slurp(q.dir + "/err").find("restart 1 of 3") == std::string::npos)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    kill(q.pid, SIGINT);
+    Result d = wait_for(q, 10);
+    CHECK(d.rc == 130);
+    CHECK(d.err.find("stopped by SIGINT before the restart; exit 130") != std::string::npos);
+    std::system(("rm -rf " + dir).c_str());
+  }
+}
