@@ -1,6 +1,9 @@
 #include "runtime/auto_lr.h"
 
 #include <torch/optim/optimizer.h>
+#include <torch/serialize/input-archive.h>
+#include <torch/serialize/output-archive.h>
+#include <torch/types.h>
 
 #include <algorithm>
 
@@ -58,6 +61,28 @@ double AutoLr::base_lr(std::size_t group) const {
   const double lr = groups[group].options().get_lr();
   if (group < base_.size() && lr == last_set_[group]) return base_[group];
   return lr / (group < applied_.size() ? applied_[group] : 1.0);
+}
+
+void AutoLr::save(torch::serialize::OutputArchive& archive) const {
+  archive.write("step", torch::full({1}, step_, torch::kLong));
+  archive.write("base", torch::tensor(base_, torch::kDouble));
+}
+
+void AutoLr::load(torch::serialize::InputArchive& archive) {
+  torch::Tensor step, base;
+  archive.read("step", step);
+  archive.read("base", base);
+  step_ = step.item<int64_t>();
+  auto& groups = optimizer_->param_groups();
+  base_.assign(groups.size(), 0.0);
+  applied_.assign(groups.size(), 1.0);
+  last_set_.assign(groups.size(), 0.0);
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    // The rate the optimizer came back with is the saved one; the user's own is in `base`.
+    base_[g] = g < static_cast<std::size_t>(base.numel()) ? base[g].item<double>() : groups[g].options().get_lr();
+    last_set_[g] = groups[g].options().get_lr();
+  }
+  apply();
 }
 
 void AutoLr::apply() {

@@ -8,6 +8,10 @@ namespace torch {
 namespace optim {
 class Optimizer;
 }
+namespace serialize {
+class InputArchive;
+class OutputArchive;
+}  // namespace serialize
 }  // namespace torch
 
 namespace nano {
@@ -36,6 +40,11 @@ class AutoLr {
   void step();
   int64_t steps() const { return step_; }
   double ratio() const;
+  /// The warm-up position (step count and each group's own rate), for checkpoints. load()
+  /// expects the optimizer's state already loaded and applies the ratio of this world size,
+  /// so a run resumed with another number of ranks warms up towards that number.
+  void save(torch::serialize::OutputArchive& archive) const;
+  void load(torch::serialize::InputArchive& archive);
   /// The user's rate of group g (current rate with the warm-up factor divided out).
   double base_lr(std::size_t group) const;
 

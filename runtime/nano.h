@@ -2,6 +2,7 @@
 // nano's runtime in one include: context (init), communicators, DistributedDataParallel,
 // auto_lr warm-up, data sharding, and in-program launching (nano::TorchNano, nano::nano).
 #include "runtime/auto_lr.h"
+#include "runtime/checkpoint.h"
 #include "runtime/communicator.h"
 #include "runtime/context.h"
 #include "runtime/ddp.h"

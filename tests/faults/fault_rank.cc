@@ -9,7 +9,11 @@
 // PHASE: init (before nano::init), step:K (between the forward and backward of step K, while
 //        the other ranks are already inside that step's all-reduce), teardown (after the
 //        loop, the communicator still alive), exit (in an atexit handler).
-// RANKS: "1" or "0,2".
+// RANKS: "1" or "0,2". An optional fourth part @A fires only in attempt A of nano-run
+// --max-restarts (NANO_RESTART_COUNT = A). --fault may be given several times.
+// --checkpoint-dir DIR --checkpoint-every N: track the model, optimizer and step with
+// nano::Checkpointer and resume from DIR; --print-weights: rank 0 prints a hash of the final
+// weights' bytes ("weights <hex>"), so runs can be compared bit for bit.
 // --pid-dir writes DIR/rank-R.pid first (and DIR/grandchild-R.pid with --grandchild, a
 // `sleep 300` the rank starts in its own process group, as data loaders and pools do).
 // --on-term-save: on SIGTERM, finish the current step (the ranks agree on which), write
@@ -20,6 +24,7 @@
 #include <torch/torch.h>
 
 #include <atomic>
+#include <cstdio>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -47,13 +52,20 @@ struct Fault {
   bool mine = false;
 };
 
+int restart_count() {
+  const char* c = std::getenv("NANO_RESTART_COUNT");
+  return c ? std::atoi(c) : 0;
+}
+
 Fault parse_fault(const std::string& spec, int rank) {
   Fault f;
   std::stringstream in(spec);
   std::string ranks;
   std::getline(in, f.way, '@');
   std::getline(in, f.phase, '@');
-  std::getline(in, ranks);
+  std::getline(in, ranks, '@');
+  std::string attempt;
+  const bool any_attempt = !std::getline(in, attempt) || attempt.empty();
   if (f.phase.rfind("step:", 0) == 0) {
     f.step = std::stoi(f.phase.substr(5));
     f.phase = "step";
@@ -62,15 +74,16 @@ Fault parse_fault(const std::string& spec, int rank) {
   std::string r;
   while (std::getline(list, r, ','))
     if (!r.empty() && std::stoi(r) == rank) f.mine = true;
+  if (!any_attempt && std::stoi(attempt) != restart_count()) f.mine = false;
   return f;
 }
 
-Fault g_fault;
+std::vector<Fault> g_faults;
 std::atomic<bool> g_term{false};
 
 // Does what the fault says, where it says; returns normally only for "throw" (thrown) or a
 // way that ends main (then `code` is set).
-void strike(const std::string& phase, int step, int* code) {
+void strike(const Fault& g_fault, const std::string& phase, int step, int* code) {
   if (!g_fault.mine || g_fault.phase != phase || (phase == "step" && step != g_fault.step)) return;
   std::cerr << "fault_rank: rank " << env_rank() << ": injecting '" << g_fault.way << "' at " << phase
             << (phase == "step" ? " " + std::to_string(step) : "") << std::endl;
@@ -85,6 +98,20 @@ void strike(const std::string& phase, int step, int* code) {
   else if (w == "term") raise(SIGTERM);
   else if (w == "stop") raise(SIGSTOP);
   else if (w == "hang") for (;;) pause();
+}
+
+void strike(const std::string& phase, int step, int* code) {
+  for (const Fault& f : g_faults) strike(f, phase, step, code);
+}
+
+uint64_t weights_hash(torch::nn::Module& m) {
+  uint64_t h = 1469598103934665603ULL;
+  for (const auto& p : m.parameters()) {
+    auto t = p.detach().contiguous();
+    const auto* b = static_cast<const unsigned char*>(t.data_ptr());
+    for (size_t i = 0; i < t.nbytes(); ++i) h = (h ^ b[i]) * 1099511628211ULL;
+  }
+  return h;
 }
 
 void start_grandchild(const std::string& pid_dir, int rank) {
@@ -108,14 +135,19 @@ struct Net : torch::nn::Module {
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   int steps = 20;
-  std::string pid_dir, save_file;
+  std::string pid_dir, save_file, checkpoint_dir;
+  int checkpoint_every = 0;
+  bool print_weights = false;
   double save_seconds = 0;
   bool grandchild = false;
   const int rank = env_rank();
   for (size_t i = 0; i < args.size(); ++i) {
     const bool more = i + 1 < args.size();
     if (args[i] == "--steps" && more) steps = std::stoi(args[++i]);
-    else if (args[i] == "--fault" && more) g_fault = parse_fault(args[++i], rank);
+    else if (args[i] == "--fault" && more) g_faults.push_back(parse_fault(args[++i], rank));
+    else if (args[i] == "--checkpoint-dir" && more) checkpoint_dir = args[++i];
+    else if (args[i] == "--checkpoint-every" && more) checkpoint_every = std::stoi(args[++i]);
+    else if (args[i] == "--print-weights") print_weights = true;
     else if (args[i] == "--pid-dir" && more) pid_dir = args[++i];
     else if (args[i] == "--grandchild") grandchild = true;
     else if (args[i] == "--on-term-save" && more) {
@@ -142,8 +174,20 @@ int main(int argc, char** argv) {
     torch::manual_seed(1);
     auto net = std::make_shared<Net>();
     nano::DistributedDataParallel ddp(net, world.comm);
-    torch::optim::SGD opt(net->parameters(), 0.01);
-    for (int step = 0; step < steps; ++step) {
+    torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
+    std::unique_ptr<nano::Checkpointer> ckpt;
+    int first = 0;
+    if (!checkpoint_dir.empty()) {
+      nano::CheckpointOptions co;
+      co.every_steps = checkpoint_every;
+      ckpt = std::make_unique<nano::Checkpointer>(checkpoint_dir, world.comm, co);
+      ckpt->track("model", *net).track("optimizer", opt);
+      if (auto resumed = ckpt->restore()) {
+        first = static_cast<int>(*resumed);
+        std::cout << "fault_rank: rank " << rank << " resumed at step " << first << std::endl;
+      }
+    }
+    for (int step = first; step < steps; ++step) {
       auto x = torch::randn({16, 128});
       auto loss = net->forward(x).pow(2).mean();
       strike("step", step, &code);
@@ -151,6 +195,7 @@ int main(int argc, char** argv) {
       opt.zero_grad();
       loss.backward();
       opt.step();
+      if (ckpt) ckpt->step();
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
       // The ranks agree on stopping (a SIGTERM may reach them a step apart), as real programs do.
       auto stop = torch::full({1}, g_term ? 1.0f : 0.0f);
@@ -165,6 +210,11 @@ int main(int argc, char** argv) {
     strike("teardown", -1, &code);
     if (code >= 0) return code;
     std::cout << "fault_rank: rank " << rank << " done (" << world.comm->name() << ")" << std::endl;
+    if (print_weights && rank == 0) {
+      char hex[32];
+      snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(weights_hash(*net)));
+      std::cout << "weights " << hex << std::endl;
+    }
   } catch (const std::exception& e) {
     std::cerr << "fault_rank: rank " << rank << ": " << e.what() << std::endl;
     return 1;

@@ -266,3 +266,31 @@ TEST_CASE("SIGINT and SIGTERM to nano-run reach the ranks as themselves; exit 13
     }
   }
 }
+
+TEST_CASE("checkpoints and --max-restarts: a run killed twice ends with the weights of a run never killed") {
+  for (std::string backend : kBackends) {
+    CAPTURE(backend);
+    std::string whole = temp_dir("nano_fault_test"), killed = temp_dir("nano_fault_test");
+    Run a = start({"-n", "2", "--backend", backend, kFaultRank, "--steps", "16", "--checkpoint-dir", whole,
+                   "--checkpoint-every", "3", "--print-weights"});
+    wait_for(a, 60);
+    REQUIRE(a.rc == 0);
+    const auto at = a.out.find("weights ");
+    REQUIRE(at != std::string::npos);
+    const std::string weights = a.out.substr(at, 24);
+    // Rank 1 is SIGKILLed in step 7 of the first attempt, rank 0 in step 13 of the second; each
+    // restart resumes from the newest checkpoint (steps 6 and 12).
+    Run b = start({"-n", "2", "--backend", backend, "--max-restarts", "2", "--restart-delay", "0.2", "--grace-period",
+                   "2", kFaultRank, "--steps", "16", "--checkpoint-dir", killed, "--checkpoint-every", "3",
+                   "--print-weights", "--fault", "kill@step:7@1@0", "--fault", "kill@step:13@0@1"});
+    wait_for(b, 120);
+    CAPTURE(b.err);
+    CHECK(b.rc == 0);
+    CHECK(b.err.find("restart 1 of 2") != std::string::npos);
+    CHECK(b.err.find("restart 2 of 2") != std::string::npos);
+    CHECK(b.out.find("rank 0 resumed at step 6") != std::string::npos);
+    CHECK(b.out.find("rank 1 resumed at step 12") != std::string::npos);
+    CHECK(b.out.find(weights) != std::string::npos);  // bit-identical: same sums in the same order
+    std::system(("rm -rf " + whole + " " + killed + " " + a.dir + " " + b.dir).c_str());
+  }
+}

@@ -1,0 +1,389 @@
+#include "runtime/checkpoint.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/serialize/input-archive.h>
+#include <torch/serialize/output-archive.h>
+#include <torch/version.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "env-init/error.h"
+#include "runtime/auto_lr.h"
+#include "runtime/communicator.h"
+
+namespace nano {
+
+namespace {
+
+constexpr const char* kMagic = "nano-checkpoint 1";
+
+uint64_t fnv1a64(const char* p, size_t n) {
+  uint64_t h = 1469598103934665603ULL;
+  for (size_t i = 0; i < n; ++i) {
+    h ^= static_cast<unsigned char>(p[i]);
+    h *= 1099511628211ULL;
+  }
+  return h;
+}
+
+struct Header {
+  int64_t step = -1;
+  int world = 0;
+  std::string torch;
+  uint64_t bytes = 0;
+  uint64_t sum = 0;
+  size_t payload_at = 0;
+};
+
+std::string make_header(int64_t step, int world, const std::string& payload) {
+  char sum[32];
+  snprintf(sum, sizeof sum, "%016llx", static_cast<unsigned long long>(fnv1a64(payload.data(), payload.size())));
+  std::ostringstream h;
+  h << kMagic << "\nstep " << step << "\nworld " << world << "\ntorch " << TORCH_VERSION << "\nbytes "
+    << payload.size() << "\nfnv1a64 " << sum << "\n\n";
+  return h.str();
+}
+
+// False when `text` does not start with a whole nano header.
+bool parse_header(const std::string& text, Header& h) {
+  if (text.compare(0, strlen(kMagic), kMagic) != 0) return false;
+  const size_t end = text.find("\n\n");
+  if (end == std::string::npos || end > 4096) return false;
+  std::istringstream in(text.substr(0, end));
+  std::string line;
+  std::getline(in, line);
+  while (std::getline(in, line)) {
+    std::istringstream kv(line);
+    std::string key;
+    kv >> key;
+    if (key == "step") kv >> h.step;
+    else if (key == "world") kv >> h.world;
+    else if (key == "torch") kv >> h.torch;
+    else if (key == "bytes") kv >> h.bytes;
+    else if (key == "fnv1a64") kv >> std::hex >> h.sum;
+  }
+  h.payload_at = end + 2;
+  return h.step >= 0 && h.world > 0;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+std::string errno_text() { return strerror(errno); }
+
+// The checkpoints of `dir`, newest first.
+std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string& dir) {
+  std::vector<std::pair<int64_t, std::string>> out;
+  DIR* d = opendir(dir.c_str());
+  if (!d) return out;
+  while (dirent* e = readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.size() != 22 || name.compare(0, 5, "ckpt-") != 0 || name.compare(17, 5, ".nano") != 0) continue;
+    const std::string digits = name.substr(5, 12);
+    if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) continue;
+    out.emplace_back(std::stoll(digits), dir + "/" + name);
+  }
+  closedir(d);
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  return out;
+}
+
+// Writes `bytes` to `path` so that a crash leaves the old file or the new one: a temporary in
+// the same folder, fsync, rename, fsync of the folder. Throws Error naming the file.
+void write_durable(const std::string& dir, const std::string& path, const std::string& bytes) {
+  const std::string tmp = dir + "/.tmp-" + std::to_string(getpid()) + "-" + path.substr(path.rfind('/') + 1);
+  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw Error("nano: cannot write checkpoint " + path + ": " + errno_text());
+  const char* p = bytes.data();
+  size_t left = bytes.size();
+  std::string failure;
+  while (left > 0 && failure.empty()) {
+    const ssize_t n = write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) failure = n < 0 ? errno_text() : "short write";
+    else {
+      p += n;
+      left -= static_cast<size_t>(n);
+    }
+  }
+  if (failure.empty() && fsync(fd) != 0) failure = errno_text();
+  if (close(fd) != 0 && failure.empty()) failure = errno_text();
+  if (failure.empty() && rename(tmp.c_str(), path.c_str()) != 0) failure = errno_text();
+  if (!failure.empty()) {
+    unlink(tmp.c_str());
+    throw Error("nano: cannot write checkpoint " + path + ": " + failure);
+  }
+  const int dfd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    fsync(dfd);
+    close(dfd);
+  }
+}
+
+void make_dir(const std::string& dir) {
+  std::string partial;
+  size_t pos = 0;
+  while (pos != std::string::npos) {
+    pos = dir.find('/', pos + 1);
+    partial = dir.substr(0, pos);
+    if (!partial.empty() && mkdir(partial.c_str(), 0777) != 0 && errno != EEXIST)
+      throw UsageError("nano: cannot create checkpoint folder " + dir + ": " + errno_text());
+  }
+  struct stat st {};
+  if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    throw UsageError("nano: checkpoint folder " + dir + " is not a folder");
+  if (access(dir.c_str(), W_OK | X_OK) != 0)
+    throw UsageError("nano: cannot write into checkpoint folder " + dir + ": " + errno_text());
+}
+
+std::string shape_of(const at::Tensor& t) {
+  std::string s = "[";
+  for (int64_t i = 0; i < t.dim(); ++i) s += (i ? ", " : "") + std::to_string(t.size(i));
+  return s + "] " + std::string(c10::toString(t.scalar_type()));
+}
+
+// Archive keys cannot hold '.', which module paths use.
+std::string key_of(const std::string& name) {
+  std::string k = name;
+  std::replace(k.begin(), k.end(), '.', '|');
+  return k;
+}
+
+// Reads `what` into a temporary and checks it against `target`; the copy happens later.
+at::Tensor read_checked(torch::serialize::InputArchive& a, const std::string& what, const std::string& name,
+                        const at::Tensor& target, bool buffer) {
+  at::Tensor value;
+  if (!a.try_read(key_of(name), value, buffer)) throw Error("it has no " + what + " " + name);
+  if (value.sizes() != target.sizes() || value.scalar_type() != target.scalar_type())
+    throw Error(what + " " + name + " is " + shape_of(value) + " there and " + shape_of(target) + " here");
+  return value;
+}
+
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+}  // namespace
+
+std::string checkpoint_file_name(int64_t step) {
+  char name[32];
+  snprintf(name, sizeof name, "ckpt-%012lld.nano", static_cast<long long>(step));
+  return name;
+}
+
+std::string verify_checkpoint(const std::string& path) {
+  const std::string text = read_file(path);
+  Header h;
+  if (!parse_header(text, h)) return text.empty() ? "empty or unreadable" : "not a nano checkpoint";
+  const uint64_t have = text.size() - h.payload_at;
+  if (have < h.bytes) return "truncated: " + std::to_string(have) + " of " + std::to_string(h.bytes) + " payload bytes";
+  if (have > h.bytes) return "longer than its header says";
+  if (fnv1a64(text.data() + h.payload_at, h.bytes) != h.sum) return "checksum mismatch (damaged)";
+  return "";
+}
+
+Checkpointer::Checkpointer(std::string dir, std::shared_ptr<Communicator> comm, CheckpointOptions options)
+    : dir_(std::move(dir)), comm_(std::move(comm)), options_(options), last_save_(std::chrono::steady_clock::now()) {
+  if (dir_.empty()) throw UsageError("nano: the checkpoint folder is empty");
+  while (dir_.size() > 1 && dir_.back() == '/') dir_.pop_back();
+  if (options_.keep < 1) throw UsageError("nano: checkpoint keep must be at least 1, got " + std::to_string(options_.keep));
+  if (options_.every_steps < 0)
+    throw UsageError("nano: checkpoint every_steps must be >= 0, got " + std::to_string(options_.every_steps));
+  if (!(options_.every_seconds >= 0))
+    throw UsageError("nano: checkpoint every_seconds must be >= 0, got " + std::to_string(options_.every_seconds));
+  if (comm_->rank() == 0) make_dir(dir_);
+}
+
+Checkpointer::~Checkpointer() { wait_writer(); }
+
+void Checkpointer::wait_writer() {
+  if (writer_.joinable()) writer_.join();
+}
+
+Checkpointer& Checkpointer::track(const std::string& name, torch::nn::Module& module) {
+  entries_.push_back(
+      {name,
+       [&module](torch::serialize::OutputArchive& a) {
+         for (const auto& p : module.named_parameters()) a.write(key_of(p.key()), p.value().detach());
+         for (const auto& b : module.named_buffers()) a.write(key_of(b.key()), b.value(), true);
+       },
+       [&module](torch::serialize::InputArchive& a) {
+         std::vector<std::pair<at::Tensor, at::Tensor>> copies;
+         for (const auto& p : module.named_parameters())
+           copies.emplace_back(p.value(), read_checked(a, "parameter", p.key(), p.value(), false));
+         for (const auto& b : module.named_buffers())
+           copies.emplace_back(b.value(), read_checked(a, "buffer", b.key(), b.value(), true));
+         return std::function<void()>([copies] {
+           at::NoGradGuard no_grad;
+           for (const auto& [target, value] : copies) const_cast<at::Tensor&>(target).copy_(value);
+         });
+       }});
+  return *this;
+}
+
+Checkpointer& Checkpointer::track(const std::string& name, torch::optim::Optimizer& optimizer) {
+  entries_.push_back({name, [&optimizer](torch::serialize::OutputArchive& a) { optimizer.save(a); },
+                      [&optimizer](torch::serialize::InputArchive& a) {
+                        // libtorch loads an optimizer only in place: done last, after every check.
+                        auto sub = std::make_shared<torch::serialize::InputArchive>(std::move(a));
+                        return std::function<void()>([&optimizer, sub] { optimizer.load(*sub); });
+                      }});
+  return *this;
+}
+
+Checkpointer& Checkpointer::track(const std::string& name, AutoLr& warmup) {
+  entries_.push_back({name, [&warmup](torch::serialize::OutputArchive& a) { warmup.save(a); },
+                      [&warmup](torch::serialize::InputArchive& a) {
+                        auto sub = std::make_shared<torch::serialize::InputArchive>(std::move(a));
+                        return std::function<void()>([&warmup, sub] { warmup.load(*sub); });
+                      }});
+  return *this;
+}
+
+Checkpointer& Checkpointer::track(const std::string& name, torch::data::samplers::Sampler<>& sampler) {
+  entries_.push_back({name, [&sampler](torch::serialize::OutputArchive& a) { sampler.save(a); },
+                      [&sampler](torch::serialize::InputArchive& a) {
+                        auto sub = std::make_shared<torch::serialize::InputArchive>(std::move(a));
+                        return std::function<void()>([&sampler, sub] { sampler.load(*sub); });
+                      }});
+  return *this;
+}
+
+Checkpointer& Checkpointer::track(const std::string& name, torch::Tensor& tensor) {
+  entries_.push_back({name, [&tensor](torch::serialize::OutputArchive& a) { a.write("value", tensor.detach()); },
+                      [&tensor](torch::serialize::InputArchive& a) {
+                        at::Tensor value = read_checked(a, "tensor", "value", tensor, false);
+                        return std::function<void()>([&tensor, value] {
+                          at::NoGradGuard no_grad;
+                          tensor.copy_(value);
+                        });
+                      }});
+  return *this;
+}
+
+bool Checkpointer::step() {
+  ++steps_;
+  bool due = options_.every_steps > 0 && steps_ % options_.every_steps == 0;
+  if (!due && options_.every_seconds > 0) {
+    // Every rank must decide alike: rank 0's clock decides, through the communicator.
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - last_save_).count();
+    at::Tensor flag = at::full({1}, comm_->rank() == 0 && elapsed >= options_.every_seconds ? 1.0 : 0.0, at::kDouble);
+    comm_->broadcast(flag, 0);
+    due = flag.item<double>() > 0;
+  }
+  if (due) save();
+  return due;
+}
+
+void Checkpointer::save() {
+  // Each rank's default generator state goes to rank 0 (gather carries doubles).
+  at::Tensor state;
+  {
+    auto gen = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    state = gen.get_state();
+  }
+  const int64_t n = state.numel();
+  const uint8_t* bytes = state.data_ptr<uint8_t>();
+  std::vector<double> mine(bytes, bytes + n);
+  const std::vector<double> all = comm_->gather(mine);
+  last_save_ = std::chrono::steady_clock::now();
+  const std::string path = dir_ + "/" + checkpoint_file_name(steps_);
+  last_path_ = path;
+  if (comm_->rank() != 0) return;
+
+  torch::serialize::OutputArchive archive;
+  for (const Entry& e : entries_) {
+    torch::serialize::OutputArchive sub;
+    e.save(sub);
+    archive.write(e.name, sub);
+  }
+  archive.write("nano|steps", at::full({1}, steps_, at::kLong));
+  at::Tensor rng = at::empty({comm_->size(), n}, at::kByte);
+  std::transform(all.begin(), all.end(), rng.data_ptr<uint8_t>(), [](double v) { return static_cast<uint8_t>(v); });
+  archive.write("nano|rng", rng);
+  std::ostringstream payload;
+  archive.save_to(payload);
+  std::string body = payload.str();
+  std::string file = make_header(steps_, comm_->size(), body) + body;
+  // The state is copied; the file is written while training goes on.
+  wait_writer();
+  writer_ = std::thread([dir = dir_, path, file = std::move(file), keep = options_.keep] {
+    try {
+      write_durable(dir, path, file);
+      const auto all_files = list_checkpoints(dir);
+      for (size_t i = static_cast<size_t>(keep); i < all_files.size(); ++i) unlink(all_files[i].second.c_str());
+    } catch (const std::exception& e) {
+      std::cerr << e.what() << "; the previous checkpoints are kept and training goes on" << std::endl;
+    }
+  });
+}
+
+std::optional<int64_t> Checkpointer::restore() {
+  wait_writer();
+  int64_t step = -1;
+  if (comm_->rank() == 0) {
+    for (const auto& [s, path] : list_checkpoints(dir_)) {
+      const std::string why = verify_checkpoint(path);
+      if (why.empty()) {
+        step = s;
+        break;
+      }
+      std::cerr << "nano: skipping checkpoint " << path << ": " << why << std::endl;
+    }
+  }
+  at::Tensor chosen = at::full({1}, step, at::kLong);
+  comm_->broadcast(chosen, 0);
+  step = chosen.item<int64_t>();
+  if (step < 0) return std::nullopt;
+  const std::string path = dir_ + "/" + checkpoint_file_name(step);
+  const std::string text = read_file(path);
+  Header h;
+  if (!parse_header(text, h) || text.size() - h.payload_at != h.bytes)
+    throw Error("nano: rank " + std::to_string(comm_->rank()) + " cannot read checkpoint " + path +
+                " (every rank must see the checkpoint folder)");
+  std::vector<std::function<void()>> apply;
+  at::Tensor rng, steps;
+  try {
+    torch::serialize::InputArchive archive;
+    std::istringstream in(text.substr(h.payload_at));
+    archive.load_from(in);
+    for (const Entry& e : entries_) {
+      torch::serialize::InputArchive sub;
+      if (!archive.try_read(e.name, sub)) throw Error("it has no '" + e.name + "'");
+      apply.push_back(e.load(sub));
+    }
+    if (!archive.try_read("nano|rng", rng) || !archive.try_read("nano|steps", steps)) throw Error("it has no step or RNG state");
+  } catch (const c10::Error& e) {
+    throw Error("nano: checkpoint " + path + " does not fit what is tracked: " + first_line(e.what_without_backtrace()));
+  } catch (const Error& e) {
+    throw Error("nano: checkpoint " + path + " does not fit what is tracked: " + e.what());
+  }
+  for (auto& f : apply) f();
+  // A rank beyond the saved world (resuming with more ranks) takes a saved rank's stream.
+  const int64_t row = comm_->rank() % rng.size(0);
+  {
+    auto gen = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    gen.set_state(rng[row].clone());
+  }
+  steps_ = steps.item<int64_t>();
+  last_save_ = std::chrono::steady_clock::now();
+  return steps_;
+}
+
+}  // namespace nano

@@ -1,0 +1,108 @@
+#pragma once
+// Checkpoints of a training run: everything that decides the rest of the run, written so that a
+// crash at any moment leaves either the previous checkpoint or the new one, and read back by
+// every rank the same. With nano-run --max-restarts a killed run resumes where its last
+// checkpoint left it.
+//
+//   nano::Checkpointer ckpt(dir, world.comm, {.every_steps = 500});
+//   ckpt.track("model", *model).track("optimizer", optimizer).track("warmup", auto_lr);
+//   for (int64_t step = ckpt.restore().value_or(0); step < total; ++step) {
+//     ...train one step...
+//     ckpt.step();
+//   }
+//
+// A file holds a header (format, step, world size, libtorch version, payload size, FNV-1a-64
+// checksum of the payload) and libtorch's archive of every tracked object, plus the step count
+// and each rank's default CPU generator state. Rank 0 serialises in memory, then writes in the
+// background: a temporary file in the same folder, fsync, rename, fsync of the folder; the
+// newest `keep` files stay. restore(): rank 0 takes the newest file that verifies (a truncated
+// or damaged one is skipped with one line naming it), every rank loads that one, and every
+// tracked object is checked before any is changed: nothing is half-loaded.
+#include <torch/data/samplers/base.h>
+#include <torch/nn/module.h>
+#include <torch/optim/optimizer.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace nano {
+
+class Communicator;
+class AutoLr;
+
+struct CheckpointOptions {
+  int64_t every_steps = 0;   ///< save every this many step() calls (0 = not by steps)
+  double every_seconds = 0;  ///< save at the first step() this long after the last save (0 = not by time)
+  int keep = 2;              ///< checkpoints kept (the newest)
+};
+
+class Checkpointer {
+ public:
+  /// `dir` is created when missing (rank 0). Throws UsageError naming `dir` when it cannot be
+  /// made or written, and for bad options.
+  Checkpointer(std::string dir, std::shared_ptr<Communicator> comm, CheckpointOptions options = {});
+  /// Waits for a write still under way.
+  ~Checkpointer();
+  Checkpointer(const Checkpointer&) = delete;
+  Checkpointer& operator=(const Checkpointer&) = delete;
+
+  /// Parameters and buffers (checked by name, shape and dtype on restore).
+  Checkpointer& track(const std::string& name, torch::nn::Module& module);
+  /// Optimizer state: momentum and moments, param-group options (learning rates included).
+  Checkpointer& track(const std::string& name, torch::optim::Optimizer& optimizer);
+  /// The warm-up position (it continues towards the current world size after a resume).
+  Checkpointer& track(const std::string& name, AutoLr& warmup);
+  /// A data sampler's position (nano's EpochShardSampler: epoch and position in it).
+  Checkpointer& track(const std::string& name, torch::data::samplers::Sampler<>& sampler);
+  /// A tensor of your own (copied into in place on restore; same shape and dtype).
+  Checkpointer& track(const std::string& name, torch::Tensor& tensor);
+
+  /// Collective. Loads the newest checkpoint of `dir` that verifies into every tracked object
+  /// and returns its step; nullopt when there is none (a fresh start). Throws nano::Error naming
+  /// the file and the first mismatch when it does not fit what is tracked.
+  std::optional<int64_t> restore();
+  /// Counts one step; saves when a bound says so. Returns true when it saved. Collective in
+  /// the sense that every rank must call it equally often.
+  bool step();
+  /// Saves now. A write that fails (a full disk) is reported in one line and leaves the
+  /// previous checkpoints as they were; training goes on.
+  void save();
+
+  int64_t steps() const { return steps_; }
+  const std::string& dir() const { return dir_; }
+  /// The file the last save wrote (or is writing), "" before the first.
+  const std::string& last_path() const { return last_path_; }
+
+ private:
+  struct Entry {
+    std::string name;
+    std::function<void(torch::serialize::OutputArchive&)> save;
+    // Reads and checks into temporaries; returns the function that applies them.
+    std::function<std::function<void()>(torch::serialize::InputArchive&)> load;
+  };
+  void wait_writer();
+
+  std::string dir_;
+  std::shared_ptr<Communicator> comm_;
+  CheckpointOptions options_;
+  std::vector<Entry> entries_;
+  int64_t steps_ = 0;
+  std::chrono::steady_clock::time_point last_save_;
+  std::string last_path_;
+  std::thread writer_;
+};
+
+/// The checkpoint file name of `step` ("ckpt-000000000500.nano").
+std::string checkpoint_file_name(int64_t step);
+
+/// Verifies a checkpoint file; returns "" when it is whole, else why not ("truncated: 100 of 4096
+/// payload bytes", "checksum mismatch", "not a nano checkpoint").
+std::string verify_checkpoint(const std::string& path);
+
+}  // namespace nano
