@@ -205,7 +205,15 @@ Checkpointer::Checkpointer(std::string dir, std::shared_ptr<Communicator> comm, 
     throw UsageError("nano: checkpoint every_steps must be >= 0, got " + std::to_string(options_.every_steps));
   if (!(options_.every_seconds >= 0))
     throw UsageError("nano: checkpoint every_seconds must be >= 0, got " + std::to_string(options_.every_seconds));
-  if (comm_->rank() == 0) make_dir(dir_);
+  if (comm_->rank() == 0) {
+    make_dir(dir_);
+    // Temporaries of a writer that was killed mid-write: never a checkpoint, only space.
+    if (DIR* d = opendir(dir_.c_str())) {
+      while (dirent* e = readdir(d))
+        if (std::string(e->d_name).rfind(".tmp-", 0) == 0) unlink((dir_ + "/" + e->d_name).c_str());
+      closedir(d);
+    }
+  }
 }
 
 Checkpointer::~Checkpointer() { wait_writer(); }

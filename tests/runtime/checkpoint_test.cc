@@ -1,0 +1,245 @@
+// nano::Checkpointer in one process (a world of one): round trips, what restore() refuses and
+// skips, and that a writer killed at any moment never leaves a checkpoint that loads wrongly.
+#include <sched.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <torch/nn/modules/linear.h>
+#include <torch/optim/adam.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "env-init/error.h"
+#include "runtime/auto_lr.h"
+#include "runtime/checkpoint.h"
+#include "runtime/communicator.h"
+
+#include <doctest/doctest.h>
+
+namespace {
+
+std::string temp_dir() {
+  char tmpl[] = "/tmp/nano_checkpoint_test_XXXXXX";
+  return mkdtemp(tmpl);
+}
+
+std::shared_ptr<nano::Communicator> self() { return std::make_shared<nano::SelfCommunicator>(); }
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// A small training state that changes every step.
+struct State {
+  torch::nn::Linear model{torch::nn::LinearOptions(8, 4)};
+  torch::optim::Adam opt{model->parameters(), torch::optim::AdamOptions(0.01)};
+  torch::Tensor extra = torch::zeros({3});
+  void train_step() {
+    auto loss = model->forward(torch::randn({5, 8})).pow(2).mean();
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+    extra += 1;
+  }
+};
+
+void track(nano::Checkpointer& c, State& s) { c.track("model", *s.model).track("optimizer", s.opt).track("extra", s.extra); }
+
+}  // namespace
+
+TEST_CASE("checkpoint: a resumed run continues exactly where the saved one was") {
+  const std::string dir = temp_dir();
+  torch::manual_seed(3);
+  State a;
+  nano::CheckpointOptions every3;
+  every3.every_steps = 3;
+  {
+    nano::Checkpointer ca(dir, self(), every3);
+    track(ca, a);
+    CHECK_FALSE(ca.restore());  // fresh start
+    for (int i = 0; i < 7; ++i) {
+      a.train_step();
+      CHECK(ca.step() == ((i + 1) % 3 == 0));
+    }
+  }  // its last write is on disk
+  // Steps 3 and 6 were saved; a fresh process resumes from 6 and then matches a step by step.
+  torch::manual_seed(99);  // a different start: everything must come from the checkpoint
+  State b;
+  nano::Checkpointer cb(dir, self(), every3);
+  track(cb, b);
+  REQUIRE(cb.restore() == 6);
+  CHECK(cb.steps() == 6);
+  b.train_step();  // step 7, with the generator state of step 6 restored
+  CHECK(torch::equal(a.model->weight, b.model->weight));
+  CHECK(torch::equal(a.extra, b.extra));
+  CHECK(a.extra[0].item<float>() == 7);
+  std::system(("rm -rf " + dir).c_str());
+}
+
+TEST_CASE("checkpoint: the newest K are kept; truncated and damaged ones are skipped with one line") {
+  const std::string dir = temp_dir();
+  State s;
+  nano::CheckpointOptions opts;
+  opts.every_steps = 1;
+  opts.keep = 2;
+  {
+    nano::Checkpointer c(dir, self(), opts);
+    track(c, s);
+    for (int i = 0; i < 4; ++i) {
+      s.train_step();
+      c.step();
+    }
+  }
+  std::ifstream three(dir + "/" + nano::checkpoint_file_name(3)), four(dir + "/" + nano::checkpoint_file_name(4));
+  CHECK(three.good());
+  CHECK(four.good());
+  CHECK_FALSE(std::ifstream(dir + "/" + nano::checkpoint_file_name(2)).good());
+  const std::string newest = dir + "/" + nano::checkpoint_file_name(4);
+  // A flipped byte in the payload.
+  {
+    std::fstream f(newest, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(-10, std::ios::end);
+    char ch = 0;
+    f.get(ch);
+    f.seekp(-10, std::ios::end);
+    f.put(static_cast<char>(ch ^ 0x5a));
+  }
+  CHECK(nano::verify_checkpoint(newest) == "checksum mismatch (damaged)");
+  State r;
+  nano::Checkpointer c(dir, self(), opts);
+  track(c, r);
+  CHECK(c.restore() == 3);
+  // Truncated.
+  const std::string older = dir + "/" + nano::checkpoint_file_name(3);
+  CHECK(truncate(older.c_str(), 200) == 0);
+  CHECK(nano::verify_checkpoint(older).rfind("truncated: ", 0) == 0);
+  State none;
+  nano::Checkpointer c2(dir, self(), opts);
+  track(c2, none);
+  CHECK_FALSE(c2.restore());
+  std::system(("rm -rf " + dir).c_str());
+}
+
+TEST_CASE("checkpoint: another model is refused with its first mismatch, and nothing is changed") {
+  const std::string dir = temp_dir();
+  {
+    State s;
+    nano::Checkpointer c(dir, self());
+    track(c, s);
+    s.train_step();
+    c.save();
+  }
+  torch::nn::Linear other(torch::nn::LinearOptions(8, 5));  // 5 outputs instead of 4
+  torch::optim::Adam opt(other->parameters(), torch::optim::AdamOptions(0.01));
+  const auto before = other->weight.clone();
+  nano::Checkpointer c(dir, self());
+  c.track("model", *other).track("optimizer", opt);
+  const std::string e = error_of([&] { c.restore(); });
+  CHECK(e.find("does not fit what is tracked: parameter weight is [4, 8] Float there and [5, 8] Float here") !=
+        std::string::npos);
+  CHECK(torch::equal(before, other->weight));
+  nano::Checkpointer named(dir, self());
+  State s2;
+  named.track("net", *s2.model);
+  CHECK(error_of([&] { named.restore(); }).find("it has no 'net'") != std::string::npos);
+  std::system(("rm -rf " + dir).c_str());
+}
+
+TEST_CASE("checkpoint: bad folders and options are one-line usage errors") {
+  CHECK(error_of([] { nano::Checkpointer c("/proc/nano-no", self()); }).rfind("nano: cannot create checkpoint folder /proc/nano-no", 0) == 0);
+  const std::string dir = temp_dir();
+  std::ofstream(dir + "/file") << "x";
+  CHECK(error_of([&] { nano::Checkpointer c(dir + "/file", self()); }) ==
+        "nano: checkpoint folder " + dir + "/file is not a folder");
+  nano::CheckpointOptions bad;
+  bad.keep = 0;
+  CHECK(error_of([&] { nano::Checkpointer c(dir, self(), bad); }) == "nano: checkpoint keep must be at least 1, got 0");
+  std::system(("rm -rf " + dir).c_str());
+}
+
+TEST_CASE("checkpoint: a writer SIGKILLed at random moments never leaves a checkpoint that loads wrongly") {
+  const std::string dir = temp_dir();
+  std::mt19937 random(7);
+  for (int trial = 0; trial < 12; ++trial) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      // Saves a 4 MB model over and over.
+      torch::nn::Linear big(torch::nn::LinearOptions(1024, 1024));
+      nano::Checkpointer c(dir, self());
+      c.track("model", *big);
+      for (int i = 0;; ++i) {
+        {
+          torch::NoGradGuard g;
+          big->weight.fill_(static_cast<float>(i));
+        }
+        c.step();
+        c.save();
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50 + random() % 400));
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+    // Whatever is there: the newest that verifies loads, and holds one consistent step.
+    torch::nn::Linear big(torch::nn::LinearOptions(1024, 1024));
+    nano::Checkpointer c(dir, self());
+    c.track("model", *big);
+    if (auto step = c.restore()) {
+      CHECK(big->weight.min().item<float>() == big->weight.max().item<float>());
+      CHECK(big->weight[0][0].item<float>() == static_cast<float>(*step - 1));
+    }
+  }
+  std::system(("rm -rf " + dir).c_str());
+}
+
+TEST_CASE("checkpoint: a full disk keeps the previous checkpoint and says so in one line") {
+  // A 1 MiB tmpfs in a private mount namespace of a child process (root only).
+  if (geteuid() != 0) {
+    MESSAGE("skipped: needs root for a private mount namespace");
+    return;
+  }
+  const std::string dir = temp_dir();
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (unshare(CLONE_NEWNS) != 0 || mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+        mount("tmpfs", dir.c_str(), "tmpfs", 0, "size=1m") != 0)
+      _exit(3);
+    torch::nn::Linear small(torch::nn::LinearOptions(64, 64));  // ~17 KB
+    nano::Checkpointer c(dir, self());
+    c.track("model", *small);
+    c.step();
+    c.save();
+    {
+      torch::nn::Linear big(torch::nn::LinearOptions(1024, 1024));  // 4 MB: does not fit
+      nano::Checkpointer c2(dir, self());
+      c2.track("model", *small).track("big", *big);
+      c2.step();
+      c2.step();
+      c2.save();
+    }  // waits for the writer, which reports the full disk in one line
+    // The first checkpoint is intact and loads; the failed write left no file behind.
+    torch::nn::Linear again(torch::nn::LinearOptions(64, 64));
+    nano::Checkpointer c3(dir, self());
+    c3.track("model", *again);
+    auto step = c3.restore();
+    const bool no_temporaries = std::system(("ls -A " + dir + " | grep -q tmp").c_str()) != 0;
+    _exit(step == 1 && torch::equal(again->weight, small->weight) && no_temporaries ? 0 : 4);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  std::system(("rm -rf " + dir).c_str());
+}
