@@ -140,6 +140,9 @@ def main():
     if a.single:
         rank, world = 0, 1
     else:
+        # PyTorch >= 2.4 hosts the env:// store on libuv unless told otherwise, and Debian 13's
+        # torch 2.6 is built without it (nano-run sets the same for the ranks it starts).
+        os.environ.setdefault("USE_LIBUV", "0")
         dist.init_process_group("gloo")  # env:// rendezvous (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT)
         rank, world = dist.get_rank(), dist.get_world_size()
     barrier = (lambda: None) if a.single else dist.barrier
