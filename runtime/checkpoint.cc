@@ -243,32 +243,33 @@ Checkpointer& Checkpointer::track(const std::string& name, torch::nn::Module& mo
   return *this;
 }
 
-Checkpointer& Checkpointer::track(const std::string& name, torch::optim::Optimizer& optimizer) {
-  entries_.push_back({name, [&optimizer](torch::serialize::OutputArchive& a) { optimizer.save(a); },
-                      [&optimizer](torch::serialize::InputArchive& a) {
-                        // libtorch loads an optimizer only in place: done last, after every check.
+Checkpointer& Checkpointer::track_in_place(const std::string& name,
+                                           std::function<void(torch::serialize::OutputArchive&)> save,
+                                           std::function<void(torch::serialize::InputArchive&)> load) {
+  entries_.push_back({name, std::move(save), [load = std::move(load)](torch::serialize::InputArchive& a) {
+                        // libtorch loads these objects only in place: done after every check.
                         auto sub = std::make_shared<torch::serialize::InputArchive>(std::move(a));
-                        return std::function<void()>([&optimizer, sub] { optimizer.load(*sub); });
+                        return std::function<void()>([load, sub] { load(*sub); });
                       }});
   return *this;
+}
+
+Checkpointer& Checkpointer::track(const std::string& name, torch::optim::Optimizer& optimizer) {
+  return track_in_place(
+      name, [&optimizer](torch::serialize::OutputArchive& a) { optimizer.save(a); },
+      [&optimizer](torch::serialize::InputArchive& a) { optimizer.load(a); });
 }
 
 Checkpointer& Checkpointer::track(const std::string& name, AutoLr& warmup) {
-  entries_.push_back({name, [&warmup](torch::serialize::OutputArchive& a) { warmup.save(a); },
-                      [&warmup](torch::serialize::InputArchive& a) {
-                        auto sub = std::make_shared<torch::serialize::InputArchive>(std::move(a));
-                        return std::function<void()>([&warmup, sub] { warmup.load(*sub); });
-                      }});
-  return *this;
+  return track_in_place(
+      name, [&warmup](torch::serialize::OutputArchive& a) { warmup.save(a); },
+      [&warmup](torch::serialize::InputArchive& a) { warmup.load(a); });
 }
 
 Checkpointer& Checkpointer::track(const std::string& name, torch::data::samplers::Sampler<>& sampler) {
-  entries_.push_back({name, [&sampler](torch::serialize::OutputArchive& a) { sampler.save(a); },
-                      [&sampler](torch::serialize::InputArchive& a) {
-                        auto sub = std::make_shared<torch::serialize::InputArchive>(std::move(a));
-                        return std::function<void()>([&sampler, sub] { sampler.load(*sub); });
-                      }});
-  return *this;
+  return track_in_place(
+      name, [&sampler](torch::serialize::OutputArchive& a) { sampler.save(a); },
+      [&sampler](torch::serialize::InputArchive& a) { sampler.load(a); });
 }
 
 Checkpointer& Checkpointer::track(const std::string& name, torch::Tensor& tensor) {

@@ -86,6 +86,9 @@ class Checkpointer {
     // Reads and checks into temporaries; returns the function that applies them.
     std::function<std::function<void()>(torch::serialize::InputArchive&)> load;
   };
+  // An object libtorch saves and loads only in place (optimizers, samplers, AutoLr).
+  Checkpointer& track_in_place(const std::string& name, std::function<void(torch::serialize::OutputArchive&)> save,
+                               std::function<void(torch::serialize::InputArchive&)> load);
   void wait_writer();
 
   std::string dir_;
