@@ -93,6 +93,7 @@ void Session::launch() {
   l.hosts = options_.hosts;
   l.log_dir = options_.log_dir;
   l.grace_period_ms = options_.grace_period_ms;
+  l.max_restarts = options_.max_restarts;
   check_self_launch(l);  // bad options: nothing created, nothing started
   const std::string path = make_report_path();
   l.extra_env[kMarkerVar] = std::to_string(g_trainings_reached);

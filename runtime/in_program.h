@@ -46,6 +46,9 @@ struct TorchNanoOptions {
   std::string hosts;            ///< mpi: "host:slots,host:slots"
   std::string log_dir;          ///< one log per rank ("" = none)
   int grace_period_ms = 5000;   ///< SIGTERM -> SIGKILL delay when a rank fails
+  /// Start the ranks again after one fails, at most this many times (nano-run's
+  /// --max-restarts; NANO_RESTART_COUNT tells the ranks which attempt they are).
+  int max_restarts = 0;
   DdpOptions ddp;               ///< gradient bucket size etc.
   /// Split each global batch among the ranks by their measured speed (runtime/load_balance.h),
   /// so a slower core does not hold back the others; gradients are weighted by each rank's

@@ -92,6 +92,9 @@ void check_self_launch(const SelfLaunch& l) {
   if (l.grace_period_ms < 0) {
     throw UsageError("nano: grace_period_ms must be >= 0, got " + std::to_string(l.grace_period_ms));
   }
+  if (l.max_restarts < 0) {
+    throw UsageError("nano: max_restarts must be >= 0, got " + std::to_string(l.max_restarts));
+  }
 }
 
 std::vector<std::string> split_cmdline(const std::string& bytes) {
@@ -131,6 +134,7 @@ void launch_self(const SelfLaunch& l) {
   o.hosts = l.hosts;
   o.log_dir = l.log_dir;
   o.grace_period = std::chrono::milliseconds(l.grace_period_ms);
+  o.max_restarts = l.max_restarts;
   o.extra_env = l.extra_env;
   LaunchResult r = launch(o, self_argv());
   if (r.exit_code == 0) return;

@@ -25,6 +25,7 @@ struct SelfLaunch {
   std::string hosts;                                    ///< mpi only, "host:slots,..."
   std::string log_dir;
   int grace_period_ms = 5000;
+  int max_restarts = 0;
   std::map<std::string, std::string> extra_env;
 };
 

@@ -5,22 +5,30 @@
 # same minutes. Each run's tables land in bench-results/platforms/debian{12,13}-run-N/results.md;
 # at the end the key rows are printed side by side, as ranges over the runs. Needs root.
 # The bench.sh knobs (NANO_BENCH_*) apply to both.
-# Usage: scripts/bench-platforms.sh [RUNS]   (default 2)
+# A run that fails (bench.sh exits non-zero: some configuration failed) is kept as far as it
+# got, and the next one starts; the exit status says whether any failed.
+# Usage: scripts/bench-platforms.sh [RUNS] [FIRST]   (default 2 runs, numbered from 1; FIRST
+# adds runs to an earlier set, e.g. "1 2" makes run 2 only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-2}
+first=${2:-1}
 [[ $runs =~ ^[1-9][0-9]*$ ]] || { echo "bench-platforms: RUNS must be a positive integer, got '$runs'" >&2; exit 2; }
+[[ $first =~ ^[1-9][0-9]*$ ]] || { echo "bench-platforms: FIRST must be a positive integer, got '$first'" >&2; exit 2; }
+last=$((first + runs - 1))
+status=0
 out=bench-results/platforms
 mkdir -p "$out"
 knobs=()
 for v in $(compgen -e | grep '^NANO_BENCH_' || true); do
   [[ $v == NANO_BENCH_OUT ]] || knobs+=("$v=${!v}")
 done
-for ((r = 1; r <= runs; ++r)); do
-  echo "bench-platforms: run $r of $runs, Debian 12" >&2
-  NANO_BENCH_OUT="$out/debian12-run-$r" scripts/bench.sh
-  echo "bench-platforms: run $r of $runs, Debian 13" >&2
+for ((r = first; r <= last; ++r)); do
+  echo "bench-platforms: run $r of $first-$last, Debian 12" >&2
+  NANO_BENCH_OUT="$out/debian12-run-$r" scripts/bench.sh || status=1
+  echo "bench-platforms: run $r of $first-$last, Debian 13" >&2
   scripts/debian13-root.sh env "${knobs[@]}" NANO_BUILD_DIR=build-debian13 NANO_BENCH_OUT="$out/debian13-run-$r" \
-    scripts/bench.sh
+    scripts/bench.sh || status=1
 done
-/usr/bin/python3 scripts/bench/platforms.py "$out" "$runs"
+/usr/bin/python3 scripts/bench/platforms.py "$out" "$last"
+exit $status

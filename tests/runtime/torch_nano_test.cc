@@ -81,6 +81,11 @@ class LineNano : public nano::TorchNano {
       for (auto& batch : *loader) {
         optimizer.zero_grad();
         auto loss = torch::nn::functional::mse_loss(model(batch.data), batch.target);
+        const char* attempt = std::getenv("NANO_RESTART_COUNT");
+        if (mode == "a-restart" && rank() == 1 && attempt && std::string(attempt) == "0") {
+          std::cerr << "rank 1 is failing on purpose in the first attempt" << std::endl;
+          raise(SIGKILL);
+        }
         if (mode == "a-fail" && rank() == 1) {
           std::cerr << "rank 1 is failing on purpose" << std::endl;
           raise(SIGKILL);
@@ -203,6 +208,21 @@ int run_a_fail() {
     return 0;
   }
   return fail("no RankFailedError");
+}
+
+// max_restarts: rank 1 dies in the first attempt; the second one trains to the end and the
+// caller gets its result, with no RankFailedError.
+int run_a_restart() {
+  nano::TorchNanoOptions options = options_for("subprocess");
+  options.max_restarts = 1;
+  LineNano trainer(options);
+  trainer.mode = "a-restart";
+  trainer.train();
+  if (!trainer.is_caller()) return 0;
+  const double w = trainer.result<double>();
+  std::cout << "after one restart: w = " << w << std::endl;
+  // The second attempt trains from the start: the same weight as a run that never failed.
+  return w == 0.25 ? 0 : fail("w = " + std::to_string(w) + " after a restart, expected 0.25");
 }
 
 int run_affinity() {
@@ -416,6 +436,7 @@ int main(int argc, char** argv) {
     if (mode == "a-external") return run_a_external();
     if (mode == "a-fail") return run_a_fail();
     if (mode == "affinity") return run_affinity();
+    if (mode == "a-restart") return run_a_restart();
     if (mode == "a-balance") return run_a_balance();
     if (mode == "b-equiv") return run_b_equiv(backend);
     if (mode == "b-fail") return run_b_fail();
