@@ -60,8 +60,10 @@ c10::intrusive_ptr<c10d::TCPStore> rendezvous(const Context& context, const std:
     if (context.rank == 0) {
       throw Error("nano: cannot host the rendezvous store on " + where + ": " + first_line(e.what()));
     }
+    // libtorch 1.13's client retries until its own timeout (rounded down to seconds) and says
+    // "timed out"; 2.x's can give up at once when nothing listens.
     const double waited = std::chrono::duration<double>(Clock::now() - (deadline - timeout)).count();
-    if (waited >= seconds) {
+    if (waited >= seconds || std::string(e.what()).find("timed out") != std::string::npos) {
       throw Error("nano: rendezvous at " + where + " timed out after " + format_seconds(seconds) +
                   " s: the store host (rank 0) did not answer");
     }
