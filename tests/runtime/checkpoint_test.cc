@@ -213,9 +213,10 @@ TEST_CASE("checkpoint: a full disk keeps the previous checkpoint and says so in 
   const std::string dir = temp_dir();
   pid_t pid = fork();
   if (pid == 0) {
-    if (unshare(CLONE_NEWNS) != 0 || mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
-        mount("tmpfs", dir.c_str(), "tmpfs", 0, "size=1m") != 0)
-      _exit(3);
+    // Mounts made private first, so the tmpfs cannot show in the parent's namespace. In a
+    // chroot whose root is not a mount point (the Debian 13 leg) that is impossible: skip.
+    if (unshare(CLONE_NEWNS) != 0 || mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) _exit(77);
+    if (mount("tmpfs", dir.c_str(), "tmpfs", 0, "size=1m") != 0) _exit(3);
     torch::nn::Linear small(torch::nn::LinearOptions(64, 64));  // ~17 KB
     nano::Checkpointer c(dir, self());
     c.track("model", *small);
@@ -240,6 +241,10 @@ TEST_CASE("checkpoint: a full disk keeps the previous checkpoint and says so in 
   int status = 0;
   waitpid(pid, &status, 0);
   CHECK(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 0);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 77) {
+    MESSAGE("skipped: no private mount namespace here (a chroot whose root is not a mount point)");
+  } else {
+    CHECK(WEXITSTATUS(status) == 0);
+  }
   std::system(("rm -rf " + dir).c_str());
 }
