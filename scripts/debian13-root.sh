@@ -36,6 +36,7 @@ unmount_all() {
   for m in nano dev/shm dev/pts dev sys proc; do
     if mountpoint -q "$root/$m" 2>/dev/null; then umount -l "$root/$m" || true; fi
   done
+  if mountpoint -q "$root" 2>/dev/null; then umount -l "$root" || true; fi
 }
 trap unmount_all EXIT INT TERM
 
@@ -60,7 +61,11 @@ if ! root_usable; then
   touch "$stamp"
 fi
 
-# What the tests need: processes, devices, a private /dev/shm, a hostname that resolves.
+# What the tests need: processes, devices, a private /dev/shm, a hostname that resolves, and
+# a root that is a mount point of its own (private), so tests can make private mount
+# namespaces inside (a full disk as a small tmpfs) as on a real system.
+mount --bind "$root" "$root"
+mount --make-private "$root"
 for m in proc sys dev dev/pts dev/shm nano; do mkdir -p "$root/$m"; done
 mount -t proc proc "$root/proc"
 mount --bind /sys "$root/sys"
