@@ -22,6 +22,7 @@
 #include "env-init/error.h"
 #include "runtime/auto_lr.h"
 #include "runtime/communicator.h"
+#include "runtime/rendezvous.h"  // first_line
 
 namespace nano {
 
@@ -174,8 +175,6 @@ at::Tensor read_checked(torch::serialize::InputArchive& a, const std::string& wh
     throw Error(what + " " + name + " is " + shape_of(value) + " there and " + shape_of(target) + " here");
   return value;
 }
-
-std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
 
 }  // namespace
 
