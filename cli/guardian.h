@@ -33,8 +33,6 @@ class Guardian {
   /// The launch ended and cleaned up itself: the guardian exits without doing anything.
   void dismiss();
 
-  pid_t pid() const { return pid_; }
-
  private:
   void send(char kind, const std::string& value);
   pid_t pid_ = -1;

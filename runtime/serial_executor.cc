@@ -11,7 +11,6 @@ struct SerialExecutor::State {
   mutable std::mutex mutex;
   std::condition_variable cv;
   std::deque<std::pair<std::function<void()>, std::shared_ptr<Completion>>> queue;
-  bool running = false;  // a task is executing
   bool stopping = false;
   std::string abandoned;  // non-empty: why
 };
@@ -105,24 +104,17 @@ bool SerialExecutor::abandoned() const {
   return !state_->abandoned.empty();
 }
 
-bool SerialExecutor::idle() const {
-  std::lock_guard<std::mutex> lock(state_->mutex);
-  return !state_->running && state_->queue.empty();
-}
-
 void SerialExecutor::loop(std::shared_ptr<State> state) {
   for (;;) {
     std::function<void()> task;
     std::shared_ptr<Completion> completion;
     {
       std::unique_lock<std::mutex> lock(state->mutex);
-      state->running = false;
       state->cv.wait(lock, [&] { return state->stopping || !state->queue.empty(); });
       if (state->queue.empty()) return;
       task = std::move(state->queue.front().first);
       completion = std::move(state->queue.front().second);
       state->queue.pop_front();
-      state->running = true;
     }
     try {
       task();

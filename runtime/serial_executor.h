@@ -82,8 +82,6 @@ class SerialExecutor {
   /// From now on submissions fail with `reason`; the thread is never joined.
   void abandon(const std::string& reason);
   bool abandoned() const;
-  /// True when no task is queued or running.
-  bool idle() const;
 
  private:
   struct State;
