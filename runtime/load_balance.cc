@@ -110,6 +110,18 @@ double BatchBalancer::wait_seconds() const { return hooks_.sync_wait_seconds ? h
 
 void BatchBalancer::epoch_begin() { have_last_ = false; }
 
+bool BatchBalancer::resume_split(const std::vector<int64_t>& split) {
+  if (split.size() != static_cast<std::size_t>(ranks_)) return false;
+  int64_t sum = 0;
+  for (int64_t share : split) {
+    if (share < 1) return false;
+    sum += share;
+  }
+  if (sum != global_batch_) return false;
+  split_ = split;
+  return true;
+}
+
 BatchBalancer::Slice BatchBalancer::next_step(int64_t global_count) {
   if (global_count < ranks_ || global_count > global_batch_) {
     throw Error("nano: BatchBalancer: bad global batch of " + std::to_string(global_count) + " samples: expected " +

@@ -76,6 +76,11 @@ class BatchBalancer {
   /// not measured.
   void epoch_begin();
 
+  /// Takes a saved split (a checkpoint's) when it fits this balancer (one share per rank, each
+  /// >= 1, summing to global_batch); another world's split is ignored: the equal one stays.
+  /// Returns whether it was taken. Every rank must pass the same split.
+  bool resume_split(const std::vector<int64_t>& split);
+
   int64_t global_batch() const { return global_batch_; }
   int ranks() const { return ranks_; }
   int rank() const { return rank_; }

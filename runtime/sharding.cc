@@ -7,8 +7,11 @@
 namespace nano {
 
 EpochShardSampler::EpochShardSampler(std::size_t size, int rank, int world_size, bool shuffle,
-                                     bool allow_duplicates, std::shared_ptr<BatchBalancer> balancer, bool drop_last)
-    : shuffle_(shuffle),
+                                     bool allow_duplicates, std::shared_ptr<BatchBalancer> balancer, bool drop_last,
+                                     std::size_t max_batches, SamplerHook hook)
+    : max_batches_(max_batches),
+      hook_(std::move(hook)),
+      shuffle_(shuffle),
       random_(size, world_size, rank, allow_duplicates),
       sequential_(size, world_size, rank, allow_duplicates),
       balancer_(std::move(balancer)),
@@ -17,10 +20,39 @@ EpochShardSampler::EpochShardSampler(std::size_t size, int rank, int world_size,
       allow_duplicates_(allow_duplicates),
       drop_last_(drop_last) {}
 
+EpochShardSampler::~EpochShardSampler() {
+  if (hooked_ && hook_) hook_(*this, SamplerEvent::kGone);
+}
+
+void EpochShardSampler::call_hook(SamplerEvent event) {
+  if (!hook_) return;
+  hooked_ = true;
+  hook_(*this, event);
+}
+
 void EpochShardSampler::reset(torch::optional<std::size_t> new_size) {
+  call_hook(SamplerEvent::kPassStart);  // may load() this sampler (an in-program resume)
+  empty_pass_ = false;
+  pass_ended_ = false;
+  if (resume_pending_) {
+    if (replay_ > 0) {  // a pass the loaded run had already finished
+      --replay_;
+      empty_pass_ = true;
+      return;
+    }
+    resume_pending_ = false;
+    if (passes_ > 0) {  // the loaded pass goes on from its position
+      if (balancer_) balancer_->epoch_begin();
+      return;
+    }
+  }
+  ++passes_;
+  batches_ = 0;
+  pass_samples_ = 0;
   if (!balancer_) {
     if (shuffle_) {
-      random_.set_epoch(epoch_++);
+      pass_epoch_ = epoch_++;
+      random_.set_epoch(pass_epoch_);
       random_.reset(new_size);
     } else {
       sequential_.reset(new_size);
@@ -43,7 +75,28 @@ void EpochShardSampler::build_order(std::size_t epoch) {
 }
 
 torch::optional<std::vector<std::size_t>> EpochShardSampler::next(std::size_t batch_size) {
-  if (!balancer_) return shuffle_ ? random_.next(batch_size) : sequential_.next(batch_size);
+  call_hook(SamplerEvent::kBatch);
+  auto indices = next_indices(batch_size);
+  if (!indices && !pass_ended_) {
+    pass_ended_ = true;
+    call_hook(SamplerEvent::kPassEnd);
+  }
+  return indices;
+}
+
+torch::optional<std::vector<std::size_t>> EpochShardSampler::next_indices(std::size_t batch_size) {
+  if (empty_pass_) return torch::nullopt;
+  resume_pending_ = false;  // next() right after load() continues the loaded pass itself
+  replay_ = 0;
+  if (max_batches_ > 0 && batches_ >= max_batches_) return torch::nullopt;
+  if (!balancer_) {
+    auto indices = shuffle_ ? random_.next(batch_size) : sequential_.next(batch_size);
+    if (indices) {
+      ++batches_;
+      pass_samples_ += indices->size();
+    }
+    return indices;
+  }
   if (size_ == 0) return torch::nullopt;
   // The padded epoch: as many samples as the equal shards would hand out in all.
   const std::size_t per_rank = allow_duplicates_ ? (size_ + world_size_ - 1) / world_size_ : size_ / world_size_;
@@ -58,6 +111,7 @@ torch::optional<std::vector<std::size_t>> EpochShardSampler::next(std::size_t ba
     indices[j] = order_[(position_ + static_cast<std::size_t>(slice.begin) + j) % size_];
   }
   position_ += count;
+  ++batches_;
   return indices;
 }
 
@@ -96,20 +150,70 @@ std::size_t require_count(torch::serialize::InputArchive& archive, const char* k
 // the rest of the epoch exactly once.
 void EpochShardSampler::save(torch::serialize::OutputArchive& archive) const {
   write_count(archive, "nano_epoch", epoch_);
+  write_count(archive, "nano_world", world_size_);
+  write_count(archive, "nano_passes", passes_);
+  write_count(archive, "nano_pass_batches", batches_);
   if (!balancer_) {
+    // libtorch's own state (for readers that know only it) holds this rank's absolute index;
+    // nano's is the pass's seed and count, which rebuild the position on whichever rank loads
+    // it (a checkpoint holds rank 0's sampler for every rank).
     shuffle_ ? random_.save(archive) : sequential_.save(archive);
+    write_count(archive, "nano_pass_epoch", pass_epoch_);
+    write_count(archive, "nano_pass_samples", pass_samples_);
     return;
   }
   write_count(archive, "nano_balanced_order", order_.empty() ? 0 : order_seed_ + 1);  // 0: none built yet
   write_count(archive, "nano_balanced_position", position_);
   write_count(archive, "nano_balanced_size", size_);
+  // The split as it was, so a resume with the same ranks does not start from the equal one.
+  archive.write("nano_balanced_split", torch::tensor(balancer_->split(), torch::kInt64), /*is_buffer=*/true);
+}
+
+void EpochShardSampler::load_progress(torch::serialize::InputArchive& archive) {
+  // Archives from before these were saved (or of libtorch's samplers) have none: then the
+  // next reset() simply starts a new pass, as it used to.
+  const auto passes = read_count(archive, "nano_passes");
+  passes_ = passes.value_or(0);
+  batches_ = read_count(archive, "nano_pass_batches").value_or(0);
+  resume_pending_ = passes.has_value();
+  replay_ = 0;
+  empty_pass_ = false;
 }
 
 void EpochShardSampler::load(torch::serialize::InputArchive& archive) {
   if (!balancer_) {
-    shuffle_ ? random_.load(archive) : sequential_.load(archive);
-    // Archives of libtorch's own samplers lack it; the epoch then stays as it was.
-    if (const auto epoch = read_count(archive, "nano_epoch")) epoch_ = *epoch;
+    // An equal shard's position is this rank's own: it means nothing in another world.
+    const auto world = read_count(archive, "nano_world");
+    if (world && *world != world_size_) {
+      throw Error("nano: EpochShardSampler: the position was saved by one of " + std::to_string(*world) +
+                  " ranks without a batch balancer and cannot resume with " + std::to_string(world_size_) +
+                  " (a balanced loader's can)");
+    }
+    if (read_count(archive, "nano_balanced_position")) {
+      throw Error("nano: EpochShardSampler: the position was saved by a balanced sampler; resume with a batch "
+                  "balancer too");
+    }
+    const auto samples = read_count(archive, "nano_pass_samples");
+    if (!samples) {
+      shuffle_ ? random_.load(archive) : sequential_.load(archive);
+      // Archives of libtorch's own samplers lack it; the epoch then stays as it was.
+      if (const auto epoch = read_count(archive, "nano_epoch")) epoch_ = *epoch;
+      load_progress(archive);
+      return;
+    }
+    epoch_ = require_count(archive, "nano_epoch");
+    pass_epoch_ = require_count(archive, "nano_pass_epoch");
+    load_progress(archive);
+    // This rank's shard of the saved pass, walked up to the saved count.
+    if (shuffle_) {
+      random_.set_epoch(pass_epoch_);
+      random_.reset();
+      if (*samples > 0) random_.next(*samples);
+    } else {
+      sequential_.reset();
+      if (*samples > 0) sequential_.next(*samples);
+    }
+    pass_samples_ = *samples;
     return;
   }
   const std::size_t epoch = require_count(archive, "nano_epoch");
@@ -124,6 +228,11 @@ void EpochShardSampler::load(torch::serialize::InputArchive& archive) {
   position_ = position;
   order_.clear();
   if (order != 0) build_order(order - 1);
+  load_progress(archive);
+  at::Tensor split = torch::empty({0}, torch::kInt64);
+  if (archive.try_read("nano_balanced_split", split, /*is_buffer=*/true)) {
+    balancer_->resume_split(std::vector<int64_t>(split.data_ptr<int64_t>(), split.data_ptr<int64_t>() + split.numel()));
+  }
 }
 
 }  // namespace nano

@@ -8,6 +8,7 @@
 #include <torch/data/samplers/distributed.h>
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -18,15 +19,30 @@
 
 namespace nano {
 
+class EpochShardSampler;
+
+/// When an EpochShardSampler calls its hook: at the start of a pass (reset(), the loader's
+/// begin()), before handing out a batch (next(), also the call that ends a pass) — both
+/// between training steps in a loop over the loader — after the call that ends a pass (once
+/// per pass, an empty one included), and from its destructor.
+enum class SamplerEvent { kPassStart, kBatch, kPassEnd, kGone };
+using SamplerHook = std::function<void(EpochShardSampler&, SamplerEvent)>;
+
 struct ShardOptions {
   bool shuffle = true;            ///< DistributedRandomSampler (reshuffled per epoch), else sequential
   bool allow_duplicates = true;   ///< pad so every rank gets ceil(size/N) samples (same step count)
   bool drop_last = false;
   std::size_t workers = 0;
+  /// Hand out at most this many batches per pass (epoch), like a capped loop but known to the
+  /// sampler, so a resumed epoch stops where the original would have. 0 = the whole epoch.
+  std::size_t max_batches = 0;
   /// Split each global batch (N x batch_size) among the ranks by their measured speed instead
   /// of equally (see runtime/load_balance.h; make one with make_batch_balancer). Per-rank
   /// batches then differ (their sum does not); needs workers == 0. Null: equal shards.
   std::shared_ptr<BatchBalancer> balancer;
+  /// Called by the loader's sampler between training steps (see EpochShardSampler::Event);
+  /// nano's in-program checkpoints use it. Empty: none.
+  SamplerHook hook;
 };
 
 /// A distributed sampler that advances its epoch at every reset() (each pass over the loader
@@ -35,16 +51,22 @@ struct ShardOptions {
 /// With a balancer, every rank walks the same epoch order in global batches of
 /// balancer's global size and takes the slice the balancer gives it (same steps per epoch as
 /// the equal shards: ceil(size / N) samples per rank with duplicates, floor without).
-/// save()/load() keep the epoch number and the position within the epoch (as libtorch's
-/// samplers do; a DataLoader's own reset() at the start of a pass starts an epoch over). A
-/// balanced sampler's position is the whole epoch's, so every rank saves the same one and the
-/// rest of the epoch is covered exactly once after a load, whatever the split then; load()
-/// throws nano::Error for an archive without it or one saved over a dataset of another size.
+/// save()/load() keep the epoch number, the position within the epoch, the passes started and
+/// the balancer's split. After load(), the pass in progress continues: by next() at once, or
+/// at the next reset() (a DataLoader's begin()) instead of a new epoch. A balanced sampler's
+/// position is the whole epoch's, so every rank saves the same one and the rest of the epoch is
+/// covered exactly once after a load, whatever the world size then; load() throws nano::Error
+/// for an archive without it or one saved over a dataset of another size.
 class EpochShardSampler : public torch::data::samplers::Sampler<> {
  public:
+  /// `max_batches` per pass (0 = all); `hook` as in ShardOptions.
   EpochShardSampler(std::size_t size, int rank, int world_size, bool shuffle,
                     bool allow_duplicates = true, std::shared_ptr<BatchBalancer> balancer = nullptr,
-                    bool drop_last = false);
+                    bool drop_last = false, std::size_t max_batches = 0, SamplerHook hook = nullptr);
+  EpochShardSampler(EpochShardSampler&&) = default;
+  EpochShardSampler& operator=(EpochShardSampler&&) = default;
+  /// Calls the hook with kGone once it has been called for this object.
+  ~EpochShardSampler() override;
 
   void reset(torch::optional<std::size_t> new_size = torch::nullopt) override;
   torch::optional<std::vector<std::size_t>> next(std::size_t batch_size) override;
@@ -52,8 +74,28 @@ class EpochShardSampler : public torch::data::samplers::Sampler<> {
   void load(torch::serialize::InputArchive& archive) override;
   void set_epoch(std::size_t epoch) { epoch_ = epoch; }
   std::size_t epoch() const { return epoch_; }
+  /// Passes (reset() calls that started one) so far, the loaded ones included.
+  std::size_t passes() const { return passes_; }
+  /// For a training function run again from its start after a load() (in-program resume): the
+  /// passes before the loaded one are handed out empty, so an unchanged `for epoch: for batch`
+  /// loop trains exactly what was left. Call after load().
+  void replay_done_passes() { replay_ = resume_pending_ && passes_ > 0 ? passes_ - 1 : 0; }
 
  private:
+  void call_hook(SamplerEvent event);
+  torch::optional<std::vector<std::size_t>> next_indices(std::size_t batch_size);
+  bool pass_ended_ = false;
+  void load_progress(torch::serialize::InputArchive& archive);
+  std::size_t max_batches_;
+  SamplerHook hook_;
+  bool hooked_ = false;          // the hook has seen this object (so it also hears kGone)
+  std::size_t passes_ = 0;
+  std::size_t batches_ = 0;      // batches of the current pass handed out
+  std::size_t pass_samples_ = 0;  // equal shards: samples of the current pass handed out
+  std::size_t pass_epoch_ = 0;    // equal shards: the shuffle seed of the current pass
+  bool resume_pending_ = false;  // load() happened; the next reset() continues the loaded pass
+  std::size_t replay_ = 0;       // empty passes still to hand out before the loaded one
+  bool empty_pass_ = false;
   bool shuffle_;
   std::size_t epoch_ = 0;
   torch::data::samplers::DistributedRandomSampler random_;
@@ -100,7 +142,7 @@ auto make_sharded_loader(Dataset dataset, int rank, int world_size, std::size_t 
   return torch::data::make_data_loader(
       std::move(dataset),
       EpochShardSampler(*size, rank, world_size, options.shuffle, options.allow_duplicates, options.balancer,
-                        options.drop_last),
+                        options.drop_last, options.max_batches, options.hook),
       // A balanced sampler hands out uneven batches and applies drop_last itself.
       torch::data::DataLoaderOptions(batch_size).workers(options.workers).drop_last(options.drop_last &&
                                                                                     !options.balancer));

@@ -398,3 +398,78 @@ TEST_CASE("sampler save/load: the epoch, the order being walked, and one-line er
   restored.reset();
   CHECK(drain(restored, 2) == drain(original, 2));
 }
+
+TEST_CASE("after load(), a DataLoader's reset() continues the saved pass; replay hands out finished passes empty") {
+  auto comm = std::make_shared<nano::SelfCommunicator>();
+  auto balanced = [&] {
+    return nano::EpochShardSampler(12, 0, 1, true, true, std::make_shared<nano::BatchBalancer>(comm, 4, nano::BalanceHooks{}));
+  };
+  for (const bool with_balancer : {true, false}) {
+    CAPTURE(with_balancer);
+    auto make = [&] { return with_balancer ? balanced() : nano::EpochShardSampler(12, 0, 1, true); };
+    // The original: pass 1 whole, pass 2 one batch in when it is saved, then the rest.
+    auto original = make();
+    original.reset();
+    drain(original, 4);
+    original.reset();
+    const std::vector<std::size_t> first = *original.next(4);
+    auto plain = make(), replaying = make();
+    round_trip(original, plain);
+    round_trip(original, replaying);
+    CHECK(plain.passes() == 2);
+    const std::vector<std::size_t> rest = drain(original, 4);
+    original.reset();
+    const std::vector<std::size_t> third = drain(original, 4);
+
+    // Plain API: the loader's begin() continues the saved pass, the next one is new.
+    plain.reset();
+    CHECK(drain(plain, 4) == rest);
+    plain.reset();
+    CHECK(drain(plain, 4) == third);
+
+    // In-program resume: the training loop runs from its start, pass 1 is handed out empty.
+    replaying.replay_done_passes();
+    replaying.reset();
+    CHECK(replaying.next(4) == torch::nullopt);
+    replaying.reset();
+    CHECK(drain(replaying, 4) == rest);
+    replaying.reset();
+    CHECK(drain(replaying, 4) == third);
+    CHECK(first.size() == 4);
+  }
+}
+
+TEST_CASE("max_batches ends every pass, a resumed one where the original would have") {
+  nano::EpochShardSampler capped(40, 0, 1, false, true, nullptr, false, /*max_batches=*/3);
+  capped.reset();
+  CHECK(capped.next(4)->front() == 0);
+  nano::EpochShardSampler resumed(40, 0, 1, false, true, nullptr, false, 3);
+  round_trip(capped, resumed);
+  resumed.reset();
+  CHECK(drain(resumed, 4).size() == 8);  // batches 2 and 3 of the pass
+  resumed.reset();
+  CHECK(drain(resumed, 4).size() == 12);
+}
+
+TEST_CASE("a saved split resumes with the same ranks; positions refuse what they cannot continue") {
+  auto comm = std::make_shared<nano::SelfCommunicator>();
+  nano::BatchBalancer balancer(comm, 10, nano::BalanceHooks{});
+  CHECK_FALSE(balancer.resume_split({5, 5}));  // another world's
+  CHECK_FALSE(balancer.resume_split({9}));     // does not sum to the global batch
+  CHECK(balancer.resume_split({10}));
+  CHECK(balancer.split() == std::vector<int64_t>{10});
+
+  // An equal shard's position belongs to its world size.
+  nano::EpochShardSampler two(12, 0, 2, true), three(12, 0, 3, true);
+  two.reset();
+  CHECK_THROWS_WITH_AS(round_trip(two, three),
+                       "nano: EpochShardSampler: the position was saved by one of 2 ranks without a batch balancer and "
+                       "cannot resume with 3 (a balanced loader's can)",
+                       nano::Error);
+  auto balanced = nano::EpochShardSampler(12, 0, 1, true, true, std::make_shared<nano::BatchBalancer>(comm, 4, nano::BalanceHooks{}));
+  nano::EpochShardSampler equal(12, 0, 1, true);
+  CHECK_THROWS_WITH_AS(round_trip(balanced, equal),
+                       "nano: EpochShardSampler: the position was saved by a balanced sampler; resume with a batch "
+                       "balancer too",
+                       nano::Error);
+}
