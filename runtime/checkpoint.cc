@@ -137,7 +137,10 @@ void write_durable(const std::string& dir, const std::string& path, const std::s
   }
 }
 
-void make_dir(const std::string& dir) {
+}  // namespace
+
+void prepare_checkpoint_dir(const std::string& dir) {
+  if (dir.empty()) throw UsageError("nano: the checkpoint folder is empty");
   std::string partial;
   size_t pos = 0;
   while (pos != std::string::npos) {
@@ -152,6 +155,8 @@ void make_dir(const std::string& dir) {
   if (access(dir.c_str(), W_OK | X_OK) != 0)
     throw UsageError("nano: cannot write into checkpoint folder " + dir + ": " + errno_text());
 }
+
+namespace {
 
 std::string shape_of(const at::Tensor& t) {
   std::string s = "[";
@@ -205,7 +210,7 @@ Checkpointer::Checkpointer(std::string dir, std::shared_ptr<Communicator> comm, 
   if (!(options_.every_seconds >= 0))
     throw UsageError("nano: checkpoint every_seconds must be >= 0, got " + std::to_string(options_.every_seconds));
   if (comm_->rank() == 0) {
-    make_dir(dir_);
+    prepare_checkpoint_dir(dir_);
     // Temporaries of a writer that was killed mid-write: never a checkpoint, only space.
     if (DIR* d = opendir(dir_.c_str())) {
       while (dirent* e = readdir(d))
@@ -242,7 +247,7 @@ Checkpointer& Checkpointer::track(const std::string& name, torch::nn::Module& mo
   return *this;
 }
 
-Checkpointer& Checkpointer::track_in_place(const std::string& name,
+Checkpointer& Checkpointer::track(const std::string& name,
                                            std::function<void(torch::serialize::OutputArchive&)> save,
                                            std::function<void(torch::serialize::InputArchive&)> load) {
   entries_.push_back({name, std::move(save), [load = std::move(load)](torch::serialize::InputArchive& a) {
@@ -253,20 +258,38 @@ Checkpointer& Checkpointer::track_in_place(const std::string& name,
   return *this;
 }
 
+void save_optimizer(torch::optim::Optimizer& optimizer, torch::serialize::OutputArchive& archive) {
+  optimizer.save(archive);
+  std::vector<double> rates;
+  for (auto& group : optimizer.param_groups()) rates.push_back(group.options().get_lr());
+  archive.write("nano|lr", at::tensor(rates, at::kDouble), /*is_buffer=*/true);
+}
+
+void load_optimizer(torch::optim::Optimizer& optimizer, torch::serialize::InputArchive& archive) {
+  optimizer.load(archive);
+  at::Tensor rates;
+  if (!archive.try_read("nano|lr", rates, /*is_buffer=*/true)) return;  // saved by libtorch alone
+  auto& groups = optimizer.param_groups();
+  if (static_cast<std::size_t>(rates.numel()) != groups.size())
+    throw Error("nano: the saved optimizer has " + std::to_string(rates.numel()) + " param groups, this one " +
+                std::to_string(groups.size()));
+  for (std::size_t g = 0; g < groups.size(); ++g) groups[g].options().set_lr(rates[static_cast<int64_t>(g)].item<double>());
+}
+
 Checkpointer& Checkpointer::track(const std::string& name, torch::optim::Optimizer& optimizer) {
-  return track_in_place(
-      name, [&optimizer](torch::serialize::OutputArchive& a) { optimizer.save(a); },
-      [&optimizer](torch::serialize::InputArchive& a) { optimizer.load(a); });
+  return track(
+      name, [&optimizer](torch::serialize::OutputArchive& a) { save_optimizer(optimizer, a); },
+      [&optimizer](torch::serialize::InputArchive& a) { load_optimizer(optimizer, a); });
 }
 
 Checkpointer& Checkpointer::track(const std::string& name, AutoLr& warmup) {
-  return track_in_place(
+  return track(
       name, [&warmup](torch::serialize::OutputArchive& a) { warmup.save(a); },
       [&warmup](torch::serialize::InputArchive& a) { warmup.load(a); });
 }
 
 Checkpointer& Checkpointer::track(const std::string& name, torch::data::samplers::Sampler<>& sampler) {
-  return track_in_place(
+  return track(
       name, [&sampler](torch::serialize::OutputArchive& a) { sampler.save(a); },
       [&sampler](torch::serialize::InputArchive& a) { sampler.load(a); });
 }

@@ -62,6 +62,10 @@ class Checkpointer {
   Checkpointer& track(const std::string& name, torch::data::samplers::Sampler<>& sampler);
   /// A tensor of your own (copied into in place on restore; same shape and dtype).
   Checkpointer& track(const std::string& name, torch::Tensor& tensor);
+  /// Anything else: `save` writes it into its own archive; `load` reads it back, after every
+  /// tracked object has been read and checked (a throw from `load` itself may leave it half set).
+  Checkpointer& track(const std::string& name, std::function<void(torch::serialize::OutputArchive&)> save,
+                      std::function<void(torch::serialize::InputArchive&)> load);
 
   /// Collective. Loads the newest checkpoint of `dir` that verifies into every tracked object
   /// and returns its step; nullopt when there is none (a fresh start). Throws nano::Error naming
@@ -75,6 +79,9 @@ class Checkpointer {
   void save();
 
   int64_t steps() const { return steps_; }
+  /// Sets the step count (for a program that counted steps before making this object): the
+  /// next file names and the step restore() returns go on from it.
+  void set_steps(int64_t steps) { steps_ = steps; }
   const std::string& dir() const { return dir_; }
   /// The file the last save wrote (or is writing), "" before the first.
   const std::string& last_path() const { return last_path_; }
@@ -86,9 +93,6 @@ class Checkpointer {
     // Reads and checks into temporaries; returns the function that applies them.
     std::function<std::function<void()>(torch::serialize::InputArchive&)> load;
   };
-  // An object libtorch saves and loads only in place (optimizers, samplers, AutoLr).
-  Checkpointer& track_in_place(const std::string& name, std::function<void(torch::serialize::OutputArchive&)> save,
-                               std::function<void(torch::serialize::InputArchive&)> load);
   void wait_writer();
 
   std::string dir_;
@@ -100,6 +104,17 @@ class Checkpointer {
   std::string last_path_;
   std::thread writer_;
 };
+
+/// An optimizer's whole state: libtorch's Optimizer::save() plus each param group's learning
+/// rate, which libtorch's load() leaves as it was (1.13 restores the moments, not the group
+/// options). load_optimizer() throws nano::Error when the group count differs.
+void save_optimizer(torch::optim::Optimizer& optimizer, torch::serialize::OutputArchive& archive);
+void load_optimizer(torch::optim::Optimizer& optimizer, torch::serialize::InputArchive& archive);
+
+/// Makes `dir` (and its parents) when missing and checks that files can be made in it. Throws
+/// UsageError naming `dir` and why ("nano: cannot write into checkpoint folder /x: Permission
+/// denied"). Programs call it before starting anything, so a bad folder costs no training.
+void prepare_checkpoint_dir(const std::string& dir);
 
 /// The checkpoint file name of `step` ("ckpt-000000000500.nano").
 std::string checkpoint_file_name(int64_t step);
