@@ -5,7 +5,9 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <iostream>
+#include <sstream>
 
 #include <torch/optim/optimizer.h>
 #include <torch/serialize/input-archive.h>
@@ -52,6 +54,23 @@ std::string make_report_path() {
 
 }  // namespace
 
+}  // namespace in_program
+
+CheckpointOptions checkpoint_options_of(const TorchNanoOptions& o) {
+  if (o.checkpoint_every_steps < 0)
+    throw UsageError("nano: checkpoint_every_steps must be >= 0, got " + std::to_string(o.checkpoint_every_steps));
+  if (!(o.checkpoint_every_seconds >= 0))
+    throw UsageError("nano: checkpoint_every_seconds must be >= 0, got " + std::to_string(o.checkpoint_every_seconds));
+  if (o.checkpoint_keep < 1) throw UsageError("nano: checkpoint_keep must be at least 1, got " + std::to_string(o.checkpoint_keep));
+  CheckpointOptions c;
+  c.every_steps = o.checkpoint_every_steps;
+  c.every_seconds = o.checkpoint_every_steps == 0 && o.checkpoint_every_seconds == 0 ? 300.0 : o.checkpoint_every_seconds;
+  c.keep = o.checkpoint_keep;
+  return c;
+}
+
+namespace in_program {
+
 Role role_from_env(const EnvMap& env) {
   const bool ranked = env.count("RANK") || env.count("OMPI_COMM_WORLD_RANK");
   if (!ranked) return Role::kCaller;
@@ -63,6 +82,7 @@ struct Session::Hook {
   unsigned id = 0;
   int64_t backwards = 0;
   std::vector<AutoLr*> auto_lrs;
+  AutoCheckpoint* checkpoints = nullptr;
 };
 
 Session::Session(TorchNanoOptions options)
@@ -79,7 +99,10 @@ Session::Session(TorchNanoOptions options)
   }
 }
 
-Session::~Session() { detach(); }
+Session::~Session() {
+  *self_ = nullptr;
+  detach();
+}
 
 void Session::launch() {
   if (launched_ || role_ != Role::kCaller) return;
@@ -95,6 +118,10 @@ void Session::launch() {
   l.grace_period_ms = options_.grace_period_ms;
   l.max_restarts = options_.max_restarts;
   check_self_launch(l);  // bad options: nothing created, nothing started
+  if (!options_.checkpoint_dir.empty()) {
+    checkpoint_options_of(options_);
+    prepare_checkpoint_dir(options_.checkpoint_dir);
+  }
   const std::string path = make_report_path();
   l.extra_env[kMarkerVar] = std::to_string(g_trainings_reached);
   l.extra_env[kResultVar] = path;
@@ -111,7 +138,7 @@ void Session::launch() {
   launched_ = true;
 }
 
-void Session::load_model(torch::nn::Module& model) const {
+void Session::load_trained(torch::nn::Module& model, const std::vector<torch::optim::Optimizer*>& optimizers) const {
   if (report_names_.empty()) {
     throw Error("nano: rank 0 reported no model (its training never called setup() with one)");
   }
@@ -134,16 +161,49 @@ void Session::load_model(torch::nn::Module& model) const {
     }
     it->second.copy_(report_tensors_[i]);
   }
+  if (report_optimizers_.empty()) return;  // rank 0 said why (a warning line)
+  if (report_optimizers_.size() != optimizers.size()) {
+    throw Error("nano: rank 0 trained " + std::to_string(report_optimizers_.size()) + " optimizers, the caller has " +
+                std::to_string(optimizers.size()));
+  }
+  for (std::size_t i = 0; i < optimizers.size(); ++i) load_optimizer(*optimizers[i], *report_optimizers_[i]);
 }
 
 World& Session::world() {
-  if (!world_) world_ = nano::init();
+  if (!world_) {
+    world_ = nano::init();
+    if (!options_.checkpoint_dir.empty()) {
+      checkpoints_ = std::make_unique<AutoCheckpoint>(options_.checkpoint_dir, world_->comm,
+                                                      checkpoint_options_of(options_));
+    }
+  }
   return *world_;
+}
+
+ShardOptions Session::loader_options(ShardOptions options, std::size_t per_rank_batch) {
+  if (!options.balancer && options.workers == 0) options.balancer = make_batch_balancer(per_rank_batch);
+  world();
+  if (checkpoints_) {
+    if (options.workers > 0) {
+      throw UsageError("nano: checkpoint_dir needs loaders with workers = 0, got workers=" +
+                       std::to_string(options.workers) + " (prefetching workers run ahead of the steps taken)");
+    }
+  }
+  // A pass that ends after steps: the optimizers are in use, so their state can be copied.
+  options.hook = [self = self_, inner = checkpoints_ ? checkpoints_->loader_hook() : SamplerHook()](
+                     EpochShardSampler& sampler, SamplerEvent what) {
+    if (inner) inner(sampler, what);
+    if (what == SamplerEvent::kPassEnd && *self) (*self)->snapshot_optimizers();
+  };
+  return options;
 }
 
 std::shared_ptr<BatchBalancer> Session::make_batch_balancer(std::size_t per_rank_batch) {
   World& w = world();
-  if (!options_.balance_batches || w.size() == 1 || per_rank_batch == 0) return nullptr;
+  if (!options_.balance_batches || per_rank_batch == 0) return nullptr;
+  // One rank needs no balancing, but a checkpointed loader keeps the balanced sampler's
+  // whole-epoch position, so that a checkpoint resumes with any number of ranks.
+  if (w.size() == 1 && options_.checkpoint_dir.empty()) return nullptr;
   // Through the shared link, not a DDP pointer: attach() may come later or replace the DDP,
   // and a loader (the wrapper's arguments) may outlive this session.
   return std::make_shared<BatchBalancer>(w.comm, static_cast<int64_t>(per_rank_batch) * w.size(),
@@ -157,13 +217,27 @@ void Session::attach(std::shared_ptr<torch::nn::Module> model,
   World& w = world();
   ddp_ = std::make_unique<DistributedDataParallel>(model_, w.comm, options_.ddp);
   *ddp_link_ = ddp_.get();
+  optimizers_ = optimizers;
   const AutoLrOptions lr = options_.auto_lr.options;
-  if (!lr.enabled || w.size() == 1 || optimizers.empty()) return;
   auto hook = std::make_shared<Hook>();
-  for (auto* opt : optimizers) {
-    auto_lrs_.push_back(std::make_unique<AutoLr>(*opt, w.size(), lr));
-    hook->auto_lrs.push_back(auto_lrs_.back().get());
+  // With checkpoints also for one rank (a factor of 1): a checkpoint of N ranks then resumes
+  // at this world's rate, not at the N-fold one it saved.
+  if (lr.enabled && (w.size() > 1 || checkpoints_)) {
+    for (auto* opt : optimizers) {
+      auto_lrs_.push_back(std::make_unique<AutoLr>(*opt, w.size(), lr));
+      hook->auto_lrs.push_back(auto_lrs_.back().get());
+    }
   }
+  if (checkpoints_) {
+    hook->checkpoints = checkpoints_.get();
+    // After a restore the warm-up is at the checkpoint's step: the next backward moves it on.
+    std::weak_ptr<Hook> weak = hook;
+    checkpoints_->track(*model_, optimizers, hook->auto_lrs, [weak](int64_t step) {
+      if (auto h = weak.lock()) h->backwards = step;
+    });
+  }
+  // The hook also counts the steps (the optimizers' snapshots and checkpoints need them).
+  if (hook->auto_lrs.empty() && !hook->checkpoints && optimizers.empty()) return;
   for (auto& p : model_->parameters(true)) {
     if (!p.requires_grad()) continue;
     hook->param = p;
@@ -177,6 +251,7 @@ void Session::attach(std::shared_ptr<torch::nn::Module> model,
     if (raw->backwards++ > 0) {
       for (auto* a : raw->auto_lrs) a->step();
     }
+    if (raw->checkpoints) raw->checkpoints->backward();
   });
   hook_ = std::move(hook);
 }
@@ -187,8 +262,28 @@ void Session::detach() {
     hook_.reset();
   }
   auto_lrs_.clear();
+  optimizers_.clear();
   *ddp_link_ = nullptr;
   ddp_.reset();
+}
+
+void Session::set_result(TrainResult result) {
+  result_ = std::move(result);
+  snapshot_optimizers();
+}
+
+void Session::snapshot_optimizers() {
+  if (optimizers_.empty() || !hook_ || !world_ || world_->rank() != 0) return;
+  if (snapshot_step_ == hook_->backwards) return;
+  optimizer_snapshot_.clear();
+  for (auto* optimizer : optimizers_) {
+    torch::serialize::OutputArchive one;
+    save_optimizer(*optimizer, one);
+    std::ostringstream bytes;
+    one.save_to(bytes);
+    optimizer_snapshot_.push_back(bytes.str());
+  }
+  snapshot_step_ = hook_->backwards;
 }
 
 void Session::write_report(const std::string& path) const {
@@ -206,6 +301,21 @@ void Session::write_report(const std::string& path) const {
     }
   }
   archive.write("names", c10::IValue(names));
+  // The optimizers' state only when it belongs to these weights (no step after the snapshot).
+  const bool current = hook_ && snapshot_step_ == hook_->backwards;
+  if (!optimizers_.empty() && !current) {
+    std::cerr << "nano: warning: the optimizers' state does not come back to the caller: the training did not end "
+                 "with a full pass over a nano loader or with set_result()"
+              << std::endl;
+  }
+  const std::size_t optimizers = current ? optimizer_snapshot_.size() : 0;
+  archive.write("optimizers", c10::IValue(static_cast<int64_t>(optimizers)));
+  for (std::size_t i = 0; i < optimizers; ++i) {
+    const std::string& bytes = optimizer_snapshot_[i];
+    at::Tensor t = at::empty({static_cast<int64_t>(bytes.size())}, at::kByte);
+    std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
+    archive.write("optimizer-" + std::to_string(i), t, /*is_buffer=*/true);
+  }
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     archive.write("t" + std::to_string(i), tensors[i], /*is_buffer=*/true);
   }
@@ -235,6 +345,15 @@ void Session::read_report(const std::string& path) {
     archive.read("t" + std::to_string(report_tensors_.size()), t, /*is_buffer=*/true);
     report_tensors_.push_back(t);
   }
+  archive.read("optimizers", v);
+  for (int64_t i = 0; i < v.toInt(); ++i) {
+    at::Tensor t;
+    archive.read("optimizer-" + std::to_string(i), t, /*is_buffer=*/true);
+    std::istringstream bytes(std::string(static_cast<const char*>(t.data_ptr()), static_cast<std::size_t>(t.numel())));
+    auto one = std::make_shared<torch::serialize::InputArchive>();
+    one->load_from(bytes);
+    report_optimizers_.push_back(one);
+  }
   archive.read("result_kind", v);
   switch (v.toInt()) {
     case 1: archive.read("result", v); result_ = v.toDouble(); break;
@@ -250,13 +369,15 @@ void Session::read_report(const std::string& path) {
   }
 }
 
-void Session::finish_launched_rank() {
+void Session::finish_launched_rank(bool optimizers_alive) {
   int code = 0;
   try {
+    if (optimizers_alive) snapshot_optimizers();
     const int rank = world().rank();
     if (rank == 0) write_report(env_or_empty(current_env(), kResultVar));
     detach();
     model_.reset();
+    checkpoints_.reset();  // finishes a checkpoint still being written; lets go of the communicator
     world_.reset();
   } catch (const std::exception& e) {
     std::cerr << "nano: rank could not report its results: " << e.what() << std::endl;

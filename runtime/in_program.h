@@ -14,6 +14,7 @@
 #include <variant>
 #include <vector>
 
+#include "runtime/auto_checkpoint.h"
 #include "runtime/auto_lr.h"
 #include "runtime/context.h"
 #include "runtime/ddp.h"
@@ -56,8 +57,24 @@ struct TorchNanoOptions {
   /// batch (libtorch's default reduction). Applies to setup_dataloader() loaders with
   /// workers == 0. false: every rank takes exactly batch_size samples per step.
   bool balance_batches = true;
+  /// Checkpoints of the model, the optimizers, the warm-up and every loader made by
+  /// setup_dataloader() or passed as a ShardableLoader, in this folder (made when missing;
+  /// "" = none). They are taken between steps, when a loader hands out the next batch after a
+  /// backward (runtime/auto_checkpoint.h); when the folder holds one, training resumes from the
+  /// newest: finished epochs run empty and the interrupted one goes on where it stopped.
+  /// Together with max_restarts a failed rank costs at most the steps since the last one.
+  std::string checkpoint_dir;
+  int64_t checkpoint_every_steps = 0;   ///< a checkpoint every this many steps (0 = not by steps)
+  /// ... and/or at the first step this long after the last one (0 = not by time). With
+  /// checkpoint_dir set and neither frequency: every 300 s.
+  double checkpoint_every_seconds = 0;
+  int checkpoint_keep = 2;              ///< checkpoints kept (the newest)
 };
 using NanoOptions = TorchNanoOptions;
+
+/// Pure: the checkpoint settings of `options` (the 300 s default applied); throws UsageError
+/// naming the setting for a negative frequency or checkpoint_keep < 1.
+CheckpointOptions checkpoint_options_of(const TorchNanoOptions& options);
 
 /// The value rank 0's training code hands back to the caller.
 using TrainResult = std::variant<std::monostate, double, int64_t, std::string, at::Tensor>;
@@ -128,8 +145,10 @@ class Session {
   void launch();
   bool launched() const { return launched_; }
   bool launch_attempted() const { return launch_attempted_; }
-  /// Copies rank 0's trained parameters and buffers into `model` (same names and shapes).
-  void load_model(torch::nn::Module& model) const;
+  /// Copies rank 0's trained parameters and buffers into `model` (same names and shapes), and
+  /// its optimizers' state (moments, learning rates) into `optimizers` (the same kinds, in the
+  /// same order, over the model's parameters).
+  void load_trained(torch::nn::Module& model, const std::vector<torch::optim::Optimizer*>& optimizers) const;
   const TrainResult& result() const { return result_; }
 
   // ---- ranks ----
@@ -145,10 +164,22 @@ class Session {
   /// session's DDP (made by attach(), before or after this call); null when
   /// options().balance_batches is off or the world has one rank.
   std::shared_ptr<BatchBalancer> make_batch_balancer(std::size_t per_rank_batch);
-  void set_result(TrainResult result) { result_ = std::move(result); }
-  /// Launched rank: rank 0 writes its model and result for the caller; every rank tears
-  /// down (hooks, DDP, communicator) and exits with code 0.
-  [[noreturn]] void finish_launched_rank();
+  /// Loader options for this session: `options` with the batch balancer (as above, unless the
+  /// options bring one or workers > 0) and the checkpoint hook when checkpoint_dir is set.
+  /// Throws UsageError for workers > 0 with checkpoint_dir (positions would run ahead).
+  ShardOptions loader_options(ShardOptions options, std::size_t per_rank_batch);
+  /// Keeps `result` for the caller; the optimizers' state is taken too (see snapshot_optimizers).
+  void set_result(TrainResult result);
+  /// Copies the optimizers' state for the caller's report, unless no step was taken since the
+  /// last copy. Taken when a nano loader ends a pass after steps (the training loop is still
+  /// running, so the optimizers still exist), at set_result(), and by finish_launched_rank().
+  void snapshot_optimizers();
+  /// Launched rank: rank 0 writes its model, its optimizers' state (the last snapshot, when
+  /// no step came after it) and result for the caller; every rank tears down (hooks, DDP,
+  /// communicator) and exits with code 0. `optimizers_alive`: the objects given to attach()
+  /// still exist (nano(): the caller's arguments), so a last snapshot can be taken;
+  /// TorchNano ends its ranks from its destructor, when a train()-local optimizer is gone.
+  [[noreturn]] void finish_launched_rank(bool optimizers_alive);
   /// Removes hooks and DDP (the communicator stays until destruction).
   void detach();
 
@@ -166,11 +197,18 @@ class Session {
   // ddp_ as the batch balancers see it: cleared when the DDP goes, which they may outlive.
   std::shared_ptr<DistributedDataParallel*> ddp_link_ = std::make_shared<DistributedDataParallel*>(nullptr);
   std::vector<std::unique_ptr<AutoLr>> auto_lrs_;
+  std::vector<torch::optim::Optimizer*> optimizers_;
+  std::unique_ptr<AutoCheckpoint> checkpoints_;  // with checkpoint_dir, made by world()
   struct Hook;
   std::shared_ptr<Hook> hook_;
   TrainResult result_;
   std::vector<std::string> report_names_;   // caller: rank 0's parameter and buffer names
   std::vector<at::Tensor> report_tensors_;
+  std::vector<std::shared_ptr<torch::serialize::InputArchive>> report_optimizers_;
+  std::vector<std::string> optimizer_snapshot_;  // rank 0's optimizers, serialised
+  int64_t snapshot_step_ = -1;                   // the step count they were taken at
+  // This session as its loaders' hooks see it: cleared by the destructor (they may outlive it).
+  std::shared_ptr<Session*> self_ = std::make_shared<Session*>(this);
 };
 
 }  // namespace in_program

@@ -1,6 +1,8 @@
 #pragma once
 // nano's runtime in one include: context (init), communicators, DistributedDataParallel,
-// auto_lr warm-up, data sharding, and in-program launching (nano::TorchNano, nano::nano).
+// auto_lr warm-up, data sharding, checkpoints, and in-program launching (nano::TorchNano,
+// nano::nano).
+#include "runtime/auto_checkpoint.h"
 #include "runtime/auto_lr.h"
 #include "runtime/checkpoint.h"
 #include "runtime/communicator.h"

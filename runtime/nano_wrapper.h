@@ -13,8 +13,8 @@
 // The caller re-executes this program as num_processes ranks and waits; each rank runs
 // main() up to this same call, joins the world, wraps the model (DDP on the same module
 // object), runs the function and exits; afterwards the caller's model holds rank 0's trained
-// parameters and buffers and the call returns rank 0's return value (void, a number,
-// std::string or at::Tensor). A failed rank throws nano::RankFailedError. Under nano-run,
+// parameters and buffers, its optimizers hold rank 0's optimizer state, and the call returns
+// rank 0's return value (void, a number, std::string or at::Tensor). A failed rank throws nano::RankFailedError. Under nano-run,
 // mpirun or torchrun the call joins that world and returns each rank's own value.
 #include <cstdio>
 #include <cstdlib>
@@ -47,13 +47,13 @@ class ShardableLoader {
   ShardableLoader(Dataset dataset, std::size_t batch_size, ShardOptions options = {})
       : dataset_(std::move(dataset)), batch_size_(batch_size), options_(options) {}
 
-  /// Restricts the loader to `rank`'s shard of `world_size` (nano calls it), its global
-  /// batches split by `balancer` when one is given and the options set none (and workers == 0).
+  /// Restricts the loader to `rank`'s shard of `world_size` (nano calls it), with the batch
+  /// balancer and sampler hook of `from_world` where this loader's own options set none.
   /// Throws UsageError for a dataset without a size or a bad rank (from make_sharded_loader).
-  void shard(int rank, int world_size, std::shared_ptr<BatchBalancer> balancer = nullptr) {
+  void shard(int rank, int world_size, ShardOptions from_world = {}) {
     rank_ = rank;
     world_size_ = world_size;
-    world_balancer_ = std::move(balancer);
+    from_world_ = std::move(from_world);
     loader_.reset();
     build();
   }
@@ -62,14 +62,16 @@ class ShardableLoader {
   auto begin() { return build().begin(); }
   auto end() { return build().end(); }
   std::size_t batch_size() const { return batch_size_; }
+  const ShardOptions& options() const { return options_; }
   int rank() const { return rank_; }
   int world_size() const { return world_size_; }
 
  private:
   Loader& build() {
     if (!loader_) {
-      ShardOptions options = options_;  // the caller's own balancer, if any, wins
-      if (!options.balancer && options.workers == 0) options.balancer = world_balancer_;
+      ShardOptions options = options_;  // the caller's own balancer and hook, if any, win
+      if (!options.balancer && options.workers == 0) options.balancer = from_world_.balancer;
+      if (!options.hook) options.hook = from_world_.hook;
       loader_ = make_sharded_loader(dataset_, rank_, world_size_, batch_size_, options);
     }
     return *loader_;
@@ -77,7 +79,7 @@ class ShardableLoader {
   Dataset dataset_;
   std::size_t batch_size_;
   ShardOptions options_;
-  std::shared_ptr<BatchBalancer> world_balancer_;  // from the last shard(), for this world only
+  ShardOptions from_world_;  // from the last shard(), for this world only
   int rank_ = 0;
   int world_size_ = 1;
   std::unique_ptr<Loader> loader_;
@@ -245,7 +247,7 @@ class NanoFunction {
 
     if (session.role() == in_program::Role::kCaller) {
       session.launch();
-      session.load_model(*model);
+      session.load_trained(*model, optimizers);
       if constexpr (std::is_void_v<R>) {
         return;
       } else {
@@ -256,7 +258,10 @@ class NanoFunction {
     World& world = session.world();
     auto shard = [&](auto& arg) {
       if constexpr (detail::is_shardable_loader_v<decltype(arg)>) {
-        arg.shard(world.rank(), world.size(), session.make_batch_balancer(arg.batch_size()));
+        ShardOptions mine = arg.options();
+        mine.balancer = nullptr;  // the loader keeps its own; these are the world's
+        mine.hook = nullptr;
+        arg.shard(world.rank(), world.size(), session.loader_options(mine, arg.batch_size()));
       }
     };
     (shard(args), ...);
@@ -274,7 +279,7 @@ class NanoFunction {
         std::fflush(stderr);
         std::exit(1);
       }
-      session.finish_launched_rank();
+      session.finish_launched_rank(/*optimizers_alive=*/true);
     }
     return std::invoke(function_, std::forward<Args>(args)...);
   }

@@ -24,7 +24,7 @@ TorchNano::~TorchNano() {
   // exception is unwinding through here, let it reach main: a non-zero exit is the report.
   if (session_->role() == in_program::Role::kLaunchedRank &&
       std::uncaught_exceptions() == uncaught_at_construction_) {
-    session_->finish_launched_rank();
+    session_->finish_launched_rank(/*optimizers_alive=*/false);
   }
 }
 

@@ -60,13 +60,17 @@ class TorchNano {
  protected:
   /// Wraps `model` (a ModuleHolder or shared_ptr<Module>) for gradient averaging on the same
   /// module object (plain loss.backward() averages too) and applies auto_lr to `optimizers`.
-  /// Caller: launches (if not yet) and loads rank 0's trained weights into `model`.
+  /// With options().checkpoint_dir, they are what checkpoints hold (with the loaders).
+  /// Caller: launches (if not yet) and loads rank 0's trained weights into `model` and its
+  /// optimizers' state into `optimizers` (as it was at the end of the last pass over a
+  /// setup_dataloader() loader or at set_result(), when no step came after; else they stay
+  /// as they were, and rank 0 warns).
   template <class Model, class... Optimizers>
   void setup(Model& model, Optimizers&... optimizers) {
     std::shared_ptr<torch::nn::Module> module = module_of(model);
     if (is_caller()) {
       session_->launch();
-      session_->load_model(*module);
+      session_->load_trained(*module, {&optimizer_of(optimizers)...});
       return;
     }
     session_->attach(std::move(module),
@@ -76,8 +80,9 @@ class TorchNano {
   /// A DataLoader over this rank's disjoint shard of `dataset` (batch_size per rank,
   /// reshuffled every epoch). With options().balance_batches (the default) and workers == 0,
   /// each step's N x batch_size samples are split by the ranks' measured speed, so a rank's
-  /// batch may be a little larger or smaller than batch_size. Caller: launches (if not yet)
-  /// and returns an empty loader.
+  /// batch may be a little larger or smaller than batch_size. With options().checkpoint_dir its
+  /// position is checkpointed (workers must be 0). Caller: launches (if not yet) and returns an
+  /// empty loader.
   template <class Dataset>
   auto setup_dataloader(Dataset dataset, std::size_t batch_size, ShardOptions options = {}) {
     if (is_caller()) {
@@ -86,8 +91,8 @@ class TorchNano {
           std::move(dataset), EpochShardSampler(0, 0, 1, options.shuffle, options.allow_duplicates),
           torch::data::DataLoaderOptions(batch_size).workers(options.workers));
     }
-    if (!options.balancer && options.workers == 0) options.balancer = session_->make_batch_balancer(batch_size);
-    return make_sharded_loader(std::move(dataset), session_->world(), batch_size, options);
+    World& w = session_->world();
+    return make_sharded_loader(std::move(dataset), w, batch_size, session_->loader_options(std::move(options), batch_size));
   }
 
   /// loss.backward() on a rank (gradients arrive averaged); nothing in the caller.
