@@ -22,6 +22,7 @@
 #include "examples/common/progress.h"
 #include "examples/common/throughput.h"
 #include "examples/common/train.h"
+#include "runtime/checkpoint.h"
 #include "runtime/nano_wrapper.h"
 
 namespace ex = nano::examples;
@@ -54,7 +55,6 @@ double train_loop(ex::LeNet model, torch::optim::Adam& optimizer, nano::Shardabl
     timer.epoch_begin();
     model->train();
     for (auto& batch : loader) {
-      if (r.batches == steps) break;
       optimizer.zero_grad();
       const at::Tensor loss = ex::classification_loss(model->forward(batch.data), batch.target);
       loss.backward();
@@ -75,7 +75,8 @@ double train_loop(ex::LeNet model, torch::optim::Adam& optimizer, nano::Shardabl
     r.mean_loss = r.batches > 0 ? loss_sum / static_cast<double>(r.batches) : 0;
     const int64_t n = o.test_limit > 0 ? std::min(o.test_limit, test_set.images().size(0)) : test_set.images().size(0);
     accuracy = ex::evaluate(model, test_set.images().narrow(0, 0, n), test_set.labels().narrow(0, 0, n));
-    std::printf("%s\n", ex::format_epoch_summary(epoch, epochs, r, accuracy).c_str());
+    // A run resumed from a checkpoint passes the epochs it had finished without batches.
+    if (r.batches > 0) std::printf("%s\n", ex::format_epoch_summary(epoch, epochs, r, accuracy).c_str());
     std::fflush(stdout);
   }
   if (main_rank) {
@@ -91,13 +92,18 @@ double train_loop(ex::LeNet model, torch::optim::Adam& optimizer, nano::Shardabl
 }
 
 int run(const ex::ExampleOptions& o) {
+  if (!o.checkpoint_dir.empty()) nano::prepare_checkpoint_dir(o.checkpoint_dir);  // a bad folder: exit 2 now
   torch::manual_seed(0);
   ex::FashionMnist train_set(o.data_dir, ex::Split::kTrain);
   ex::FashionMnist test_set(o.data_dir, ex::Split::kTest);
   ex::LeNet model;
   torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(o.lr));
+  // The loader itself stops each epoch at --max-steps-per-epoch, so that an epoch resumed from
+  // a checkpoint (--checkpoint-dir) ends where the original would have.
+  nano::ShardOptions shard;
+  shard.max_batches = static_cast<size_t>(o.max_steps_per_epoch);
   nano::ShardableLoader<TrainData> loader(train_set.map(torch::data::transforms::Stack<>()),
-                                          static_cast<size_t>(o.batch_size));
+                                          static_cast<size_t>(o.batch_size), shard);
 
   const int world = ex::planned_world_size(o);
   const auto options = ex::fashion_mnist_nano_options(o, ex::rank_steps_per_epoch(o, kTrainExamples, world));
@@ -116,6 +122,6 @@ int main(int argc, char** argv) {
   ex::ExampleOptions defaults;
   defaults.lr = ex::kFashionMnistDefaultLr;
   return ex::run_example_main(argc, argv, defaults,
-                               {kProgram, "Train a LeNet-style CNN on Fashion-MNIST on several ranks with nano::nano(...).", true, true, false, true},
+                               {kProgram, "Train a LeNet-style CNN on Fashion-MNIST on several ranks with nano::nano(...).", true, true, false, true, true},
                                run);
 }

@@ -21,6 +21,7 @@
 #include "examples/common/progress.h"
 #include "examples/common/throughput.h"
 #include "examples/common/train.h"
+#include "runtime/checkpoint.h"
 #include "runtime/communicator.h"
 #include "runtime/torch_nano.h"
 
@@ -47,8 +48,12 @@ class FashionMnistNano : public nano::TorchNano {
 
     ex::FashionMnist train_set(o_.data_dir, ex::Split::kTrain);
     ex::FashionMnist test_set(o_.data_dir, ex::Split::kTest);
+    // The loader itself stops each epoch at --max-steps-per-epoch, so that an epoch resumed
+    // from a checkpoint (--checkpoint-dir) ends where the original would have.
+    nano::ShardOptions shard;
+    shard.max_batches = static_cast<size_t>(o_.max_steps_per_epoch);
     auto loader = setup_dataloader(train_set.map(torch::data::transforms::Stack<>()),
-                                   static_cast<size_t>(o_.batch_size));
+                                   static_cast<size_t>(o_.batch_size), shard);
     const int64_t steps = ex::rank_steps_per_epoch(o_, static_cast<int64_t>(*train_set.size()), world_size());
     print0(kProgram, ": LeNet (", ex::count_parameters(*model), " parameters), ", *train_set.size(), " training / ",
            *test_set.size(), " test images, ", world_size(), " ranks x ", at::get_num_threads(),
@@ -65,7 +70,6 @@ class FashionMnistNano : public nano::TorchNano {
       timer.epoch_begin();
       model->train();
       for (auto& batch : *loader) {
-        if (r.batches == steps) break;
         optimizer.zero_grad();
         const at::Tensor loss = ex::classification_loss(model->forward(batch.data), batch.target);
         backward(loss);  // gradients arrive averaged over the ranks
@@ -85,7 +89,8 @@ class FashionMnistNano : public nano::TorchNano {
       r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       r.mean_loss = r.batches > 0 ? loss_sum / static_cast<double>(r.batches) : 0;
       accuracy = test_accuracy(test_set);
-      print0(ex::format_epoch_summary(epoch, o_.epochs, r, accuracy));
+      // A run resumed from a checkpoint passes the epochs it had finished without batches.
+      if (r.batches > 0) print0(ex::format_epoch_summary(epoch, o_.epochs, r, accuracy));
     }
 
     const std::vector<double> timed = world().comm->gather({static_cast<double>(timer.images()), timer.seconds()});
@@ -121,6 +126,7 @@ class FashionMnistNano : public nano::TorchNano {
 };
 
 int run(const ex::ExampleOptions& o) {
+  if (!o.checkpoint_dir.empty()) nano::prepare_checkpoint_dir(o.checkpoint_dir);  // a bad folder: exit 2 now
   torch::manual_seed(0);
   const int world = ex::planned_world_size(o);
   FashionMnistNano trainer(o, ex::rank_steps_per_epoch(o, kTrainExamples, world));
@@ -139,6 +145,6 @@ int main(int argc, char** argv) {
   ex::ExampleOptions defaults;
   defaults.lr = ex::kFashionMnistDefaultLr;
   return ex::run_example_main(argc, argv, defaults,
-                               {kProgram, "Train a LeNet-style CNN on Fashion-MNIST on several ranks with nano::TorchNano.", true, true, false, true},
+                               {kProgram, "Train a LeNet-style CNN on Fashion-MNIST on several ranks with nano::TorchNano.", true, true, false, true, true},
                                run);
 }

@@ -32,6 +32,7 @@ int run(const ex::ExampleOptions& o) {
     throw nano::UsageError("--num-processes " + std::to_string(o.num_processes) + ": " + kProgram +
                            " does not launch ranks itself; start several with nano-run -n " +
                            std::to_string(o.num_processes));
+  if (!o.checkpoint_dir.empty()) nano::prepare_checkpoint_dir(o.checkpoint_dir);  // a bad folder: exit 2 now
   nano::World world = nano::init();  // a world of one when started plainly
   torch::manual_seed(0);
   ex::ResNet18 model;
@@ -47,6 +48,17 @@ int run(const ex::ExampleOptions& o) {
   // speed (DDP weights the gradients to match), so a slower core does not set everyone's pace.
   nano::ShardOptions shard;
   if (ddp && o.balance) shard.balancer = nano::make_batch_balancer(*ddp, o.batch_size);
+  // --checkpoint-dir: the model, the optimizer and the loader's position every
+  // --checkpoint-every steps, taken as the loader hands out the next batch; a run that finds
+  // one there resumes from it (the step count too).
+  int64_t done = 0;
+  std::unique_ptr<nano::AutoCheckpoint> checkpoints;
+  if (!o.checkpoint_dir.empty()) {
+    checkpoints = std::make_unique<nano::AutoCheckpoint>(o.checkpoint_dir, world.comm,
+                                                         nano::CheckpointOptions{.every_steps = o.checkpoint_every});
+    checkpoints->track(*model, {&optimizer}, {}, [&done](int64_t step) { done = step; });
+    shard.hook = checkpoints->loader_hook();
+  }
   auto loader = nano::make_sharded_loader(data.map(torch::data::transforms::Stack<>()), world,
                                           static_cast<size_t>(o.batch_size), shard);
   if (world.is_main())
@@ -59,7 +71,6 @@ int run(const ex::ExampleOptions& o) {
   ex::StepTimer timer(kWarmupSteps);
   ex::ProgressPrinter progress(stdout, 1, 1, steps, world.is_main());
   double loss_sum = 0;
-  int64_t done = 0;
   timer.epoch_begin();
   model->train();
   for (auto& batch : *loader) {
@@ -68,6 +79,7 @@ int run(const ex::ExampleOptions& o) {
     const at::Tensor logits = ddp ? ddp->forward(batch.data) : model->forward(batch.data);
     const at::Tensor loss = ex::classification_loss(logits, batch.target);
     loss.backward();
+    if (checkpoints) checkpoints->backward();
     optimizer.step();
     const double l = loss.item<double>();
     timer.step_end(batch.data.size(0));
@@ -100,6 +112,6 @@ int main(int argc, char** argv) {
   defaults.lr = 0.05;
   defaults.steps = 50;
   return ex::run_example_main(argc, argv, defaults,
-                               {kProgram, "Measure ResNet-18 training throughput on synthetic 3x32x32 images (nano-run -n k for k ranks).", false, false, true},
+                               {kProgram, "Measure ResNet-18 training throughput on synthetic 3x32x32 images (nano-run -n k for k ranks).", false, false, true, false, true},
                                run);
 }

@@ -29,8 +29,9 @@ inline int64_t rank_steps_per_epoch(const ExampleOptions& o, int64_t examples, i
   return batches_per_epoch(shard, o.batch_size, o.max_steps_per_epoch);
 }
 
-/// --num-processes, --backend, --no-auto-lr and --equal-batches as nano::TorchNanoOptions; auto_lr warms the
-/// rate up over kFashionMnistWarmupEpochs epochs of `steps_per_epoch` steps.
+/// --num-processes, --backend, --no-auto-lr, --equal-batches, --max-restarts, --checkpoint-dir and
+/// --checkpoint-every as nano::TorchNanoOptions; auto_lr warms the rate up over
+/// kFashionMnistWarmupEpochs epochs of `steps_per_epoch` steps.
 inline TorchNanoOptions fashion_mnist_nano_options(const ExampleOptions& o, int64_t steps_per_epoch) {
   TorchNanoOptions n;
   n.num_processes = o.num_processes;
@@ -41,6 +42,9 @@ inline TorchNanoOptions fashion_mnist_nano_options(const ExampleOptions& o, int6
   lr.steps_per_epoch = std::max<int64_t>(steps_per_epoch, 1);
   n.auto_lr = lr;
   n.balance_batches = o.balance;
+  n.max_restarts = o.max_restarts;
+  n.checkpoint_dir = o.checkpoint_dir;
+  n.checkpoint_every_steps = o.checkpoint_every;
   return n;
 }
 

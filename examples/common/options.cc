@@ -41,6 +41,9 @@ void validate_example_options(const ExampleOptions& o) {
     throw UsageError("--max-steps-per-epoch must be at least 0, got " + std::to_string(o.max_steps_per_epoch));
   if (o.steps < 1) throw UsageError("--steps must be at least 1, got " + std::to_string(o.steps));
   if (o.test_limit < 0) throw UsageError("--test-limit must be at least 0, got " + std::to_string(o.test_limit));
+  if (o.checkpoint_every < 1)
+    throw UsageError("--checkpoint-every must be at least 1, got " + std::to_string(o.checkpoint_every));
+  if (o.max_restarts < 0) throw UsageError("--max-restarts must be at least 0, got " + std::to_string(o.max_restarts));
   if (o.backend != "subprocess" && o.backend != "mpi")
     throw UsageError("--backend must be subprocess or mpi, got '" + o.backend + "'");
 }
@@ -51,7 +54,7 @@ ParsedOptions parse_example_options(int argc, const char* const* argv, const Exa
   ExampleOptions& o = out.options;
   CLI::App app(spec.description, spec.program);
   // Values are read as strings and converted here so every bad value gets the same message.
-  std::string epochs, batch, lr, procs, max_steps, steps, test_limit;
+  std::string epochs, batch, lr, procs, max_steps, steps, test_limit, checkpoint_every, max_restarts;
   if (spec.epochs) {
     app.add_option("--epochs", epochs, "training epochs (default " + std::to_string(o.epochs) + ")");
     app.add_option("--max-steps-per-epoch", max_steps, "stop each epoch after this many steps (0 = all)");
@@ -62,8 +65,16 @@ ParsedOptions parse_example_options(int argc, const char* const* argv, const Exa
   app.add_option("--lr", lr, "base learning rate (default " + number(o.lr) + ")");
   app.add_option("--num-processes", procs, "training processes (default " + std::to_string(o.num_processes) + ")");
   if (spec.data_dir) app.add_option("--data-dir", o.data_dir, "folder holding the dataset's .gz files");
+  if (spec.checkpoints) {
+    app.add_option("--checkpoint-dir", o.checkpoint_dir,
+                   "save checkpoints here and, when it holds one, resume from the newest");
+    app.add_option("--checkpoint-every", checkpoint_every,
+                   "steps between checkpoints (default " + std::to_string(o.checkpoint_every) + ")");
+  }
   bool no_auto_lr = false;
   if (spec.in_program) {
+    app.add_option("--max-restarts", max_restarts,
+                   "start the ranks again, from the newest checkpoint, after one fails (default 0)");
     app.add_flag("--no-auto-lr", no_auto_lr, "keep the learning rate fixed (no warm-up to N times it)");
     app.add_option("--backend", o.backend,
                    "how --num-processes ranks start: subprocess or mpi (default " + o.backend + ")");
@@ -103,6 +114,8 @@ ParsedOptions parse_example_options(int argc, const char* const* argv, const Exa
   to_int("--max-steps-per-epoch", max_steps, o.max_steps_per_epoch);
   to_int("--steps", steps, o.steps);
   to_int("--test-limit", test_limit, o.test_limit);
+  to_int("--checkpoint-every", checkpoint_every, o.checkpoint_every);
+  to_int("--max-restarts", max_restarts, o.max_restarts);
   if (no_auto_lr) o.auto_lr = false;
   if (equal_batches) o.balance = false;
   to_int("--batch-size", batch, o.batch_size);

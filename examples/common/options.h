@@ -21,6 +21,9 @@ struct ExampleOptions {
   bool balance = true;               ///< --equal-batches: no splitting of each step's samples by rank speed
   bool step_times = false;           ///< --step-times: the result line also lists each timed step's ms
   std::string backend = "subprocess";  ///< --backend: how --num-processes ranks start (subprocess | mpi)
+  std::string checkpoint_dir;        ///< --checkpoint-dir: checkpoint here and resume from here ("" = none)
+  int64_t checkpoint_every = 100;    ///< --checkpoint-every: steps between checkpoints, >= 1
+  int max_restarts = 0;              ///< --max-restarts (in-program launchers): start failed ranks again
 };
 
 /// Which options a program offers.
@@ -33,6 +36,7 @@ struct OptionsSpec {
   bool in_program = false;   ///< offer --no-auto-lr and --backend (programs that launch their own ranks)
                              ///< (--equal-batches and --step-times are offered with in_program or steps:
                              ///< the data-parallel programs)
+  bool checkpoints = false;  ///< offer --checkpoint-dir and --checkpoint-every
 };
 
 /// Result of parsing: the options, or the help text when --help was asked for.
