@@ -1,5 +1,7 @@
 #include "runtime/gloo_communicator.h"
 
+#include "runtime/net_address.h"
+
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
@@ -49,10 +51,6 @@ class GlooWork : public Work {
   bool waited_ = false;
 };
 
-bool is_loopback(const std::string& addr) {
-  return addr == "localhost" || addr.rfind("127.", 0) == 0 || addr == "::1";
-}
-
 }  // namespace
 
 GlooCommunicator::GlooCommunicator(const Context& context, std::size_t shm_segment_bytes)
@@ -60,13 +58,32 @@ GlooCommunicator::GlooCommunicator(const Context& context, std::size_t shm_segme
   store_ = rendezvous(context, "nano/rank/");
   // Gloo's own bound on each collective (c10d's default is 30 minutes).
   auto options = c10d::ProcessGroupGloo::Options::create(context.collective_timeout);
+  const bool multi_host = context.local_world_size < context.world_size;
+  std::string transport;
   if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME")) {
     options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
-  } else if (is_loopback(context.master_addr)) {
+    transport = std::string("interface ") + ifname + " (GLOO_SOCKET_IFNAME)";
+  } else if (multi_host) {
+    // Gloo's default would advertise what the hostname resolves to: 127.0.1.1 on a typical
+    // Debian host, unreachable from the others. Take the address that reaches the master.
+    const char* host_addr = std::getenv("NANO_HOST_ADDR");
+    const std::string address = multi_host_address(context.master_addr, host_addr ? host_addr : "");
+    if (address.empty()) {
+      throw Error("nano: rank " + std::to_string(rank_) + " has no address that reaches " + context.master_addr +
+                  " (set GLOO_SOCKET_IFNAME to the interface other hosts reach this one through)");
+    }
+    options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(address));
+    const std::string name = interface_of(address);
+    transport = address + (name.empty() ? "" : " (" + name + ")");
+  } else if (is_loopback_address(context.master_addr)) {
     options->devices.push_back(
         c10d::ProcessGroupGloo::createDeviceForHostname(context.master_addr));
   } else {
     options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+  }
+  if (multi_host && rank_ == 0) {
+    std::cerr << "nano: gloo communicator: " << context.world_size << " ranks on several hosts; TCP between and within "
+              << "hosts, rank 0 through " << transport << std::endl;
   }
   options->threads = 2;
   try {

@@ -258,6 +258,13 @@ MpiCommunicator::MpiCommunicator(const Context& context, std::size_t shm_segment
                   << "; all-reduce goes through MPI_Allreduce instead (NANO_SHM_BYTES=0 chooses that quietly)"
                   << std::endl;
       }
+      if (!all_ok[0] && rank_ == 0) {
+        const char* btl = std::getenv("OMPI_MCA_btl");
+        std::cerr << "nano: mpi communicator: " << size_ << " ranks on several hosts; all-reduce through "
+                  << "MPI_Allreduce, on Open MPI's transports (shared memory within a host; between hosts "
+                  << (btl ? std::string("btl=") + btl : std::string("its tcp btl, or the fabric it finds")) << ")"
+                  << std::endl;
+      }
       MPI_Comm_free(&node);
       return;
     }
