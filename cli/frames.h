@@ -18,6 +18,10 @@ enum class FrameType : char {
   exit = 'x',     ///< shim: "<exit_code> <signal>"
   signal = 'k',   ///< nano-run: "<signal>" to deliver to the rank's process group
   release = 'r',  ///< nano-run: every rank has ended; the shim may exit
+  /// either side, empty, every heartbeat_timeout / 4: still here. A side that hears nothing for
+  /// heartbeat_timeout takes the other as lost (a cut link or a dead host never closes the
+  /// connection).
+  heartbeat = 'b',
 };
 
 /// One frame: type byte, 4-byte little-endian payload length, payload.

@@ -1,5 +1,7 @@
 #include "cli/hosts.h"
 
+#include <algorithm>
+
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -142,6 +144,12 @@ int group_of_rank(const std::vector<int>& starts, int rank) {
   for (size_t i = 0; i < starts.size(); ++i)
     if (starts[i] <= rank) group = static_cast<int>(i);
   return group;
+}
+
+std::vector<HostSlots> in_open_mpi_order(std::vector<HostSlots> hosts, const std::string& this_host) {
+  auto mine = std::find_if(hosts.begin(), hosts.end(), [&](const HostSlots& h) { return h.host == this_host; });
+  if (mine != hosts.end()) std::rotate(hosts.begin(), mine, mine + 1);
+  return hosts;
 }
 
 }  // namespace nano

@@ -23,6 +23,11 @@ std::vector<HostSlots> parse_hostfile(const std::string& contents, const std::st
 /// Reads and parses the hostfile at `path`. Throws UsageError when unreadable or malformed.
 std::vector<HostSlots> read_hostfile(const std::string& path);
 
+/// Pure: `hosts` in the order Open MPI fills them: the launching host (`this_host`) first when
+/// it is listed (mpirun places its own node first, whatever the list's order), then the rest
+/// as listed. nano's rank numbering, groups and MASTER_ADDR (rank 0's host) follow this order.
+std::vector<HostSlots> in_open_mpi_order(std::vector<HostSlots> hosts, const std::string& this_host);
+
 /// Sum of slots over all hosts.
 int total_slots(const std::vector<HostSlots>& hosts);
 

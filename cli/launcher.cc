@@ -20,6 +20,7 @@
 
 #include "cli/guardian.h"
 
+#include "cli/carried_env.h"
 #include "cli/frames.h"
 #include "cli/hosts.h"
 #include "cli/mpi_command.h"
@@ -201,6 +202,7 @@ Setup prepare(const LaunchOptions& o, const std::vector<std::string>& argv, bool
   }
   if (!o.hosts.empty()) s.hosts = parse_hosts(o.hosts);
   if (!o.hostfile.empty()) s.hosts = read_hostfile(o.hostfile);
+  s.hosts = in_open_mpi_order(s.hosts, host_name());
 
   s.argv = argv;
   s.argv[0] = resolve_program(argv[0], path);
@@ -312,19 +314,20 @@ std::vector<std::string> mpi_command_for(const LaunchOptions& o, const Setup& s,
   in.num_processes = s.world_size;
   in.hosts = s.hosts;
   in.as_root = geteuid() == 0;
-  for (const char* name : {"PATH", "LD_LIBRARY_PATH", "PYTHONPATH"})
-    if (std::getenv(name)) in.forward_env.push_back(name);
-  for (const auto& [name, value] : o.extra_env) in.env.push_back({name, value});
-  // The shims build each rank's environment from their own: this attempt's names travel with it.
-  if (!s.job_id.empty()) {
-    in.env.push_back({"NANO_JOB_ID", s.job_id});
-    in.env.push_back({"NANO_RESTART_COUNT", s.envs.front().env.at("NANO_RESTART_COUNT")});
+  // Each shim builds its rank's environment from its own (on another host: a login's) with
+  // these over it. Through the shims' arguments, not mpirun's -x, which would clash with a
+  // user's own Open MPI mca_base_env_list.
+  ShimLink with_env = link;
+  with_env.env = carried_environment(current_environment(), o.extra_env);
+  if (!s.job_id.empty()) {  // this attempt's names
+    with_env.env["NANO_JOB_ID"] = s.job_id;
+    with_env.env["NANO_RESTART_COUNT"] = s.envs.front().env.at("NANO_RESTART_COUNT");
   }
   LaunchOptions shim_options = o;
   shim_options.master_addr = s.master_addr;
   shim_options.master_port = s.master_port;
   in.shim.push_back(find_shim_executable(o));
-  auto args = shim_arguments(shim_options, link);
+  auto args = shim_arguments(shim_options, with_env);
   in.shim.insert(in.shim.end(), args.begin(), args.end());
   in.program = s.argv;
   return make_mpi_command(in);
@@ -347,7 +350,9 @@ class Run {
       : o_(o), s_(s), router_(router), sink_(sink), guardian_(guardian), supervisor_(s.world_size),
         hosts_(static_cast<size_t>(s.world_size), host_name()),
         shims_(static_cast<size_t>(s.world_size), nullptr),
-        rank_groups_(static_cast<size_t>(s.world_size), -1) {}
+        rank_groups_(static_cast<size_t>(s.world_size), -1),
+        heard_(static_cast<size_t>(s.world_size)),
+        lost_(static_cast<size_t>(s.world_size)) {}
 
   LaunchResult subprocess() {
     SignalPipe signals({SIGINT, SIGTERM, SIGHUP, SIGCHLD});
@@ -474,7 +479,9 @@ class Run {
     released_ = true;
     router_.hide(kMpirunStream);  // its words on ranks it saw end are nano-run's to tell
     for (int r = 0; r < s_.world_size; ++r) send_to_shim(r, encode_frame(FrameType::release, ""));
-    mpirun_deadline_ = Clock::now() + std::chrono::seconds(10);
+    // mpirun waits for a lost host's daemon it can no longer reach: give it less time.
+    const bool host_lost = std::any_of(lost_.begin(), lost_.end(), [](const std::string& why) { return !why.empty(); });
+    mpirun_deadline_ = Clock::now() + std::chrono::seconds(host_lost ? 2 : 10);
   }
 
   void reap_all_blocking() {
@@ -504,10 +511,52 @@ class Run {
     bool first_failure = !supervisor_.root_cause() && !supervisor_.tearing_down() &&
                          supervisor_.interrupted_by() == 0 && (code != 0 || sig != 0);
     if (first_failure) {
-      router_.note("nano-run: rank " + std::to_string(rank) + " " + describe_end(code, sig) +
-                   "; stopping the other ranks");
+      const std::string what = lost_[static_cast<size_t>(rank)].empty()
+                                   ? "rank " + std::to_string(rank) + " " + describe_end(code, sig)
+                                   : describe_lost(rank);
+      router_.note("nano-run: " + what + "; stopping the other ranks");
     }
     apply(supervisor_.rank_exited(rank, code, sig));
+  }
+
+  // "host hostB lost (ranks 1,3 there; rank 1: <why>)".
+  std::string describe_lost(int rank) const {
+    const std::string& host = hosts_[static_cast<size_t>(rank)];
+    std::string there;
+    for (int r = 0; r < s_.world_size; ++r) {
+      if (hosts_[static_cast<size_t>(r)] == host) there += (there.empty() ? "" : ",") + std::to_string(r);
+    }
+    return "host " + host + " lost (rank" + (there.find(',') == std::string::npos ? " " : "s ") + there +
+           " there; rank " + std::to_string(rank) + ": " + lost_[static_cast<size_t>(rank)] + ")";
+  }
+
+  // A rank whose shim went away without its final status, or fell silent: its host (or the
+  // link to it) is gone. It counts as ended with kLostHostExitCode; nothing more comes from it.
+  void lose_rank(int rank, const std::string& why) {
+    const auto r = static_cast<size_t>(rank);
+    if (supervisor_.exited(rank) || !lost_[r].empty()) return;
+    lost_[r] = why;
+    shims_[r] = nullptr;
+    router_.finish(rank, Stream::out);
+    router_.finish(rank, Stream::err);
+    rank_ended(rank, kLostHostExitCode, 0);
+  }
+
+  // Heartbeats out to every linked shim, and the silent ones declared lost.
+  void heartbeat() {
+    if (s_.backend != Backend::mpi) return;
+    const auto now = Clock::now();
+    if (now - last_beat_ >= o_.heartbeat_timeout / 4) {
+      last_beat_ = now;
+      for (int r = 0; r < s_.world_size; ++r) send_to_shim(r, encode_frame(FrameType::heartbeat, ""));
+    }
+    for (int r = 0; r < s_.world_size; ++r) {
+      const auto i = static_cast<size_t>(r);
+      if (shims_[i] && !supervisor_.exited(r) && now - heard_[i] > o_.heartbeat_timeout) {
+        const long long seconds = std::chrono::duration_cast<std::chrono::seconds>(now - heard_[i]).count();
+        lose_rank(r, "no word from its shim for " + std::to_string(seconds) + " s: a cut link or a dead host");
+      }
+    }
   }
 
   static std::string describe_end(int code, int sig) {
@@ -537,6 +586,7 @@ class Run {
       FrameType type;
       std::string payload;
       while (ch.decoder.next(type, payload)) {
+        if (ch.hello) heard_[static_cast<size_t>(ch.rank)] = Clock::now();
         if (!ch.hello) {
           std::string token, host;
           int rank = -1;
@@ -546,6 +596,7 @@ class Run {
           ch.hello = true;
           ch.rank = rank;
           hosts_[static_cast<size_t>(rank)] = host;
+          heard_[static_cast<size_t>(rank)] = Clock::now();
           shims_[static_cast<size_t>(rank)] = &ch;
           // A shim that arrives during a teardown gets the teardown's signal at once.
           if (teardown_signal_ != 0) send_to_shim(rank, encode_frame(FrameType::signal, std::to_string(teardown_signal_)));
@@ -607,6 +658,9 @@ class Run {
       if (fds[i + 2].revents && read_channel(*channels_[i])) closed.push_back(i);
     }
     for (auto it = closed.rbegin(); it != closed.rend(); ++it) {
+      const Channel& ch = *channels_[*it];
+      // A shim stays until released, after its rank's final status: an earlier end is a loss.
+      if (ch.shim && ch.hello && !supervisor_.exited(ch.rank)) lose_rank(ch.rank, "its shim's connection to nano-run closed");
       for (auto& shim : shims_)
         if (shim == channels_[*it].get()) shim = nullptr;
       close(channels_[*it]->fd);
@@ -664,6 +718,7 @@ class Run {
         }
       }
       poll_once(timeout);
+      heartbeat();
     }
     drain();
     for (auto& c : channels_) close(c->fd);
@@ -684,8 +739,15 @@ class Run {
       for (const auto& line : router_.stderr_tail(rc->rank)) tail += line + "\n";
       f.stderr_tail = tail;
       std::string who = rc->rank >= 0 ? "rank " + std::to_string(rc->rank) : std::string("mpirun");
-      router_.note("nano-run: root cause: " + who + " on " + f.host + " " + describe_end(rc->exit_code, rc->signal) +
-                   "; nano-run exits with " + std::to_string(result.exit_code));
+      if (rc->rank >= 0 && !lost_[static_cast<size_t>(rc->rank)].empty()) {
+        f.lost = lost_[static_cast<size_t>(rc->rank)];
+        router_.note("nano-run: root cause: " + describe_lost(rc->rank) + "; nano-run exits with " +
+                     std::to_string(result.exit_code));
+      } else {
+        router_.note("nano-run: root cause: " + who + " on " + f.host + " " +
+                     describe_end(rc->exit_code, rc->signal) + "; nano-run exits with " +
+                     std::to_string(result.exit_code));
+      }
       if (!tail.empty()) {
         router_.note("nano-run: last stderr lines of " + who + ":");
         for (const auto& line : router_.stderr_tail(rc->rank)) router_.note("  | " + line);
@@ -707,6 +769,9 @@ class Run {
   std::vector<std::string> hosts_;
   std::vector<Channel*> shims_;     // by rank: the shim's link, once it said hello
   std::vector<pid_t> rank_groups_;  // by rank: its process group on this host (mpi backend)
+  std::vector<Clock::time_point> heard_;  // by rank: the last frame from its shim
+  std::vector<std::string> lost_;         // by rank: why its host counts as lost ("" = not)
+  Clock::time_point last_beat_{};
   pid_t mpirun_pid_ = -1;
   int teardown_signal_ = 0;         // the signal of a teardown under way (mpi backend)
   bool released_ = false;

@@ -46,6 +46,10 @@ struct LaunchOptions {
   std::vector<int> output_ranks;   ///< empty = every rank's output is shown
   bool tag_output = true;          ///< prefix lines with "[rank N] "
   std::chrono::milliseconds grace_period{5000};  ///< SIGTERM -> SIGKILL delay at teardown
+  /// mpi backend: nano-run and every rank's shim exchange a heartbeat; a rank's shim not heard
+  /// from this long counts as lost with its host (exit code kLostHostExitCode), and a shim that
+  /// does not hear from nano-run this long ends its rank (a cut link leaves nothing behind).
+  std::chrono::milliseconds heartbeat_timeout{30000};
   std::map<std::string, std::string> extra_env;  ///< added to every rank (TorchNano uses it)
   std::string shim_executable;     ///< mpi backend: program run as the rank shim ("" = find nano-run)
   std::string mpirun = "mpirun";   ///< mpi backend: mpirun name or path
@@ -58,6 +62,10 @@ struct LaunchOptions {
   std::chrono::milliseconds restart_delay{1000};  ///< wait between a failed attempt and the next
 };
 
+/// nano-run's exit code when the root cause is a lost host (its shims' links closed or went
+/// silent): 255, as ssh's for a lost connection.
+inline constexpr int kLostHostExitCode = 255;
+
 /// Why a launch failed: the first rank that failed (the root cause).
 struct RankFailure {
   int rank = -1;            ///< -1 when mpirun itself failed before any rank did
@@ -65,6 +73,7 @@ struct RankFailure {
   int exit_code = 0;        ///< the rank's exit code when it exited
   int signal = 0;           ///< the signal that killed it, 0 when it exited
   std::string stderr_tail;  ///< the last lines it wrote to stderr
+  std::string lost;         ///< non-empty when its host was lost: why ("no word from its shim for 30 s")
 };
 
 /// The outcome of a launch. `exit_code` follows nano-run's contract: 0 all succeeded, the

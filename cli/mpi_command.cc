@@ -16,14 +16,6 @@ std::vector<std::string> make_mpi_command(const MpiCommandInput& input) {
     cmd.push_back("--host");
     cmd.push_back(list);
   }
-  for (const auto& name : input.forward_env) {
-    cmd.push_back("-x");
-    cmd.push_back(name);
-  }
-  for (const auto& [name, value] : input.env) {
-    cmd.push_back("-x");
-    cmd.push_back(name + "=" + value);
-  }
   cmd.insert(cmd.end(), input.shim.begin(), input.shim.end());
   cmd.push_back("--");
   cmd.insert(cmd.end(), input.program.begin(), input.program.end());

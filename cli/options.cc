@@ -5,6 +5,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "cli/carried_env.h"
 #include "env-init/cpulist.h"
 #include "env-init/error.h"
 
@@ -84,7 +85,8 @@ RunCommand parse_run_command(const std::vector<std::string>& args) {
   app.set_help_flag("-h,--help", "Print this help and exit");
 
   std::string n, cores_per, threads, allocator, backend, master_port, grace, output_ranks;
-  std::string group_starts, max_restarts, restart_delay;
+  std::string group_starts, max_restarts, restart_delay, heartbeat;
+  std::vector<std::string> env_specs, shim_env;
   bool version = false, no_tag = false;
   app.add_option("-n,--num-processes", n, "Number of ranks (default 1, or the hosts' slots)");
   app.add_option("--cpu-for-each-process", o.plan.cpu_for_each_process,
@@ -104,10 +106,17 @@ RunCommand parse_run_command(const std::vector<std::string>& args) {
   app.add_option("--hosts", o.hosts, "host:slots,... (mpi backend)");
   app.add_option("--master-addr", o.master_addr, "MASTER_ADDR (default 127.0.0.1 or the first host)");
   app.add_option("--master-port", master_port, "MASTER_PORT (default: a free port)");
+  app.add_option("--env", env_specs,
+                 "NAME=VALUE, or NAME for its value here: set it for every rank on every host "
+                 "(repeatable; PATH, LD_LIBRARY_PATH, PYTHONPATH, MALLOC_CONF and NANO_*, OMP_*, KMP_*, "
+                 "MKL_*, TORCH_*, GLOO_* ... travel to other hosts anyway)")
+      ->allow_extra_args(false);
   app.add_option("--log-dir", o.log_dir, "Write rank-N.log per rank and summary.log here");
   app.add_option("--output-ranks", output_ranks, "Show only these ranks' output: 0 or 0,2-3");
   app.add_flag("--no-tag-output", no_tag, "Do not prefix lines with [rank N]");
   app.add_option("--grace-period", grace, "Seconds between SIGTERM and SIGKILL at teardown (default 5)");
+  app.add_option("--heartbeat-timeout", heartbeat,
+                 "mpi backend: seconds without word from a rank's host before it counts as lost (default 30)");
   app.add_option("--max-restarts", max_restarts,
                  "Start the whole world again after a rank fails, at most N times (default 0)");
   app.add_option("--restart-delay", restart_delay, "Seconds to wait before a restart (default 1)");
@@ -118,6 +127,7 @@ RunCommand parse_run_command(const std::vector<std::string>& args) {
   app.add_option("--nano-launcher", cmd.link.launcher)->group("");
   app.add_option("--nano-token", cmd.link.token)->group("");
   app.add_option("--nano-group-starts", group_starts)->group("");
+  app.add_option("--nano-env", shim_env)->group("")->allow_extra_args(false);
 
   std::vector<std::string> reversed(args.rbegin(), args.rend());
   try {
@@ -160,6 +170,11 @@ RunCommand parse_run_command(const std::vector<std::string>& args) {
   if (!grace.empty())
     o.grace_period = std::chrono::milliseconds(
         static_cast<long long>(std::llround(parse_seconds("--grace-period", grace) * 1000)));
+  if (!heartbeat.empty()) {
+    const double seconds = parse_seconds("--heartbeat-timeout", heartbeat);
+    if (seconds < 1) throw UsageError("invalid value '" + heartbeat + "' for --heartbeat-timeout: expected seconds >= 1");
+    o.heartbeat_timeout = std::chrono::milliseconds(static_cast<long long>(std::llround(seconds * 1000)));
+  }
   if (!max_restarts.empty())
     o.max_restarts = parse_int("--max-restarts", max_restarts, 0, 1000000, "a whole number >= 0");
   if (!restart_delay.empty())
@@ -169,6 +184,18 @@ RunCommand parse_run_command(const std::vector<std::string>& args) {
   o.tag_output = !no_tag;
   if (!group_starts.empty()) cmd.link.group_starts = parse_rank_list("--nano-group-starts", group_starts);
   if (cmd.link.group_starts.empty()) cmd.link.group_starts = {0};
+  if (!env_specs.empty()) {
+    const Environment here = current_environment();
+    for (const auto& spec : env_specs) {
+      auto [name, value] = parse_env_option(spec, here);
+      o.extra_env[name] = value;
+    }
+  }
+  for (const auto& assignment : shim_env) {
+    const auto eq = assignment.find('=');
+    if (eq == std::string::npos || eq == 0) throw UsageError("invalid value '" + assignment + "' for --nano-env");
+    cmd.link.env[assignment.substr(0, eq)] = assignment.substr(eq + 1);
+  }
 
   if (!o.topology_xml.empty() && !o.synthetic.empty())
     throw UsageError("--topology and --synthetic cannot be used together");
@@ -195,6 +222,7 @@ std::vector<std::string> shim_arguments(const LaunchOptions& o, const ShimLink& 
   if (o.recipe.allocator != Allocator::automatic) add("--allocator", allocator_name(o.recipe.allocator));
   if (o.recipe.disable_openmp) a.push_back("--disable-openmp");
   if (o.recipe.threads > 0) add("--threads", std::to_string(o.recipe.threads));
+  add("--heartbeat-timeout", std::to_string(o.heartbeat_timeout.count() / 1000.0));
   add("--master-addr", o.master_addr);
   if (o.master_port > 0) add("--master-port", std::to_string(o.master_port));
   add("--nano-launcher", link.launcher);
@@ -202,6 +230,7 @@ std::vector<std::string> shim_arguments(const LaunchOptions& o, const ShimLink& 
   std::vector<int> starts = link.group_starts;
   if (starts.empty()) starts = {0};
   add("--nano-group-starts", format_cpu_list(starts));
+  for (const auto& [name, value] : link.env) add("--nano-env", name + "=" + value);
   return a;
 }
 

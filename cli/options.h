@@ -1,6 +1,7 @@
 #pragma once
 // nano-run's command line (CLI11) parsed into LaunchOptions. Pure: no I/O, no process start;
 // every bad value is a UsageError naming it.
+#include <map>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,9 @@ struct ShimLink {
   std::string launcher;          ///< "host:port" of the launcher's listener; "" = exec directly
   std::string token;             ///< proves the shim belongs to this launch
   std::vector<int> group_starts; ///< first global rank of every host ({0} for one host)
+  /// Variables every shim sets over its host's own environment (cli/carried_env.h), so ranks on
+  /// other hosts run configured as on the launching one.
+  std::map<std::string, std::string> env;
 };
 
 /// A parsed nano-run command line.

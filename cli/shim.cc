@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <iostream>
 
@@ -102,7 +103,17 @@ int run_rank_shim(int argc, char** argv) {
     id.master_addr = o.master_addr.empty() ? "127.0.0.1" : o.master_addr;
     id.master_port = o.master_port;
 
-    Topology topology = !o.topology_xml.empty() ? load_xml_topology(o.topology_xml)
+    // Rank 0 hosts the rendezvous store: on a job over several hosts it may not be on the
+    // launcher's host, where nano-run checked the port; check it where it will listen.
+    if (id.rank == 0 && cmd.link.group_starts.size() > 1 && id.master_port > 0) {
+      try {
+        check_port_free(id.master_port);
+      } catch (const UsageError&) {
+        throw UsageError("MASTER_PORT " + std::to_string(id.master_port) + " is busy on " + host_name() +
+                         ", where rank 0 listens (choose another with --master-port)");
+      }
+    }
+        Topology topology = !o.topology_xml.empty() ? load_xml_topology(o.topology_xml)
                         : !o.synthetic.empty()  ? load_synthetic_topology(o.synthetic)
                                                 : load_machine_topology();
     PlanOptions po = o.plan;
@@ -112,6 +123,7 @@ int run_rank_shim(int argc, char** argv) {
       throw UsageError("local rank " + std::to_string(id.local_rank) + " has no CPUs in the plan");
     const RankPlan& mine = plan.ranks[static_cast<size_t>(id.local_rank)];
     Environment current = current_environment();
+    for (const auto& [name, value] : cmd.link.env) current[name] = value;  // as on the launching host
     RankEnvironment env = make_rank_environment(id, mine, o.recipe, current, find_installed_library, o.extra_env);
     // The user_kept warning is nano-run's (printed once, before mpirun starts), not the shims'.
     if (cmd.argv.empty()) throw UsageError("missing PROGRAM");
@@ -135,6 +147,11 @@ int run_rank_shim(int argc, char** argv) {
     if (child.stdout_fd >= 0) open_fds = {child.stdout_fd, child.stderr_fd};
     int status = 0;
     bool exited = false, reported = false, released = false;
+    // The launcher's heartbeat: a cut link or a lost launcher host never closes the connection.
+    using Clock = std::chrono::steady_clock;
+    const auto heartbeat = o.heartbeat_timeout;
+    auto heard = Clock::now(), beat = Clock::now();
+    const std::string launcher_host = cmd.link.launcher.substr(0, cmd.link.launcher.rfind(':'));
     FrameDecoder commands;
     auto deliver = [&](int sig) {
       if (exited) return;
@@ -151,6 +168,24 @@ int run_rank_shim(int argc, char** argv) {
         killpg(child.pid, SIGKILL);
         _exit(137);
       }
+      if (io.link >= 0) {
+        const auto now = Clock::now();
+        if (now - beat >= heartbeat / 4) {
+          beat = now;
+          io.send(FrameType::heartbeat, "");
+        }
+        if (now - heard > heartbeat) {
+          // The launcher cannot reach us or we it: nothing of this job may stay. On another
+          // host than the launcher's, this job's Open MPI daemon (our parent) goes too: it has
+          // lost its mpirun and would wait for it for many minutes.
+          std::cerr << "nano-run: rank " << rank << " on " << host_name() << ": no word from nano-run at "
+                    << cmd.link.launcher << " for " << std::chrono::duration_cast<std::chrono::seconds>(now - heard).count()
+                    << " s; ending the rank" << std::endl;
+          killpg(child.pid, SIGKILL);
+          if (launcher_host != host_name() && launcher_host != "127.0.0.1") kill(parent, SIGKILL);
+          _exit(137);
+        }
+      }
       for (int sig : signals.take())
         if (sig != SIGCHLD) deliver(sig);  // from mpirun/orted itself
       if (fds[1].revents) {
@@ -162,6 +197,7 @@ int run_rank_shim(int argc, char** argv) {
           _exit(137);
         }
         if (n > 0) {
+          heard = Clock::now();
           commands.feed(buf, static_cast<size_t>(n));
           FrameType type;
           std::string payload;

@@ -89,3 +89,17 @@ TEST_CASE("group starts follow slot mapping") {
   CHECK(group_of_rank(starts, 4) == 1);
   CHECK(group_of_rank(starts, 8) == 2);
 }
+
+TEST_CASE("hosts in Open MPI's order: the launching host first when listed") {
+  const std::vector<HostSlots> listed = {{"b", 2}, {"a", 1}, {"c", 3}};
+  auto names = [](const std::vector<HostSlots>& hosts) {
+    std::string out;
+    for (const auto& h : hosts) out += h.host + ":" + std::to_string(h.slots) + " ";
+    return out;
+  };
+  CHECK(names(in_open_mpi_order(listed, "a")) == "a:1 b:2 c:3 ");
+  CHECK(names(in_open_mpi_order(listed, "c")) == "c:3 b:2 a:1 ");
+  CHECK(names(in_open_mpi_order(listed, "b")) == "b:2 a:1 c:3 ");
+  CHECK(names(in_open_mpi_order(listed, "elsewhere")) == "b:2 a:1 c:3 ");
+  CHECK(in_open_mpi_order({}, "a").empty());
+}

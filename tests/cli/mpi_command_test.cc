@@ -10,20 +10,18 @@ TEST_CASE("mpirun command for two hosts") {
   in.num_processes = 8;
   in.hosts = {{"node1", 4}, {"node2", 4}};
   in.as_root = true;
-  in.forward_env = {"PATH"};
-  in.env = {{"NANO_X", "1 2"}};
-  in.shim = {"/opt/nano/bin/nano-run", "--nano-rank-shim", "--master-addr", "node1"};
+  in.shim = {"/opt/nano/bin/nano-run", "--nano-rank-shim", "--master-addr", "node1", "--nano-env", "NANO_X=1 2"};
   in.program = {"./train", "--epochs", "3"};
   std::vector<std::string> expected = {
       "/usr/bin/mpirun", "-np", "8", "--bind-to", "none", "--map-by", "slot",
-      "--allow-run-as-root", "--host", "node1:4,node2:4", "-x", "PATH", "-x", "NANO_X=1 2",
-      "/opt/nano/bin/nano-run", "--nano-rank-shim", "--master-addr", "node1", "--", "./train",
+      "--allow-run-as-root", "--host", "node1:4,node2:4",
+      "/opt/nano/bin/nano-run", "--nano-rank-shim", "--master-addr", "node1", "--nano-env", "NANO_X=1 2", "--", "./train",
       "--epochs", "3"};
   CHECK(make_mpi_command(in) == expected);
   CHECK(shell_join(make_mpi_command(in)) ==
         "/usr/bin/mpirun -np 8 --bind-to none --map-by slot --allow-run-as-root --host "
-        "node1:4,node2:4 -x PATH -x 'NANO_X=1 2' /opt/nano/bin/nano-run --nano-rank-shim "
-        "--master-addr node1 -- ./train --epochs 3");
+        "node1:4,node2:4 /opt/nano/bin/nano-run --nano-rank-shim "
+        "--master-addr node1 --nano-env 'NANO_X=1 2' -- ./train --epochs 3");
 }
 
 TEST_CASE("mpirun command for this machine, not root") {

@@ -2,6 +2,7 @@
 
 #include <doctest/doctest.h>
 
+#include "cli/carried_env.h"
 #include "env-init/error.h"
 
 using namespace nano;
@@ -116,4 +117,33 @@ TEST_CASE("shim arguments round-trip through the parser") {
   CHECK(c.link.token == "secret");
   CHECK(c.link.group_starts == std::vector<int>{0, 4});
   CHECK(c.argv == std::vector<std::string>{"./train"});
+}
+
+TEST_CASE("carried environment: the launching host's configuration, not its host-specific variables") {
+  const nano::Environment here = {{"PATH", "/opt/bin:/usr/bin"}, {"HOME", "/root"}, {"HOSTNAME", "a"},
+                                  {"OMP_SCHEDULE", "static"}, {"NANO_BACKEND", "gloo"}, {"NANO_CPUS", "0-3"},
+                                  {"KMP_BLOCKTIME", "1"}, {"MALLOC_CONF", "background_thread:true"},
+                                  {"TORCH_SHOW_CPP_STACKTRACES", "1"}, {"PWD", "/work"}, {"MY_FLAG", "x"},
+                                  {"OMPI_MCA_btl", "^tcp"}};
+  const auto carried = nano::carried_environment(here, {{"MY_FLAG", "y"}, {"EXTRA", "1"}});
+  const std::map<std::string, std::string> expected = {
+      {"PATH", "/opt/bin:/usr/bin"}, {"OMP_SCHEDULE", "static"}, {"NANO_BACKEND", "gloo"}, {"KMP_BLOCKTIME", "1"},
+      {"MALLOC_CONF", "background_thread:true"}, {"TORCH_SHOW_CPP_STACKTRACES", "1"}, {"MY_FLAG", "y"},
+      {"EXTRA", "1"}};
+  CHECK(carried == expected);
+}
+
+TEST_CASE("--env NAME[=VALUE]: set, carried from here, or a one-line error") {
+  const nano::Environment here = {{"FOO", "1"}};
+  CHECK(nano::parse_env_option("BAR=a=b", here) == std::pair<std::string, std::string>{"BAR", "a=b"});
+  CHECK(nano::parse_env_option("FOO", here) == std::pair<std::string, std::string>{"FOO", "1"});
+  CHECK(nano::parse_env_option("EMPTY=", here) == std::pair<std::string, std::string>{"EMPTY", ""});
+  CHECK_THROWS_WITH_AS(nano::parse_env_option("MISSING", here),
+                       "--env MISSING: MISSING is not set in nano-run's environment", nano::UsageError);
+  CHECK_THROWS_WITH_AS(nano::parse_env_option("1X=2", here),
+                       "invalid value '1X=2' for --env: expected NAME or NAME=VALUE with NAME made of letters, "
+                       "digits and _",
+                       nano::UsageError);
+  auto cmd = nano::parse_run_command({"--env", "A=1", "--env", "B=2", "./train"});
+  CHECK(cmd.launch.extra_env == std::map<std::string, std::string>{{"A", "1"}, {"B", "2"}});
 }
