@@ -1,0 +1,196 @@
+#!/bin/bash
+# nano-run across hosts on the namespace test bed (testbed.sh): each case makes its own hosts
+# and tears them down whatever happens (trap), and bounds every wait.
+#   multihost_test.sh BUILD_DIR CASE
+# CASE: env2, env3 (what reaches the ranks on each host), train (same weights as one host, both
+# communicators), busy_port (MASTER_PORT taken where rank 0 listens), rank_killed, host_lost,
+# link_cut, interrupt (Ctrl-C on the launching host).
+# Exits 0 on success, 1 with "FAIL: ..." lines, 77 when the test bed cannot be made here.
+set -u
+build=$(cd "$1" && pwd)
+case_name=$2
+here=$(cd "$(dirname "$0")" && pwd)
+testbed=$here/testbed.sh
+state=/run/nano-testbed-$$-$case_name
+nano_run=$build/bin/nano-run
+fault_rank=$build/tests/faults/fault_rank
+out=$(mktemp /run/nano-multihost-out-XXXXXX)
+
+cleanup() {
+  bash "$testbed" down "$state"
+  rm -f "$out"
+}
+trap cleanup EXIT
+failures=0
+fail() {
+  echo "FAIL: $*"
+  failures=$((failures + 1))
+}
+
+hosts_needed=2
+case "$case_name" in env3 | busy_port) hosts_needed=3 ;; esac
+bash "$testbed" up "$state" "$hosts_needed"
+rc=$?
+[ $rc -eq 77 ] && exit 77
+[ $rc -eq 0 ] || { echo "FAIL: the test bed did not come up"; exit 1; }
+
+export NANO_TESTBED=$state OMPI_MCA_plm_rsh_agent=$here/agent.sh OMPI_MCA_plm_rsh_no_tree_spawn=1
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+on_a() { bash "$testbed" run "$state" hostA "$@"; }
+
+# Every process of the job on HOST (the test bed's own holder excluded).
+leftovers() {
+  local holder
+  holder=$(cat "$state/$1.pid")
+  for p in $(bash "$testbed" pids "$state" "$1"); do
+    [ "$p" = "$holder" ] && continue
+    echo "$p $(tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null | cut -c1-80)"
+  done
+}
+
+check_nothing_left() {
+  local h left
+  for h in $(cat "$state/hosts"); do
+    for _ in $(seq 1 50); do  # processes that were killed may take a moment to be reaped
+      left=$(leftovers "$h")
+      [ -z "$left" ] && break
+      sleep 0.1
+    done
+    [ -z "$left" ] || fail "left on $h after nano-run ended: $left"
+  done
+}
+
+# Runs nano-run on hostA with ARGS (bounded); output in $out, exit code in $rc.
+run_a() {
+  timeout 120 bash "$testbed" run "$state" hostA "$@" > "$out" 2>&1
+  rc=$?
+}
+
+expect_line() {
+  grep -qE "$1" "$out" || fail "no line matching '$1' in: $(tail -5 "$out")"
+}
+
+case "$case_name" in
+env2 | env3)
+  # Listed after hostB, the launching hostA still runs rank 0 (Open MPI fills its own node
+  # first), and MASTER_ADDR names it.
+  hosts=hostB:1,hostA:1
+  [ "$case_name" = env3 ] && hosts=hostA:1,hostB:2,hostC:1
+  n=$(( $(echo "$hosts" | tr ',' '\n' | cut -d: -f2 | paste -sd+) ))
+  # The launching shell's configuration (NANO_*, OMP_*, a --env), not its own odds and ends.
+  run_a env OMP_SCHEDULE=static NANO_SHM_BYTES=1048576 MY_LOCAL_ONLY=1 "$nano_run" -n $n --hosts $hosts \
+    --env MY_FLAG=7 --env OMP_SCHEDULE /usr/bin/env
+  [ $rc -eq 0 ] || fail "exit $rc: $(tail -3 "$out")"
+  last=$((n - 1))
+  for r in $(seq 0 $last); do
+    for want in OMP_SCHEDULE=static NANO_SHM_BYTES=1048576 MY_FLAG=7 "WORLD_SIZE=$n" "RANK=$r" MASTER_ADDR=hostA; do
+      grep -qx "\[rank $r\] $want" "$out" || fail "rank $r lacks $want"
+    done
+    # Rank 0 runs on the launching host, in nano-run's own environment; the others do not.
+    [ $r -gt 0 ] && grep -q "^\[rank $r\] MY_LOCAL_ONLY=" "$out" && fail "rank $r got MY_LOCAL_ONLY, which is not carried"
+  done
+  # The torchrun contract per host: rank r's host index and its place on that host.
+  if [ "$case_name" = env2 ]; then
+    expected="0:0:0:1 1:1:0:1"
+  else
+    expected="0:0:0:1 1:1:0:2 2:1:1:2 3:2:0:1"
+  fi
+  for e in $expected; do
+    IFS=: read -r r group local local_size <<< "$e"
+    for want in "GROUP_RANK=$group" "LOCAL_RANK=$local" "LOCAL_WORLD_SIZE=$local_size"; do
+      grep -qx "\[rank $r\] $want" "$out" || fail "rank $r lacks $want"
+    done
+  done
+  # Every rank ran on its own host (its hostname, in its namespace).
+  grep -qx "\[rank 1\] HOSTNAME=hostA" "$out" && fail "rank 1 ran on hostA"
+  ;;
+train)
+  # Two hosts x one rank give the same weights, bit for bit, as two ranks on one host (a sum of
+  # two is the same sum in any order), on both communicators; Gloo finds its address itself
+  # although each host's name resolves to 127.0.1.1 there.
+  for backend in mpi gloo; do
+    run_a env NANO_BACKEND=$backend "$nano_run" -n 2 "$fault_rank" --steps 6 --print-weights
+    one=$(grep -o 'weights [0-9a-f]*' "$out")
+    run_a env NANO_BACKEND=$backend "$nano_run" -n 2 --hosts hostA:1,hostB:1 "$fault_rank" --steps 6 --print-weights
+    two=$(grep -o 'weights [0-9a-f]*' "$out")
+    [ $rc -eq 0 ] || fail "$backend: exit $rc: $(tail -3 "$out")"
+    [ -n "$one" ] && [ "$one" = "$two" ] || fail "$backend: one host '$one', two hosts '$two'"
+    case $backend in
+    gloo) expect_line "nano: gloo communicator: 2 ranks on several hosts; TCP .* rank 0 through 10\.251\.[0-9]+\.1 \(eth0\)" ;;
+    mpi) expect_line "nano: mpi communicator: 2 ranks on several hosts" ;;
+    esac
+    echo "$backend: $two on one host and on two"
+  done
+  ;;
+busy_port)
+  # MASTER_PORT taken on hostB, where rank 0 runs (launched from hostA, which runs no rank):
+  # one line, exit 2.
+  bash "$testbed" run "$state" hostB python3 -c 'import socket,time; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("0.0.0.0", 29555)); s.listen(); time.sleep(60)' &
+  holder_job=$!
+  sleep 0.5
+  run_a "$nano_run" -n 2 --hosts hostB:1,hostC:1 --master-port 29555 /bin/true
+  kill $holder_job 2>/dev/null
+  [ $rc -eq 2 ] || fail "exit $rc, expected 2: $(tail -3 "$out")"
+  expect_line "MASTER_PORT 29555 is busy on hostB, where rank 0 listens \(choose another with --master-port\)"
+  check_nothing_left
+  ;;
+rank_killed)
+  run_a "$nano_run" -n 2 --hosts hostA:1,hostB:1 --grace-period 1 "$fault_rank" --steps 400 --fault kill@step:3@1
+  [ $rc -eq 137 ] || fail "exit $rc, expected 137"
+  expect_line "^nano-run: root cause: rank 1 on hostB was killed by SIGKILL; nano-run exits with 137$"
+  check_nothing_left
+  ;;
+host_lost)
+  # Every process of hostB killed while the job trains (its orted, shim and rank).
+  timeout 120 bash "$testbed" run "$state" hostA "$nano_run" -n 2 --hosts hostA:1,hostB:1 --grace-period 1 \
+    "$fault_rank" --steps 100000 > "$out" 2>&1 &
+  job=$!
+  for _ in $(seq 1 200); do grep -q "rank 0 done\|step\|mpi communicator" "$out" && break; sleep 0.05; done
+  sleep 1
+  started=$(date +%s.%N)
+  for p in $(leftovers hostB | cut -d' ' -f1); do kill -KILL "$p" 2>/dev/null; done
+  wait $job
+  rc=$?
+  took=$(echo "$(date +%s.%N) - $started" | bc)
+  echo "hostB killed; nano-run ended after $took s"
+  [ $rc -eq 255 ] || fail "exit $rc, expected 255 (a lost host): $(tail -5 "$out")"
+  expect_line "^nano-run: root cause: host hostB lost \(rank 1 there; rank 1: its shim's connection to nano-run closed\); nano-run exits with 255$"
+  check_nothing_left
+  ;;
+link_cut)
+  # hostB's link set down mid-training: nothing hangs; the cut-off host ends its own processes.
+  timeout 120 bash "$testbed" run "$state" hostA "$nano_run" -n 2 --hosts hostA:1,hostB:1 --grace-period 1 \
+    --heartbeat-timeout 4 "$fault_rank" --steps 100000 > "$out" 2>&1 &
+  job=$!
+  for _ in $(seq 1 200); do grep -q "mpi communicator" "$out" && break; sleep 0.05; done
+  sleep 1
+  started=$(date +%s.%N)
+  bash "$testbed" link "$state" hostB down
+  wait $job
+  rc=$?
+  took=$(echo "$(date +%s.%N) - $started" | bc)
+  echo "link to hostB cut; nano-run ended after $took s (heartbeat timeout 4 s)"
+  [ $rc -eq 255 ] || fail "exit $rc, expected 255 (a lost host): $(tail -5 "$out")"
+  expect_line "^nano-run: root cause: host hostB lost \(rank 1 there; rank 1: no word from its shim for [45] s: a cut link or a dead host\); nano-run exits with 255$"
+  check_nothing_left
+  ;;
+interrupt)
+  timeout 120 bash "$testbed" run "$state" hostA "$nano_run" -n 2 --hosts hostA:1,hostB:1 --grace-period 2 \
+    "$fault_rank" --steps 100000 > "$out" 2>&1 &
+  job=$!
+  for _ in $(seq 1 200); do grep -q "mpi communicator" "$out" && break; sleep 0.05; done
+  sleep 1
+  kill -INT "$(pgrep -P "$job")"  # timeout's child: nano-run (bash and nsenter exec into it)
+  wait $job
+  rc=$?
+  [ $rc -eq 130 ] || fail "exit $rc, expected 130 after Ctrl-C: $(tail -5 "$out")"
+  check_nothing_left
+  ;;
+*)
+  echo "multihost_test.sh: unknown case '$case_name'"
+  exit 2
+  ;;
+esac
+[ $failures -eq 0 ] && echo "PASS: $case_name"
+[ $failures -eq 0 ]
