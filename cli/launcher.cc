@@ -29,6 +29,7 @@
 #include "cli/port.h"
 #include "cli/rank_env.h"
 #include "cli/signals.h"
+#include "cli/slurm.h"
 #include "cli/subprocess.h"
 #include "cli/supervisor.h"
 #include "env-init/cpulist.h"
@@ -174,7 +175,21 @@ Setup prepare(const LaunchOptions& o, const std::vector<std::string>& argv, bool
   Setup s;
   if (argv.empty()) throw UsageError("missing PROGRAM (usage: nano-run [options] [--] PROGRAM [ARGS...])");
   std::string path = getenv_string("PATH");
-  bool wants_hosts = !o.hosts.empty() || !o.hostfile.empty();
+  // Inside a Slurm allocation of several nodes (salloc, sbatch) and with no hosts named, the
+  // allocation's nodes and task counts are the hosts.
+  std::optional<std::vector<HostSlots>> allocation;
+  if (o.hosts.empty() && o.hostfile.empty() && o.backend != Backend::subprocess) {
+    const Environment here = current_environment();
+    allocation = slurm_allocation_hosts(here);
+    if (allocation && allocation->size() < 2) allocation.reset();  // one node: as any machine
+    auto tasks = here.find("SLURM_STEP_NUM_TASKS");
+    if (allocation && here.count("SLURM_STEP_ID") && tasks != here.end() && tasks->second != "1") {
+      throw UsageError("this is one of " + tasks->second + " tasks of a Slurm step: start nano-run once for the "
+                       "allocation (in the sbatch script or under salloc, not under srun); it starts the ranks on "
+                       "every node itself");
+    }
+  }
+  bool wants_hosts = !o.hosts.empty() || !o.hostfile.empty() || allocation;
   s.backend = o.backend;
   if (s.backend == Backend::automatic) {
     bool have_mpirun = true;
@@ -202,6 +217,12 @@ Setup prepare(const LaunchOptions& o, const std::vector<std::string>& argv, bool
   }
   if (!o.hosts.empty()) s.hosts = parse_hosts(o.hosts);
   if (!o.hostfile.empty()) s.hosts = read_hostfile(o.hostfile);
+  if (allocation) {
+    s.hosts = *allocation;
+    std::string listed;
+    for (const auto& h : s.hosts) listed += (listed.empty() ? "" : ",") + h.host + ":" + std::to_string(h.slots);
+    s.notes.push_back("nano-run: hosts from the Slurm allocation (SLURM_JOB_NODELIST, SLURM_TASKS_PER_NODE): " + listed);
+  }
   s.hosts = in_open_mpi_order(s.hosts, host_name());
 
   s.argv = argv;

@@ -1,0 +1,110 @@
+#include "cli/slurm.h"
+
+#include "env-init/error.h"
+
+namespace nano {
+namespace {
+
+// Splits `text` at top-level commas (not those inside brackets).
+std::vector<std::string> split_top_level(const std::string& text, const std::string& whole) {
+  std::vector<std::string> parts;
+  std::string current;
+  int depth = 0;
+  for (char c : text) {
+    if (c == '[') ++depth;
+    if (c == ']' && --depth < 0) throw UsageError("bad Slurm node list '" + whole + "': unbalanced ']'");
+    if (c == ',' && depth == 0) {
+      parts.push_back(current);
+      current.clear();
+    } else {
+      current += c;
+    }
+  }
+  if (depth != 0) throw UsageError("bad Slurm node list '" + whole + "': unbalanced '['");
+  parts.push_back(current);
+  return parts;
+}
+
+int parse_number(const std::string& text, const std::string& whole) {
+  if (text.empty() || text.size() > 9 || text.find_first_not_of("0123456789") != std::string::npos)
+    throw UsageError("bad Slurm node list '" + whole + "': '" + text + "' is not a number");
+  return std::stoi(text);
+}
+
+// One name with bracket groups: the first group expanded, the rest recursively.
+void expand_name(const std::string& name, const std::string& whole, std::vector<std::string>& out) {
+  const auto open = name.find('[');
+  if (open == std::string::npos) {
+    if (!name.empty()) out.push_back(name);
+    return;
+  }
+  const auto close = name.find(']', open);
+  const std::string prefix = name.substr(0, open), suffix = name.substr(close + 1);
+  for (const std::string& item : split_top_level(name.substr(open + 1, close - open - 1), whole)) {
+    const auto dash = item.find('-');
+    const std::string first = item.substr(0, dash);
+    const int from = parse_number(first, whole);
+    const int to = dash == std::string::npos ? from : parse_number(item.substr(dash + 1), whole);
+    if (to < from) throw UsageError("bad Slurm node list '" + whole + "': range " + item + " runs backwards");
+    for (int i = from; i <= to; ++i) {
+      std::string digits = std::to_string(i);
+      if (digits.size() < first.size()) digits.insert(0, first.size() - digits.size(), '0');  // node01
+      expand_name(prefix + digits + suffix, whole, out);
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> expand_slurm_nodelist(const std::string& list) {
+  std::vector<std::string> out;
+  for (const std::string& part : split_top_level(list, list)) expand_name(part, list, out);
+  return out;
+}
+
+std::vector<int> expand_slurm_counts(const std::string& counts) {
+  std::vector<int> out;
+  std::string item;
+  auto bad = [&] { return UsageError("bad SLURM_TASKS_PER_NODE '" + counts + "': expected counts like 2(x3),1"); };
+  size_t start = 0;
+  while (start <= counts.size()) {
+    size_t end = counts.find(',', start);
+    if (end == std::string::npos) end = counts.size();
+    item = counts.substr(start, end - start);
+    const auto paren = item.find("(x");
+    const std::string count = item.substr(0, paren);
+    int repeat = 1;
+    if (paren != std::string::npos) {
+      if (item.back() != ')') throw bad();
+      const std::string times = item.substr(paren + 2, item.size() - paren - 3);
+      if (times.empty() || times.find_first_not_of("0123456789") != std::string::npos) throw bad();
+      repeat = std::stoi(times);
+    }
+    if (count.empty() || count.size() > 9 || count.find_first_not_of("0123456789") != std::string::npos) throw bad();
+    out.insert(out.end(), static_cast<size_t>(repeat), std::stoi(count));
+    start = end + 1;
+  }
+  return out;
+}
+
+std::optional<std::vector<HostSlots>> slurm_allocation_hosts(const Environment& env) {
+  auto get = [&](const char* name) {
+    auto it = env.find(name);
+    return it == env.end() ? std::string() : it->second;
+  };
+  std::string list = get("SLURM_JOB_NODELIST");
+  if (list.empty()) list = get("SLURM_NODELIST");
+  if (list.empty()) return std::nullopt;
+  const std::vector<std::string> nodes = expand_slurm_nodelist(list);
+  const std::string tasks = get("SLURM_TASKS_PER_NODE");
+  std::vector<int> counts = tasks.empty() ? std::vector<int>(nodes.size(), 1) : expand_slurm_counts(tasks);
+  if (counts.size() != nodes.size()) {
+    throw UsageError("the Slurm allocation lists " + std::to_string(nodes.size()) + " nodes (" + list + ") but " +
+                     std::to_string(counts.size()) + " task counts (SLURM_TASKS_PER_NODE=" + tasks + ")");
+  }
+  std::vector<HostSlots> hosts;
+  for (size_t i = 0; i < nodes.size(); ++i) hosts.push_back({nodes[i], counts[i]});
+  return hosts;
+}
+
+}  // namespace nano

@@ -1,0 +1,27 @@
+#pragma once
+// Slurm allocations: inside `salloc`/`sbatch`, nano-run with no --hosts takes the allocation's
+// nodes and task counts from the variables Slurm sets, and plans each node's cores as usual.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/hosts.h"
+#include "env-init/recipe.h"
+
+namespace nano {
+
+/// Pure: Slurm's compressed host list, "node[01-03,7],login,rack[1-2]-n[1-2]" ->
+/// node01 node02 node03 node7 login rack1-n1 rack1-n2 rack2-n1 rack2-n2 (zero padding kept).
+/// Throws UsageError naming the list for unbalanced brackets or a bad range.
+std::vector<std::string> expand_slurm_nodelist(const std::string& list);
+
+/// Pure: Slurm's per-node task counts, "2(x3),1" -> 2 2 2 1. Throws UsageError naming the text.
+std::vector<int> expand_slurm_counts(const std::string& counts);
+
+/// Pure: the hosts of the Slurm allocation this process runs in, from SLURM_JOB_NODELIST (or
+/// SLURM_NODELIST) and SLURM_TASKS_PER_NODE (a node's slots = its tasks; 1 each when Slurm
+/// gives no counts); nullopt outside an allocation. Throws UsageError when the two lists do
+/// not match.
+std::optional<std::vector<HostSlots>> slurm_allocation_hosts(const Environment& env);
+
+}  // namespace nano

@@ -1,0 +1,59 @@
+#include "cli/slurm.h"
+
+#include <doctest/doctest.h>
+
+#include "env-init/error.h"
+
+using namespace nano;
+
+namespace {
+std::string joined(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : " ") + s;
+  return out;
+}
+std::string slots(const std::vector<HostSlots>& hosts) {
+  std::string out;
+  for (const auto& h : hosts) out += (out.empty() ? "" : ",") + h.host + ":" + std::to_string(h.slots);
+  return out;
+}
+}  // namespace
+
+TEST_CASE("Slurm node lists: plain names") {
+  CHECK(joined(expand_slurm_nodelist("hostA")) == "hostA");
+  CHECK(joined(expand_slurm_nodelist("hostA,hostB")) == "hostA hostB");
+}
+
+TEST_CASE("Slurm node lists: ranges, padding, several groups") {
+  CHECK(joined(expand_slurm_nodelist("node[01-03,7],login")) == "node01 node02 node03 node7 login");
+  CHECK(joined(expand_slurm_nodelist("rack[1-2]-n[1-2]")) == "rack1-n1 rack1-n2 rack2-n1 rack2-n2");
+  CHECK(joined(expand_slurm_nodelist("cn[9-11]")) == "cn9 cn10 cn11");
+  CHECK(joined(expand_slurm_nodelist("a[008-010]")) == "a008 a009 a010");
+  CHECK_THROWS_WITH_AS(expand_slurm_nodelist("node[1-3"), "bad Slurm node list 'node[1-3': unbalanced '['",
+                       UsageError);
+  CHECK_THROWS_WITH_AS(expand_slurm_nodelist("node[3-1]"), "bad Slurm node list 'node[3-1]': range 3-1 runs backwards",
+                       UsageError);
+  CHECK_THROWS_WITH_AS(expand_slurm_nodelist("node[x]"), "bad Slurm node list 'node[x]': 'x' is not a number",
+                       UsageError);
+}
+
+TEST_CASE("Slurm task counts") {
+  CHECK(expand_slurm_counts("2(x3),1") == std::vector<int>{2, 2, 2, 1});
+  CHECK(expand_slurm_counts("4") == std::vector<int>{4});
+  CHECK_THROWS_WITH_AS(expand_slurm_counts("2(x"), "bad SLURM_TASKS_PER_NODE '2(x': expected counts like 2(x3),1",
+                       UsageError);
+}
+
+TEST_CASE("the allocation's hosts from the variables salloc and sbatch set") {
+  CHECK_FALSE(slurm_allocation_hosts({{"PATH", "/bin"}}).has_value());
+  // As `salloc -N 3 --ntasks-per-node=2` sets them.
+  CHECK(slots(*slurm_allocation_hosts({{"SLURM_JOB_ID", "7"},
+                                       {"SLURM_JOB_NODELIST", "cn[01-03]"},
+                                       {"SLURM_TASKS_PER_NODE", "2(x3)"}})) == "cn01:2,cn02:2,cn03:2");
+  // Uneven counts, the older variable name, and no counts at all.
+  CHECK(slots(*slurm_allocation_hosts({{"SLURM_NODELIST", "a,b"}, {"SLURM_TASKS_PER_NODE", "3,1"}})) == "a:3,b:1");
+  CHECK(slots(*slurm_allocation_hosts({{"SLURM_JOB_NODELIST", "a,b"}})) == "a:1,b:1");
+  CHECK_THROWS_WITH_AS(
+      slurm_allocation_hosts({{"SLURM_JOB_NODELIST", "a,b"}, {"SLURM_TASKS_PER_NODE", "2(x3)"}}),
+      "the Slurm allocation lists 2 nodes (a,b) but 3 task counts (SLURM_TASKS_PER_NODE=2(x3))", UsageError);
+}
