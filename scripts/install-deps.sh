@@ -17,6 +17,8 @@ packages=(
   # An optimised BLAS for the Linear layers of libtorch and python3-torch (Debian's default
   # alternative is the single-threaded reference BLAS); the OpenMP build follows OMP_NUM_THREADS.
   libopenblas0-openmp
+  # The multi-host test bed (tests/multihost): namespaces, its hosts' links, a real Slurm.
+  iproute2 util-linux bc slurmd slurmctld slurm-client munge
 )
 
 missing=()

@@ -3,7 +3,8 @@
 # and tears them down whatever happens (trap), and bounds every wait.
 #   multihost_test.sh BUILD_DIR CASE
 # CASE: env2, env3 (what reaches the ranks on each host), train (same weights as one host, both
-# communicators), busy_port (MASTER_PORT taken where rank 0 listens), rank_killed, host_lost,
+# communicators), busy_port (MASTER_PORT taken where rank 0 listens), slurm (a real Slurm:
+# salloc, sbatch, srun), rank_killed, host_lost,
 # link_cut, interrupt (Ctrl-C on the launching host).
 # Exits 0 on success, 1 with "FAIL: ..." lines, 77 when the test bed cannot be made here.
 set -u
@@ -39,13 +40,15 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 on_a() { bash "$testbed" run "$state" hostA "$@"; }
 
-# Every process of the job on HOST (the test bed's own holder excluded).
+# Every process of the job on HOST (the test bed's holder and its Slurm daemons excluded).
 leftovers() {
-  local holder
+  local holder line
   holder=$(cat "$state/$1.pid")
   for p in $(bash "$testbed" pids "$state" "$1"); do
     [ "$p" = "$holder" ] && continue
-    echo "$p $(tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null | cut -c1-80)"
+    line="$p $(tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null | cut -c1-80)"
+    grep -qE "^$p (munged|slurmctld|slurmd|: slurmscriptd)" <<< "$line" && continue
+    echo "$line"
   done
 }
 
@@ -133,6 +136,36 @@ busy_port)
   kill $holder_job 2>/dev/null
   [ $rc -eq 2 ] || fail "exit $rc, expected 2: $(tail -3 "$out")"
   expect_line "MASTER_PORT 29555 is busy on hostB, where rank 0 listens \(choose another with --master-port\)"
+  check_nothing_left
+  ;;
+slurm)
+  # A real Slurm on the hosts: `salloc -N 2` and an sbatch script run nano-run once, which
+  # takes the allocation's nodes; the weights equal a one-host run's.
+  conf=$(bash "$here/slurm.sh" up "$state")
+  src=$?
+  [ $src -eq 77 ] && exit 77
+  [ $src -eq 0 ] || { echo "FAIL: Slurm did not start"; exit 1; }
+  export SLURM_CONF=$conf
+  unset OMPI_MCA_plm_rsh_agent  # in an allocation Open MPI starts its daemons through srun
+  run_a "$nano_run" -n 2 "$fault_rank" --steps 6 --print-weights
+  one=$(grep -o 'weights [0-9a-f]*' "$out")
+  run_a salloc -N 2 "$nano_run" -n 2 "$fault_rank" --steps 6 --print-weights
+  [ $rc -eq 0 ] || fail "salloc: exit $rc: $(tail -3 "$out")"
+  expect_line "nano-run: hosts from the Slurm allocation \(SLURM_JOB_NODELIST, SLURM_TASKS_PER_NODE\): hostA:1,hostB:1"
+  two=$(grep -o 'weights [0-9a-f]*' "$out")
+  [ -n "$one" ] && [ "$one" = "$two" ] || fail "salloc: one host '$one', the allocation '$two'"
+  echo "salloc -N 2: $two, as on one host"
+  printf '#!/bin/sh\n#SBATCH -N 2\n#SBATCH --ntasks-per-node=1\n%s -n 2 %s --steps 6 --print-weights\n' \
+    "$nano_run" "$fault_rank" > "$state/job.sh"
+  run_a sbatch --wait -o "$state/job.out" "$state/job.sh"
+  [ $rc -eq 0 ] || fail "sbatch: exit $rc: $(tail -3 "$out") $(tail -3 "$state/job.out")"
+  batch=$(grep -o 'weights [0-9a-f]*' "$state/job.out")
+  [ "$batch" = "$one" ] || fail "sbatch: '$batch', one host '$one': $(tail -3 "$state/job.out")"
+  echo "sbatch -N 2: $batch"
+  # One nano-run per node under srun would start the world twice: refused in one line.
+  run_a srun -N 2 "$nano_run" -n 2 /bin/true
+  [ $rc -ne 0 ] || fail "srun: nano-run started once per task"
+  expect_line "this is one of 2 tasks of a Slurm step: start nano-run once for the allocation"
   check_nothing_left
   ;;
 rank_killed)
