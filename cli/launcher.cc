@@ -136,6 +136,11 @@ struct Setup {
   // directory in job_dir, so the launcher (or its guardian) removes them on every way out.
   std::string job_id;
   std::string job_dir;  // "" = none (dry run, several hosts)
+  // One node's part of a world started per node (srun): these ranks are rank_offset.. of
+  // world_total, on host group_index; 0 / 0 / -1 otherwise.
+  int rank_offset = 0;
+  int world_total = 0;
+  int group_index = -1;
 };
 
 std::string make_job_id() {
@@ -177,21 +182,22 @@ Setup prepare(const LaunchOptions& o, const std::vector<std::string>& argv, bool
   std::string path = getenv_string("PATH");
   // Inside a Slurm allocation of several nodes (salloc, sbatch) and with no hosts named, the
   // allocation's nodes and task counts are the hosts.
+  // Started once per node by srun instead: this node's part of the world, with its own ranks.
   std::optional<std::vector<HostSlots>> allocation;
-  if (o.hosts.empty() && o.hostfile.empty() && o.backend != Backend::subprocess) {
+  std::optional<SlurmNodePart> node_part;
+  if (o.hosts.empty() && o.hostfile.empty()) {
     const Environment here = current_environment();
-    allocation = slurm_allocation_hosts(here);
-    if (allocation && allocation->size() < 2) allocation.reset();  // one node: as any machine
-    auto tasks = here.find("SLURM_STEP_NUM_TASKS");
-    if (allocation && here.count("SLURM_STEP_ID") && tasks != here.end() && tasks->second != "1") {
-      throw UsageError("this is one of " + tasks->second + " tasks of a Slurm step: start nano-run once for the "
-                       "allocation (in the sbatch script or under salloc, not under srun); it starts the ranks on "
-                       "every node itself");
+    node_part = slurm_node_part(here);
+    if (!node_part && o.backend != Backend::subprocess) {
+      allocation = slurm_allocation_hosts(here);
+      if (allocation && allocation->size() < 2) allocation.reset();  // one node: as any machine
     }
   }
   bool wants_hosts = !o.hosts.empty() || !o.hostfile.empty() || allocation;
   s.backend = o.backend;
-  if (s.backend == Backend::automatic) {
+  if (node_part) {
+    s.backend = Backend::subprocess;  // each node's nano-run starts its own ranks
+  } else if (s.backend == Backend::automatic) {
     bool have_mpirun = true;
     try {
       resolve_program(o.mpirun, path);
@@ -231,7 +237,28 @@ Setup prepare(const LaunchOptions& o, const std::vector<std::string>& argv, bool
   if (s.backend == Backend::mpi) find_shim_executable(o);
 
   s.topology = load_topology(o);
-  if (s.hosts.empty()) {
+  if (node_part) {
+    PlanOptions po = o.plan;
+    if (po.num_processes > 0) {
+      if (po.num_processes % node_part->nodes != 0)
+        throw UsageError("--num-processes " + std::to_string(po.num_processes) + " does not divide among the " +
+                         std::to_string(node_part->nodes) + " nodes of the Slurm step (each node's nano-run starts "
+                         "an equal part)");
+      po.num_processes /= node_part->nodes;
+    }
+    Plan plan = make_plan(s.topology, po);
+    s.world_size = static_cast<int>(plan.ranks.size());
+    s.rank_offset = node_part->node * s.world_size;
+    s.world_total = s.world_size * node_part->nodes;
+    s.group_index = node_part->node;
+    s.groups.push_back({"", 0, s.world_size});
+    s.rank_plans = plan.ranks;
+    s.notes.insert(s.notes.end(), plan.notes.begin(), plan.notes.end());
+    s.notes.push_back("nano-run: node " + std::to_string(node_part->node) + " of " + std::to_string(node_part->nodes) +
+                      " of a Slurm step: ranks " + std::to_string(s.rank_offset) + "-" +
+                      std::to_string(s.rank_offset + s.world_size - 1) + " of " + std::to_string(s.world_total) +
+                      " (nodes alike: every node's nano-run plans the same number)");
+  } else if (s.hosts.empty()) {
     Plan plan = make_plan(s.topology, o.plan);
     s.world_size = static_cast<int>(plan.ranks.size());
     s.groups.push_back({"", 0, s.world_size});
@@ -267,11 +294,23 @@ Setup prepare(const LaunchOptions& o, const std::vector<std::string>& argv, bool
 
   if (!o.master_addr.empty()) check_resolves(o.master_addr);
   s.master_addr = !o.master_addr.empty() ? o.master_addr
+                  : node_part            ? node_part->master
                   : s.hosts.empty()      ? "127.0.0.1"
                                          : s.hosts.front().host;
   if (o.master_port > 0) {
-    if (!dry && s.hosts.empty()) check_port_free(o.master_port);
+    if (!dry && s.hosts.empty() && (!node_part || node_part->node == 0)) check_port_free(o.master_port);
     s.master_port = o.master_port;
+  } else if (node_part) {
+    // Every node must agree without talking: a port derived from the job and step.
+    s.master_port = node_part->port;
+    if (!dry && node_part->node == 0) {
+      try {
+        check_port_free(s.master_port);
+      } catch (const UsageError&) {
+        throw UsageError("the rendezvous port " + std::to_string(s.master_port) + " derived from the Slurm job is "
+                         "busy on this node; choose one with --master-port");
+      }
+    }
   } else {
     s.master_port = dry ? 0 : pick_free_port();
   }
@@ -291,8 +330,9 @@ Setup prepare(const LaunchOptions& o, const std::vector<std::string>& argv, bool
   for (const auto& g : s.groups) {
     for (int local = 0; local < g.size; ++local) {
       int rank = g.first_rank + local;
-      RankIdentity id{rank, local, s.world_size, g.size,
-                      static_cast<int>(&g - s.groups.data()), s.master_addr, s.master_port};
+      RankIdentity id{s.rank_offset + rank, local, s.world_total > 0 ? s.world_total : s.world_size, g.size,
+                      s.group_index >= 0 ? s.group_index : static_cast<int>(&g - s.groups.data()), s.master_addr,
+                      s.master_port};
       s.envs.push_back(make_rank_environment(id, s.rank_plans[static_cast<size_t>(rank)], o.recipe,
                                              current, find_installed_library, o.extra_env));
     }
@@ -533,7 +573,7 @@ class Run {
                          supervisor_.interrupted_by() == 0 && (code != 0 || sig != 0);
     if (first_failure) {
       const std::string what = lost_[static_cast<size_t>(rank)].empty()
-                                   ? "rank " + std::to_string(rank) + " " + describe_end(code, sig)
+                                   ? "rank " + std::to_string(rank + s_.rank_offset) + " " + describe_end(code, sig)
                                    : describe_lost(rank);
       router_.note("nano-run: " + what + "; stopping the other ranks");
     }
@@ -752,14 +792,14 @@ class Run {
     result.interrupted_by = supervisor_.interrupted_by();
     if (const auto& rc = supervisor_.root_cause()) {
       RankFailure f;
-      f.rank = rc->rank;
+      f.rank = rc->rank >= 0 ? rc->rank + s_.rank_offset : rc->rank;
       f.exit_code = rc->exit_code;
       f.signal = rc->signal;
       f.host = rc->rank >= 0 ? hosts_[static_cast<size_t>(rc->rank)] : host_name();
       std::string tail;
       for (const auto& line : router_.stderr_tail(rc->rank)) tail += line + "\n";
       f.stderr_tail = tail;
-      std::string who = rc->rank >= 0 ? "rank " + std::to_string(rc->rank) : std::string("mpirun");
+      std::string who = rc->rank >= 0 ? "rank " + std::to_string(rc->rank + s_.rank_offset) : std::string("mpirun");
       if (rc->rank >= 0 && !lost_[static_cast<size_t>(rc->rank)].empty()) {
         f.lost = lost_[static_cast<size_t>(rc->rank)];
         router_.note("nano-run: root cause: " + describe_lost(rc->rank) + "; nano-run exits with " +
@@ -926,6 +966,7 @@ LaunchResult launch(const LaunchOptions& options, const std::vector<std::string>
   config.tag = options.tag_output;
   config.show_ranks = options.output_ranks;
   config.log_dir = options.log_dir;
+  config.rank_offset = s.rank_offset;
   OutputRouter router(s.world_size, config, sink);
   for (const auto& n : s.notes) router.note(n.rfind("nano-run:", 0) == 0 ? n : "nano-run: note: " + n);
   if (!s.warning.empty()) router.note(s.warning);

@@ -75,7 +75,7 @@ void OutputRouter::open_logs(const std::string& dir) {
     if (!*file) throw UsageError("cannot write --log-dir " + dir + ": " + name);
     return file;
   };
-  for (size_t r = 1; r < ranks_.size(); ++r) ranks_[r].log = open("rank-" + std::to_string(r - 1) + ".log");
+  for (size_t r = 1; r < ranks_.size(); ++r) ranks_[r].log = open("rank-" + std::to_string(static_cast<int>(r) - 1 + config_.rank_offset) + ".log");
   ranks_[0].log = open("mpirun.log");
 }
 
@@ -114,7 +114,7 @@ void OutputRouter::emit(int rank, Stream stream, const std::string& line) {
   if (!shown) return;
   std::string text;
   if (rank == kMpirunStream) text = "[mpirun] ";
-  else if (config_.tag) text = "[rank " + std::to_string(rank) + "] ";
+  else if (config_.tag) text = "[rank " + std::to_string(rank + config_.rank_offset) + "] ";
   text += line;
   text += '\n';
   sink_.write(stream, text);

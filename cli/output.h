@@ -43,6 +43,9 @@ struct OutputConfig {
   std::vector<int> show_ranks;  ///< ranks whose lines reach the terminal; empty = all
   std::string log_dir;          ///< "" = no files; else rank-N.log per rank and summary.log
   size_t tail_lines = 20;       ///< stderr lines kept per rank
+  /// Added to rank numbers in tags and log names: this launcher runs ranks offset..offset+N-1
+  /// of a larger world (one node's part under srun). show_ranks counts from 0 here.
+  int rank_offset = 0;
 };
 
 /// The launcher's own rank for lines of mpirun itself.

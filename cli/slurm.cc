@@ -1,5 +1,7 @@
 #include "cli/slurm.h"
 
+#include <algorithm>
+
 #include "env-init/error.h"
 
 namespace nano {
@@ -105,6 +107,34 @@ std::optional<std::vector<HostSlots>> slurm_allocation_hosts(const Environment& 
   std::vector<HostSlots> hosts;
   for (size_t i = 0; i < nodes.size(); ++i) hosts.push_back({nodes[i], counts[i]});
   return hosts;
+}
+
+std::optional<SlurmNodePart> slurm_node_part(const Environment& env) {
+  auto get = [&](const char* name) {
+    auto it = env.find(name);
+    return it == env.end() ? std::string() : it->second;
+  };
+  auto number = [&](const char* name) {
+    const std::string v = get(name);
+    if (v.empty() || v.size() > 9 || v.find_first_not_of("0123456789") != std::string::npos) return -1;
+    return std::stoi(v);
+  };
+  const int tasks = number("SLURM_STEP_NUM_TASKS"), nodes = number("SLURM_STEP_NUM_NODES");
+  const int node = number("SLURM_NODEID"), job = number("SLURM_JOB_ID"), step = number("SLURM_STEP_ID");
+  if (step < 0 || tasks <= 1 || nodes < 1 || node < 0) return std::nullopt;
+  if (tasks != nodes) {
+    throw UsageError("this is one of " + std::to_string(tasks) + " tasks of a Slurm step on " + std::to_string(nodes) +
+                     " nodes: start one nano-run per node (srun --ntasks-per-node=1), or one for the whole "
+                     "allocation (in the sbatch script or under salloc)");
+  }
+  const std::vector<std::string> list = expand_slurm_nodelist(get("SLURM_STEP_NODELIST"));
+  if (list.empty()) throw UsageError("SLURM_STEP_NODELIST is empty in a Slurm step of " + std::to_string(nodes) + " nodes");
+  SlurmNodePart part;
+  part.node = node;
+  part.nodes = nodes;
+  part.master = list.front();
+  part.port = 20000 + static_cast<int>((static_cast<long long>(std::max(job, 0)) * 101 + step) % 30000);
+  return part;
 }
 
 }  // namespace nano

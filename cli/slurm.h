@@ -24,4 +24,17 @@ std::vector<int> expand_slurm_counts(const std::string& counts);
 /// not match.
 std::optional<std::vector<HostSlots>> slurm_allocation_hosts(const Environment& env);
 
+/// One node's nano-run in a Slurm step of one task per node (`srun -N 2 nano-run ...`).
+struct SlurmNodePart {
+  int node = 0;        ///< SLURM_NODEID
+  int nodes = 1;       ///< SLURM_STEP_NUM_NODES
+  std::string master;  ///< the step's first node: rank 0's host
+  int port = 0;        ///< a rendezvous port every node derives alike from the job and step
+};
+
+/// Pure: the node part this process is, when it is one of several tasks of a Slurm step, one
+/// per node; nullopt otherwise. Throws UsageError when the step has several tasks on a node
+/// (each would start its own ranks).
+std::optional<SlurmNodePart> slurm_node_part(const Environment& env);
+
 }  // namespace nano

@@ -57,3 +57,27 @@ TEST_CASE("the allocation's hosts from the variables salloc and sbatch set") {
       slurm_allocation_hosts({{"SLURM_JOB_NODELIST", "a,b"}, {"SLURM_TASKS_PER_NODE", "2(x3)"}}),
       "the Slurm allocation lists 2 nodes (a,b) but 3 task counts (SLURM_TASKS_PER_NODE=2(x3))", UsageError);
 }
+
+TEST_CASE("one nano-run per node under srun: which part of the world this node is") {
+  const Environment step = {{"SLURM_JOB_ID", "12"},         {"SLURM_STEP_ID", "0"},
+                            {"SLURM_NODEID", "1"},          {"SLURM_STEP_NUM_NODES", "2"},
+                            {"SLURM_STEP_NUM_TASKS", "2"},  {"SLURM_STEP_NODELIST", "cn[07-08]"}};
+  const auto part = slurm_node_part(step);
+  REQUIRE(part.has_value());
+  CHECK(part->node == 1);
+  CHECK(part->nodes == 2);
+  CHECK(part->master == "cn07");
+  CHECK(part->port == 20000 + (12 * 101 + 0) % 30000);
+  // Not a step of several tasks: salloc, sbatch's batch script, a plain shell.
+  CHECK_FALSE(slurm_node_part({{"SLURM_JOB_ID", "12"}, {"SLURM_JOB_NODELIST", "cn[07-08]"}}).has_value());
+  auto one_task = step;
+  one_task["SLURM_STEP_NUM_TASKS"] = "1";
+  one_task["SLURM_STEP_NUM_NODES"] = "1";
+  CHECK_FALSE(slurm_node_part(one_task).has_value());
+  auto two_per_node = step;
+  two_per_node["SLURM_STEP_NUM_TASKS"] = "4";
+  CHECK_THROWS_WITH_AS(slurm_node_part(two_per_node),
+                       "this is one of 4 tasks of a Slurm step on 2 nodes: start one nano-run per node (srun "
+                       "--ntasks-per-node=1), or one for the whole allocation (in the sbatch script or under salloc)",
+                       UsageError);
+}

@@ -140,7 +140,7 @@ busy_port)
   ;;
 slurm)
   # A real Slurm on the hosts: `salloc -N 2` and an sbatch script run nano-run once, which
-  # takes the allocation's nodes; the weights equal a one-host run's.
+  # takes the allocation's nodes; srun runs one per node; the weights equal a one-host run's.
   conf=$(bash "$here/slurm.sh" up "$state")
   src=$?
   [ $src -eq 77 ] && exit 77
@@ -162,10 +162,18 @@ slurm)
   batch=$(grep -o 'weights [0-9a-f]*' "$state/job.out")
   [ "$batch" = "$one" ] || fail "sbatch: '$batch', one host '$one': $(tail -3 "$state/job.out")"
   echo "sbatch -N 2: $batch"
-  # One nano-run per node under srun would start the world twice: refused in one line.
-  run_a srun -N 2 "$nano_run" -n 2 /bin/true
-  [ $rc -ne 0 ] || fail "srun: nano-run started once per task"
-  expect_line "this is one of 2 tasks of a Slurm step: start nano-run once for the allocation"
+  # srun with one nano-run per node: each starts its node's part of the world (Gloo between
+  # them, a rendezvous port derived from the job); the same weights again.
+  run_a srun -N 2 --ntasks-per-node=1 --kill-on-bad-exit=1 "$nano_run" -n 2 "$fault_rank" --steps 6 --print-weights
+  [ $rc -eq 0 ] || fail "srun: exit $rc: $(tail -3 "$out")"
+  expect_line "nano-run: node 1 of 2 of a Slurm step: ranks 1-1 of 2"
+  parts=$(grep -o 'weights [0-9a-f]*' "$out")
+  [ -n "$parts" ] && [ "$parts" = "$one" ] || fail "srun: '$parts', one host '$one'"
+  echo "srun -N 2 (a nano-run per node): $parts"
+  # Several nano-runs on one node would each start ranks there: refused in one line.
+  run_a srun -N 2 --ntasks-per-node=2 "$nano_run" -n 2 /bin/true
+  [ $rc -ne 0 ] || fail "srun with 2 tasks per node: nano-run started"
+  expect_line "this is one of 4 tasks of a Slurm step on 2 nodes: start one nano-run per node"
   check_nothing_left
   ;;
 rank_killed)
