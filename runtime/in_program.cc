@@ -273,7 +273,8 @@ void Session::set_result(TrainResult result) {
 }
 
 void Session::snapshot_optimizers() {
-  if (optimizers_.empty() || !hook_ || !world_ || world_->rank() != 0) return;
+  // Only a launched rank 0 reports to a caller; the others never pay for the copy.
+  if (role_ != Role::kLaunchedRank || optimizers_.empty() || !hook_ || !world_ || world_->rank() != 0) return;
   if (snapshot_step_ == hook_->backwards) return;
   optimizer_snapshot_.clear();
   for (auto* optimizer : optimizers_) {
