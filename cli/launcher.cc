@@ -580,9 +580,14 @@ class Run {
     apply(supervisor_.rank_exited(rank, code, sig));
   }
 
-  // "host hostB lost (ranks 1,3 there; rank 1: <why>)".
+  // "host hostB lost (ranks 1,3 there; rank 1: <why>)"; on this host, which is not lost:
+  // "rank 0's shim on hostA ended without the rank's status (<why>)".
   std::string describe_lost(int rank) const {
     const std::string& host = hosts_[static_cast<size_t>(rank)];
+    if (host == host_name()) {
+      return "rank " + std::to_string(rank) + "'s shim on " + host + " ended without the rank's status (" +
+             lost_[static_cast<size_t>(rank)] + ")";
+    }
     std::string there;
     for (int r = 0; r < s_.world_size; ++r) {
       if (hosts_[static_cast<size_t>(r)] == host) there += (there.empty() ? "" : ",") + std::to_string(r);
@@ -603,6 +608,18 @@ class Run {
     rank_ended(rank, kLostHostExitCode, 0);
   }
 
+  // Every linked rank not heard from for `silence` counts as lost with its host.
+  void lose_silent_hosts(std::chrono::milliseconds silence) {
+    const auto now = Clock::now();
+    for (int r = 0; r < s_.world_size; ++r) {
+      const auto i = static_cast<size_t>(r);
+      if (shims_[i] && !supervisor_.exited(r) && now - heard_[i] > silence) {
+        const long long seconds = std::chrono::duration_cast<std::chrono::seconds>(now - heard_[i]).count();
+        lose_rank(r, "no word from its shim for " + std::to_string(seconds) + " s: a cut link or a dead host");
+      }
+    }
+  }
+
   // Heartbeats out to every linked shim, and the silent ones declared lost.
   void heartbeat() {
     if (s_.backend != Backend::mpi) return;
@@ -611,13 +628,7 @@ class Run {
       last_beat_ = now;
       for (int r = 0; r < s_.world_size; ++r) send_to_shim(r, encode_frame(FrameType::heartbeat, ""));
     }
-    for (int r = 0; r < s_.world_size; ++r) {
-      const auto i = static_cast<size_t>(r);
-      if (shims_[i] && !supervisor_.exited(r) && now - heard_[i] > o_.heartbeat_timeout) {
-        const long long seconds = std::chrono::duration_cast<std::chrono::seconds>(now - heard_[i]).count();
-        lose_rank(r, "no word from its shim for " + std::to_string(seconds) + " s: a cut link or a dead host");
-      }
-    }
+    lose_silent_hosts(o_.heartbeat_timeout);
   }
 
   static std::string describe_end(int code, int sig) {
@@ -721,7 +732,12 @@ class Run {
     for (auto it = closed.rbegin(); it != closed.rend(); ++it) {
       const Channel& ch = *channels_[*it];
       // A shim stays until released, after its rank's final status: an earlier end is a loss.
-      if (ch.shim && ch.hello && !supervisor_.exited(ch.rank)) lose_rank(ch.rank, "its shim's connection to nano-run closed");
+      if (ch.shim && ch.hello && !supervisor_.exited(ch.rank)) {
+        // On this host that is mpirun's doing, mostly because it lost a daemon elsewhere (Open MPI 5
+        // notices a cut link on its own): a host silent for half the heartbeat timeout is the cause.
+        if (hosts_[static_cast<size_t>(ch.rank)] == host_name()) lose_silent_hosts(o_.heartbeat_timeout / 2);
+        lose_rank(ch.rank, "its shim's connection to nano-run closed");
+      }
       for (auto& shim : shims_)
         if (shim == channels_[*it].get()) shim = nullptr;
       close(channels_[*it]->fd);

@@ -16,6 +16,7 @@ state=/run/nano-bench-multihost-$$
 trap 'bash "$here/tests/multihost/testbed.sh" down "$state"' EXIT
 bash tests/multihost/testbed.sh up "$state" 2
 export NANO_TESTBED=$state OMPI_MCA_plm_rsh_agent=$here/tests/multihost/agent.sh OMPI_MCA_plm_rsh_no_tree_spawn=1
+export PRTE_MCA_plm_ssh_agent=$here/tests/multihost/agent.sh PRTE_MCA_plm_ssh_no_tree_spawn=1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 on_a() { bash tests/multihost/testbed.sh run "$state" hostA "$@"; }
 

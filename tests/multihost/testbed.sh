@@ -78,7 +78,7 @@ up)
   for h in $(cat "$state/hosts"); do
     for _ in $(seq 1 100); do
       [ "$(nsenter -t "$(host_pid "$h")" --uts hostname 2>/dev/null)" = "$h" ] &&
-        nsenter -t "$(host_pid "$h")" --mount test -f /etc/hosts && grep -q "$h" <(nsenter -t "$(host_pid "$h")" --mount cat /etc/hosts) && break
+        nsenter -t "$(host_pid "$h")" --mount --root cat /etc/hosts 2>/dev/null | grep -q "$h" && break
       sleep 0.02
     done
   done
@@ -88,7 +88,9 @@ run)
   shift 3
   pid=$(host_pid "$h")
   [ -n "$pid" ] || { echo "testbed: no host $h in $state" >&2; exit 2; }
-  exec nsenter -t "$pid" --net --uts --mount -- "$@"
+  # --root: entering a mount namespace resets the root, which inside a chroot (the Debian 13
+  # root) would be the machine's; take the host's own, and stay in this folder.
+  exec nsenter -t "$pid" --net --uts --mount --root --wd="$PWD" -- "$@"
   ;;
 pids)
   pids_of "$3"

@@ -147,10 +147,9 @@ std::string caller_state(torch::nn::Linear& model, torch::optim::SGD& optimizer)
   const double lr = static_cast<torch::optim::SGDOptions&>(group.options()).lr();
   double momentum = 0;
   int buffers = 0;
-  for (auto& p : group.params()) {
-    auto it = optimizer.state().find(c10::guts::to_string(p.unsafeGetTensorImpl()));
-    if (it == optimizer.state().end()) continue;
-    momentum += static_cast<torch::optim::SGDParamState&>(*it->second).momentum_buffer().sum().item<double>();
+  // Every parameter's state (the map's key type differs between libtorch versions).
+  for (auto& entry : optimizer.state()) {
+    momentum += static_cast<torch::optim::SGDParamState&>(*entry.second).momentum_buffer().sum().item<double>();
     ++buffers;
   }
   char text[200];
