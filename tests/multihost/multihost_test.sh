@@ -144,11 +144,11 @@ train)
   done
   ;;
 fashion)
-  # Fashion-MNIST, 2 hosts x 2 ranks against 4 ranks on one host (equal batches, 40 steps): the
+  # Fashion-MNIST, 2 hosts x 2 ranks against 4 ranks on one host (equal batches, 24 steps): the
   # same final test accuracy on both communicators. Four gradients are summed in another order
   # across hosts than in one host's shared memory, so the weights may differ in the last bits:
   # the accuracies must agree within 0.005 (they print the difference).
-  args=(--epochs 1 --max-steps-per-epoch 40 --batch-size 32 --test-limit 2000 --equal-batches)
+  args=(--epochs 1 --max-steps-per-epoch 24 --batch-size 32 --test-limit 1000 --equal-batches)
   for backend in mpi gloo; do
     run_a env NANO_BACKEND=$backend "$nano_run" -n 4 --oversubscribe "$build/bin/fashion_mnist_nano" "${args[@]}"
     one=$(grep -o '"accuracy": [0-9.]*' "$out" | grep -o '[0-9.]*$')

@@ -35,10 +35,10 @@ SwitchType=switch/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU
 ReturnToService=2
-StateSaveLocation=/tmp/slurmctld
-SlurmdSpoolDir=/tmp/slurmd
-SlurmctldPidFile=/tmp/slurmctld.pid
-SlurmdPidFile=/tmp/slurmd.pid
+StateSaveLocation=$d/slurmctld
+SlurmdSpoolDir=$d/spool-%n
+SlurmctldPidFile=$d/slurmctld.pid
+SlurmdPidFile=$d/slurmd-%n.pid
 SlurmctldLogFile=$d/slurmctld.log
 SlurmdLogFile=$d/slurmd-%n.log
 NodeName=$hosts CPUs=2 State=UNKNOWN
@@ -50,11 +50,11 @@ echo "CgroupPlugin=cgroup/v1" > "$d/cgroup.conf"
 export SLURM_CONF=$d/slurm.conf
 bash "$testbed" run "$state" hostA runuser -u munge -- munged --socket="$d/munge/munge.sock" \
   --pid-file="$d/munge/munged.pid" --log-file="$d/munge/munged.log" || exit 1
-bash "$testbed" run "$state" hostA sh -c "mkdir -p /tmp/slurmctld; exec slurmctld -D -i -f $SLURM_CONF > $d/slurmctld.out 2>&1" &
+bash "$testbed" run "$state" hostA sh -c "mkdir -p $d/slurmctld; exec slurmctld -D -i -f $SLURM_CONF > $d/slurmctld.out 2>&1" &
 n=0
 for h in $(cat "$state/hosts"); do
   n=$((n + 1))
-  bash "$testbed" run "$state" "$h" sh -c "mkdir -p /tmp/slurmd; exec slurmd -D -f $SLURM_CONF > $d/slurmd-$h.out 2>&1" &
+  bash "$testbed" run "$state" "$h" sh -c "mkdir -p $d/spool-$h; exec slurmd -D -f $SLURM_CONF > $d/slurmd-$h.out 2>&1" &
 done
 for _ in $(seq 1 300); do  # ready: every node idle
   [ "$(bash "$testbed" run "$state" hostA sinfo -h -N -o '%N %t' 2> /dev/null | grep -c ' idle$')" = "$n" ] && {

@@ -3,7 +3,7 @@
 # joined by a bridge (in a namespace of its own, so nothing touches this machine's network),
 # a UTS namespace per host for its own hostname (Open MPI tells nodes apart by name), a mount
 # namespace with the host's own /etc/hosts (Debian's usual "127.0.1.1 <hostname>" line
-# included), a private /dev/shm and /tmp, and an Open MPI launch agent (agent.sh) that runs a
+# included), a private /dev/shm, and an Open MPI launch agent (agent.sh) that runs a
 # command "on" a host by entering its namespaces, with a fresh environment as ssh would give.
 #
 #   testbed.sh up STATE N      make hosts hostA, hostB, ... (N of them) on 10.251.<r>.0/24
@@ -12,7 +12,7 @@
 #   testbed.sh link STATE HOST up|down   set HOST's link to the bridge up or down
 #   testbed.sh down STATE      kill every process on every host, remove everything made
 #
-# STATE is a folder outside /tmp (each host has its own /tmp). Needs root (CAP_SYS_ADMIN and
+# STATE is a folder every host sees (the hosts share the file system but /dev/shm). Needs root (CAP_SYS_ADMIN and
 # CAP_NET_ADMIN), ip, unshare and nsenter; exits 77 (ctest's skip code) with a line otherwise.
 set -u
 cmd=${1:-}
@@ -68,7 +68,6 @@ up)
     ip netns exec "$ns" unshare --uts --mount --propagation private -- sh -c "
       hostname $h &&
       mount -t tmpfs -o size=256m nano-shm /dev/shm &&
-      mount -t tmpfs -o size=256m nano-tmp /tmp &&
       mount --bind '$state/$h.hosts' /etc/hosts &&
       exec sleep infinity" &
     echo $! > "$state/$h.pid"
