@@ -1,5 +1,7 @@
 #include "cli/port.h"
 
+#include <random>
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
@@ -43,6 +45,19 @@ int bound_port(int fd) {
 }  // namespace
 
 int pick_free_port() {
+  // Below the kernel's ephemeral range (net.ipv4.ip_local_port_range, 32768-60999 by default):
+  // the port stays unused between this check and rank 0's bind, since the kernel never hands it
+  // to another process's connect() or bind(0) meanwhile (an ephemeral one it may, and did).
+  std::random_device rd;
+  std::mt19937 pick(rd());
+  std::uniform_int_distribution<int> below_ephemeral(20000, 32000);
+  for (int attempt = 0; attempt < 64; ++attempt) {
+    const int port = below_ephemeral(pick);
+    const int fd = bind_socket(INADDR_ANY, port, true);
+    if (fd < 0) continue;
+    close(fd);
+    return port;
+  }
   int fd = bind_socket(INADDR_ANY, 0, false);
   if (fd < 0) throw Error(std::string("cannot pick a free port: ") + strerror(errno));
   int port = bound_port(fd);

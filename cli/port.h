@@ -5,7 +5,8 @@
 
 namespace nano {
 
-/// A port that is free right now on this machine (the OS picks it: bind to port 0).
+/// A port that is free right now on this machine, picked at random below the kernel's ephemeral
+/// range so that nothing takes it before rank 0 binds it (the OS's bind(0) pick as a fallback).
 int pick_free_port();
 
 /// Throws UsageError "--master-port N is busy on this machine" when `port` cannot be bound.
