@@ -36,9 +36,9 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU
 ReturnToService=2
 StateSaveLocation=$d/slurmctld
-SlurmdSpoolDir=$d/spool-%n
+SlurmdSpoolDir=/dev/shm/slurmd
 SlurmctldPidFile=$d/slurmctld.pid
-SlurmdPidFile=$d/slurmd-%n.pid
+SlurmdPidFile=/dev/shm/slurmd.pid
 SlurmctldLogFile=$d/slurmctld.log
 SlurmdLogFile=$d/slurmd-%n.log
 NodeName=$hosts CPUs=2 State=UNKNOWN
@@ -54,7 +54,7 @@ bash "$testbed" run "$state" hostA sh -c "mkdir -p $d/slurmctld; exec slurmctld 
 n=0
 for h in $(cat "$state/hosts"); do
   n=$((n + 1))
-  bash "$testbed" run "$state" "$h" sh -c "mkdir -p $d/spool-$h; exec slurmd -D -f $SLURM_CONF > $d/slurmd-$h.out 2>&1" &
+  bash "$testbed" run "$state" "$h" sh -c "mkdir -p /dev/shm/slurmd; exec slurmd -D -f $SLURM_CONF > $d/slurmd-$h.out 2>&1" &
 done
 for _ in $(seq 1 300); do  # ready: every node idle
   [ "$(bash "$testbed" run "$state" hostA sinfo -h -N -o '%N %t' 2> /dev/null | grep -c ' idle$')" = "$n" ] && {
