@@ -152,4 +152,10 @@ std::vector<HostSlots> in_open_mpi_order(std::vector<HostSlots> hosts, const std
   return hosts;
 }
 
+std::string format_hosts(const std::vector<HostSlots>& hosts) {
+  std::string list;
+  for (const auto& h : hosts) list += (list.empty() ? "" : ",") + h.host + ":" + std::to_string(h.slots);
+  return list;
+}
+
 }  // namespace nano

@@ -28,6 +28,9 @@ std::vector<HostSlots> read_hostfile(const std::string& path);
 /// as listed. nano's rank numbering, groups and MASTER_ADDR (rank 0's host) follow this order.
 std::vector<HostSlots> in_open_mpi_order(std::vector<HostSlots> hosts, const std::string& this_host);
 
+/// "host:slots,host:slots" (parse_hosts' syntax, and Open MPI's --host).
+std::string format_hosts(const std::vector<HostSlots>& hosts);
+
 /// Sum of slots over all hosts.
 int total_slots(const std::vector<HostSlots>& hosts);
 

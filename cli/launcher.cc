@@ -225,9 +225,8 @@ Setup prepare(const LaunchOptions& o, const std::vector<std::string>& argv, bool
   if (!o.hostfile.empty()) s.hosts = read_hostfile(o.hostfile);
   if (allocation) {
     s.hosts = *allocation;
-    std::string listed;
-    for (const auto& h : s.hosts) listed += (listed.empty() ? "" : ",") + h.host + ":" + std::to_string(h.slots);
-    s.notes.push_back("nano-run: hosts from the Slurm allocation (SLURM_JOB_NODELIST, SLURM_TASKS_PER_NODE): " + listed);
+    s.notes.push_back("nano-run: hosts from the Slurm allocation (SLURM_JOB_NODELIST, SLURM_TASKS_PER_NODE): " +
+                      format_hosts(s.hosts));
   }
   s.hosts = in_open_mpi_order(s.hosts, host_name());
 

@@ -8,13 +8,8 @@ std::vector<std::string> make_mpi_command(const MpiCommandInput& input) {
   if (input.hosts.empty()) cmd.push_back("--oversubscribe");
   if (input.as_root) cmd.push_back("--allow-run-as-root");
   if (!input.hosts.empty()) {
-    std::string list;
-    for (const auto& h : input.hosts) {
-      if (!list.empty()) list += ",";
-      list += h.host + ":" + std::to_string(h.slots);
-    }
     cmd.push_back("--host");
-    cmd.push_back(list);
+    cmd.push_back(format_hosts(input.hosts));
   }
   cmd.insert(cmd.end(), input.shim.begin(), input.shim.end());
   cmd.push_back("--");

@@ -12,11 +12,6 @@ std::string joined(const std::vector<std::string>& v) {
   for (const auto& s : v) out += (out.empty() ? "" : " ") + s;
   return out;
 }
-std::string slots(const std::vector<HostSlots>& hosts) {
-  std::string out;
-  for (const auto& h : hosts) out += (out.empty() ? "" : ",") + h.host + ":" + std::to_string(h.slots);
-  return out;
-}
 }  // namespace
 
 TEST_CASE("Slurm node lists: plain names") {
@@ -47,12 +42,12 @@ TEST_CASE("Slurm task counts") {
 TEST_CASE("the allocation's hosts from the variables salloc and sbatch set") {
   CHECK_FALSE(slurm_allocation_hosts({{"PATH", "/bin"}}).has_value());
   // As `salloc -N 3 --ntasks-per-node=2` sets them.
-  CHECK(slots(*slurm_allocation_hosts({{"SLURM_JOB_ID", "7"},
+  CHECK(format_hosts(*slurm_allocation_hosts({{"SLURM_JOB_ID", "7"},
                                        {"SLURM_JOB_NODELIST", "cn[01-03]"},
                                        {"SLURM_TASKS_PER_NODE", "2(x3)"}})) == "cn01:2,cn02:2,cn03:2");
   // Uneven counts, the older variable name, and no counts at all.
-  CHECK(slots(*slurm_allocation_hosts({{"SLURM_NODELIST", "a,b"}, {"SLURM_TASKS_PER_NODE", "3,1"}})) == "a:3,b:1");
-  CHECK(slots(*slurm_allocation_hosts({{"SLURM_JOB_NODELIST", "a,b"}})) == "a:1,b:1");
+  CHECK(format_hosts(*slurm_allocation_hosts({{"SLURM_NODELIST", "a,b"}, {"SLURM_TASKS_PER_NODE", "3,1"}})) == "a:3,b:1");
+  CHECK(format_hosts(*slurm_allocation_hosts({{"SLURM_JOB_NODELIST", "a,b"}})) == "a:1,b:1");
   CHECK_THROWS_WITH_AS(
       slurm_allocation_hosts({{"SLURM_JOB_NODELIST", "a,b"}, {"SLURM_TASKS_PER_NODE", "2(x3)"}}),
       "the Slurm allocation lists 2 nodes (a,b) but 3 task counts (SLURM_TASKS_PER_NODE=2(x3))", UsageError);
