@@ -4,7 +4,7 @@
 # the machine's own Debian archive and kept between runs (one that is stale or broken is made
 # again), the dependencies are installed there by scripts/install-deps.sh, and everything
 # mounted is unmounted however the command ends. scripts/test-debian13.sh and
-# scripts/bench-platforms.sh use it. Needs root.
+# scripts/bench.sh platforms use it. Needs root.
 # Usage: scripts/debian13-root.sh COMMAND [ARGS...]   (run from the repository, e.g. scripts/test.sh)
 #   NANO_DEBIAN13_ROOT   where the root lives (default /var/cache/nano/debian13-root)
 #   NANO_DEBIAN13_MAX_AGE_DAYS   make the root again when older than this (default 14)

@@ -1,5 +1,5 @@
-"""Side-by-side summary of scripts/bench-platforms.sh: for each platform, the key numbers of
-every run (results.json of scripts/bench.sh) as min-max ranges. Usage: platforms.py OUT RUNS"""
+"""Side-by-side summary of scripts/bench.sh platforms: for each platform, the key numbers of
+every run (results.json of scripts/bench.sh training) as min-max ranges. Usage: platforms.py OUT RUNS"""
 import json
 import os
 import re

@@ -16,10 +16,10 @@ LAUNCHERS = [("nano-mpi", "nano-run --backend mpi"), ("nano-subprocess", "nano-r
              ("pytorch", "stock PyTorch DDP (Gloo)")]
 # Goals from the benchmark issue (2-core machine); speed-up and vs-PyTorch goals hold anywhere.
 EFFICIENCY_GOAL = {"lenet": 0.97, "resnet18": 0.95}
-SUBBENCH = [("launcher", "Launcher start-up (scripts/bench-launcher.sh)"),
-            ("allreduce", "All-reduce, 2 ranks (scripts/bench-allreduce.sh)"),
-            ("ddp", "DDP overhead, 2 ranks (scripts/bench-ddp.sh)"),
-            ("balance", "Batch balancing against a noisy neighbour (scripts/bench-balance.sh)")]
+SUBBENCH = [("launcher", "Launcher start-up (scripts/bench.sh launcher)"),
+            ("allreduce", "All-reduce, 2 ranks (scripts/bench.sh allreduce)"),
+            ("ddp", "DDP overhead, 2 ranks (scripts/bench.sh ddp)"),
+            ("balance", "Batch balancing against a noisy neighbour (scripts/bench.sh balance)")]
 
 
 def median(values):

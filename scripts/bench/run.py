@@ -27,12 +27,13 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "common"))
+from free_port import free_port  # noqa: E402  (the scripts' and tests' one helper)
 PYTHON = "/usr/bin/python3"  # Debian's python3 carries python3-torch
 RESULT_RE = re.compile(r"nano-result:\s*(\{.*\})")
 # Launcher variables that would make a "plain" run join some outer world.
@@ -49,12 +50,6 @@ def clean_env(**extra):
            if k not in RANK_VARS and not k.startswith("OMPI_COMM_WORLD") and not k.startswith("PMIX_")}
     env.update({k: str(v) for k, v in extra.items()})
     return env
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def parse_result(text):

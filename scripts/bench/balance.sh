@@ -6,26 +6,25 @@
 #   noisy neighbour      a process pinned to the last rank's CPU keeps it busy DUTY% of the
 #                        time (a cloud neighbour, a daemon, a slower core), so that rank is
 #                        slower and, with equal batches, every rank waits for it.
-# Usage: scripts/bench-balance.sh [BUILD_DIR] [STEPS] [REPEATS] [DUTY]
+# Usage: scripts/bench.sh balance [BUILD_DIR] [STEPS] [REPEATS] [DUTY]
 set -euo pipefail
-cd "$(dirname "$0")/.."
-build=${1:-${NANO_BUILD_DIR:-build}}
+# shellcheck source=scripts/bench/common.sh
+source "$(dirname "$0")/common.sh"
+bench_start balance "$@"
+build=$(bench_build_dir "${1:-}")
 steps=${2:-300}
 repeats=${3:-3}
 duty=${4:-30}
-python=/usr/bin/python3
 for f in "$build/bin/nano-run" "$build/bin/nano-init" "$build/bin/fashion_mnist_nano"; do
-  [[ -x $f ]] || { echo "bench-balance: $f not built" >&2; exit 2; }
+  [[ -x $f ]] || { echo "bench balance: $f not built" >&2; exit 2; }
 done
-[[ $duty =~ ^[0-9]+$ && $duty -ge 1 && $duty -le 90 ]] || { echo "bench-balance: bad DUTY '$duty': expected 1..90" >&2; exit 2; }
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+[[ $duty =~ ^[0-9]+$ && $duty -ge 1 && $duty -le 90 ]] || { echo "bench balance: bad DUTY '$duty': expected 1..90" >&2; exit 2; }
 
-cores=$("$build/bin/nano-init" --show-topology | awk '/^cores:/ {print $2; exit}')
-[[ $cores =~ ^[0-9]+$ ]] || cores=$(hwloc-calc --number-of core all)
+cores=$(bench_cores "$build")
 plan=$("$build/bin/nano-run" -n "$cores" --backend mpi --dry-run --json /bin/true)
 ranks=$("$python" -c 'import json,sys; print(len(json.load(sys.stdin)["ranks"]))' <<<"$plan")
 cpu=$("$python" -c 'import json,sys; print(json.load(sys.stdin)["ranks"][-1]["cpus"][0])' <<<"$plan")
-(( ranks >= 2 )) || { echo "bench-balance: needs at least 2 ranks (this machine plans $ranks)"; exit 0; }
+(( ranks >= 2 )) || { echo "bench balance: needs at least 2 ranks (this machine plans $ranks)"; exit 0; }
 
 hog_pid=
 stop_hog() {

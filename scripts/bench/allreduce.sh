@@ -4,19 +4,20 @@
 # memory on one host, vs c10d ProcessGroupGloo's own all-reduce (NANO_SHM_BYTES=0: what
 # PyTorch DDP on CPU uses) vs a memcpy of the same bytes.
 # Median of REPS timed runs after 2 warm-ups. Goal: nano MPI <= 0.5 x c10d Gloo.
-# Usage: scripts/bench-allreduce.sh [BUILD_DIR] [MB] [REPS]
+# Usage: scripts/bench.sh allreduce [BUILD_DIR] [MB] [REPS]
 set -euo pipefail
-cd "$(dirname "$0")/.."
-build=${1:-${NANO_BUILD_DIR:-build}}
+# shellcheck source=scripts/bench/common.sh
+source "$(dirname "$0")/common.sh"
+bench_start allreduce "$@"
+build=$(bench_build_dir "${1:-}")
 mb=${2:-44}
 reps=${3:-15}
 bin="$build/runtime/nano_bench_allreduce"
-[[ -x $bin ]] || { echo "bench-allreduce: $bin not built (cmake --build $build --target nano_bench_allreduce)" >&2; exit 2; }
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+[[ -x $bin ]] || { echo "bench allreduce: $bin not built (cmake --build $build --target nano_bench_allreduce)" >&2; exit 2; }
+export OMP_NUM_THREADS=1
 
 mpi_out=$(mpirun -np 2 --bind-to core "$bin" "$mb" "$reps")
 
-source scripts/bench/gloo-pair.sh
 gloo_out=$(gloo_pair -- "$bin" "$mb" "$reps")
 c10d_out=$(gloo_pair NANO_SHM_BYTES=0 -- "$bin" "$mb" "$reps")
 

@@ -5,17 +5,18 @@
 # first step after resuming under nano-run --max-restarts (2 ranks, both backends), in parts:
 # teardown (death -> root cause), restart delay, start-up and restore (restart -> resumed).
 # Goals: overhead <= 2% at one checkpoint a minute; death to resumed <= 10 s.
-# Usage: scripts/bench-checkpoint.sh [BUILD_DIR] [REPEATS]
+# Usage: scripts/bench.sh checkpoint [BUILD_DIR] [REPEATS]
 set -euo pipefail
-cd "$(dirname "$0")/.."
-build=${1:-${NANO_BUILD_DIR:-build}}
+# shellcheck source=scripts/bench/common.sh
+source "$(dirname "$0")/common.sh"
+bench_start checkpoint "$@"
+build=$(bench_build_dir "${1:-}")
 repeats=${2:-3}
 bin=$build/runtime/nano_bench_checkpoint
 fault_rank=$build/tests/faults/fault_rank
 for f in "$bin" "$fault_rank" "$build/bin/nano-run"; do
-  [[ -x $f ]] || { echo "bench-checkpoint: $f not built (cmake --build $build)" >&2; exit 2; }
+  [[ -x $f ]] || { echo "bench checkpoint: $f not built (cmake --build $build)" >&2; exit 2; }
 done
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 

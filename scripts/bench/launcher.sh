@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # Launcher start-up cost: median wall time over several runs of starting two no-op ranks with
 # nano-run (both backends), plain mpirun, and PyTorch's CPU launcher; plus nano-run's own peak
-# resident memory while supervising. Usage: scripts/bench-launcher.sh [BUILD_DIR] [RUNS]
+# resident memory while supervising.
+# Usage: scripts/bench.sh launcher [BUILD_DIR] [RUNS]
 set -euo pipefail
-cd "$(dirname "$0")/.."
-build=${1:-${NANO_BUILD_DIR:-build}}
+# shellcheck source=scripts/bench/common.sh
+source "$(dirname "$0")/common.sh"
+bench_start launcher "$@"
+build=$(bench_build_dir "${1:-}")
 runs=${2:-9}
 nano_run="$build/bin/nano-run"
-[ -x "$nano_run" ] || { echo "bench-launcher: $nano_run not built" >&2; exit 2; }
-python=/usr/bin/python3
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+[ -x "$nano_run" ] || { echo "bench launcher: $nano_run not built" >&2; exit 2; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 echo 'pass' > "$tmp/noop.py"

@@ -5,10 +5,12 @@
 # hosts are namespaces of ONE machine: they share its cores and memory, and their "network" is
 # a veth bridge in the kernel, so this shows the overhead of the TCP path between hosts against
 # shared memory within one, not a cluster's speed-up. Needs root.
-# Usage: scripts/bench-multihost.sh [BUILD_DIR] [MB] [REPS]
+# Usage: scripts/bench.sh multihost [BUILD_DIR] [MB] [REPS]
 set -euo pipefail
-cd "$(dirname "$0")/.."
-build=$(cd "${1:-${NANO_BUILD_DIR:-build}}" && pwd)
+# shellcheck source=scripts/bench/common.sh
+source "$(dirname "$0")/common.sh"
+bench_start multihost "$@"
+build=$(cd "$(bench_build_dir "${1:-}")" && pwd)
 mb=${2:-44}
 reps=${3:-15}
 here=$PWD
@@ -17,7 +19,6 @@ trap 'bash "$here/tests/multihost/testbed.sh" down "$state"' EXIT
 bash tests/multihost/testbed.sh up "$state" 2
 export NANO_TESTBED=$state OMPI_MCA_plm_rsh_agent=$here/tests/multihost/agent.sh OMPI_MCA_plm_rsh_no_tree_spawn=1
 export PRTE_MCA_plm_ssh_agent=$here/tests/multihost/agent.sh PRTE_MCA_plm_ssh_no_tree_spawn=1
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 on_a() { bash tests/multihost/testbed.sh run "$state" hostA "$@"; }
 
 printf '%-10s %-22s %12s %12s %12s\n' comm placement "allreduce ms" "min ms" "LeNet img/s"

@@ -5,24 +5,24 @@
 # (3x32x32); each rank's peak RSS with DDP and without it (a separate run with no DDP).
 # Both communicators: MPI (mpirun) and Gloo; ranks get nano-init's recipe with one thread.
 # Goals: LeNet <= 1.05, ResNet-18 <= 1.10.
-# Usage: scripts/bench-ddp.sh [BUILD_DIR] [LENET_STEPS] [RESNET_STEPS]
+# Usage: scripts/bench.sh ddp [BUILD_DIR] [LENET_STEPS] [RESNET_STEPS]
 set -euo pipefail
-cd "$(dirname "$0")/.."
-build=${1:-${NANO_BUILD_DIR:-build}}
+# shellcheck source=scripts/bench/common.sh
+source "$(dirname "$0")/common.sh"
+bench_start ddp "$@"
+build=$(bench_build_dir "${1:-}")
 lenet_steps=${2:-40}
 resnet_steps=${3:-4}
 bin="$build/runtime/nano_bench_ddp"
-[[ -x $bin ]] || { echo "bench-ddp: $bin not built (cmake --build $build --target nano_bench_ddp)" >&2; exit 2; }
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+[[ -x $bin ]] || { echo "bench ddp: $bin not built (cmake --build $build --target nano_bench_ddp)" >&2; exit 2; }
 # Ranks run with the environment nano-run gives them (allocator, one thread each): peak RSS
 # depends on the allocator, and glibc's varies by tens of MB from run to run.
-[[ -x $build/bin/nano-init ]] || { echo "bench-ddp: $build/bin/nano-init not built" >&2; exit 2; }
+[[ -x $build/bin/nano-init ]] || { echo "bench ddp: $build/bin/nano-init not built" >&2; exit 2; }
 eval "$("$build/bin/nano-init" --threads 1)"
 
 results=$(mktemp)
 trap 'rm -f "$results"' EXIT
 run_mpi() { mpirun -np 2 --bind-to core "$bin" "$@" >>"$results"; }
-source scripts/bench/gloo-pair.sh
 run_gloo() { gloo_pair -- "$bin" "$@" >>"$results"; }
 for comm in mpi gloo; do
   for model in lenet resnet18; do
