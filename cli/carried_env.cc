@@ -1,6 +1,6 @@
 #include "cli/carried_env.h"
 
-#include "env-init/error.h"
+#include <nano/error.h>
 
 namespace nano {
 namespace {

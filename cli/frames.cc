@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <sstream>
 
-#include "env-init/error.h"
+#include <nano/error.h>
 
 namespace nano {
 

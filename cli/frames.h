@@ -11,17 +11,17 @@
 namespace nano {
 
 enum class FrameType : char {
-  hello = 'h',    ///< shim: "<token> <rank> <host>"
-  started = 's',  ///< shim: "<pid>" of the rank (also its process group)
-  out = 'o',      ///< shim: stdout bytes
-  err = 'e',      ///< shim: stderr bytes
-  exit = 'x',     ///< shim: "<exit_code> <signal>"
-  signal = 'k',   ///< nano-run: "<signal>" to deliver to the rank's process group
-  release = 'r',  ///< nano-run: every rank has ended; the shim may exit
+  kHello = 'h',    ///< shim: "<token> <rank> <host>"
+  kStarted = 's',  ///< shim: "<pid>" of the rank (also its process group)
+  kOut = 'o',      ///< shim: stdout bytes
+  kErr = 'e',      ///< shim: stderr bytes
+  kExit = 'x',     ///< shim: "<exit_code> <signal>"
+  kSignal = 'k',   ///< nano-run: "<signal>" to deliver to the rank's process group
+  kRelease = 'r',  ///< nano-run: every rank has ended; the shim may exit
   /// either side, empty, every heartbeat_timeout / 4: still here. A side that hears nothing for
   /// heartbeat_timeout takes the other as lost (a cut link or a dead host never closes the
   /// connection).
-  heartbeat = 'b',
+  kHeartbeat = 'b',
 };
 
 /// One frame: type byte, 4-byte little-endian payload length, payload.

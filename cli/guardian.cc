@@ -8,7 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "env-init/error.h"
+#include <nano/error.h>
 
 namespace nano {
 namespace {

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "env-init/error.h"
+#include <nano/error.h>
 
 namespace nano {
 namespace {

@@ -29,13 +29,16 @@
 
 namespace nano {
 
-enum class Backend { automatic, subprocess, mpi };
+/// How the ranks are started (nano-run's --backend, TorchNano's distributed_backend): nano-run
+/// forks them, or Open MPI's mpirun starts them through the rank shim. Not to be confused with
+/// the communicator the ranks talk through (CommBackend: mpi or gloo).
+enum class LaunchBackend { kAutomatic, kSubprocess, kMpi };
 
 /// Everything a launch needs besides the program itself.
 struct LaunchOptions {
   PlanOptions plan;                ///< plan.num_processes 0 = 1 (or the hosts' slots)
   RecipeOptions recipe;
-  Backend backend = Backend::automatic;  ///< automatic = mpi when mpirun is on PATH
+  LaunchBackend backend = LaunchBackend::kAutomatic;  ///< automatic = mpi when mpirun is on PATH
   std::string topology_xml;        ///< plan against this hwloc XML instead of this machine
   std::string synthetic;           ///< plan against this hwloc synthetic description
   std::string hostfile;            ///< mpi backend: Open MPI hostfile

@@ -6,13 +6,13 @@
 #include "cli/dry_run.h"
 #include "cli/launcher.h"
 #include "cli/options.h"
-#include "env-init/error.h"
+#include <nano/error.h>
 
 int main(int argc, char** argv) {
   if (nano::is_rank_shim_invocation(argc, argv)) return nano::run_rank_shim(argc, argv);
   try {
     nano::RunCommand cmd = nano::parse_run_command(std::vector<std::string>(argv + 1, argv + argc));
-    if (cmd.kind != nano::RunCommand::run) {
+    if (cmd.kind != nano::RunCommand::kRun) {
       std::cout << cmd.text << "\n";
       return 0;
     }

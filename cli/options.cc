@@ -7,7 +7,8 @@
 
 #include "cli/carried_env.h"
 #include "env-init/cpulist.h"
-#include "env-init/error.h"
+#include "env-init/parse.h"
+#include <nano/error.h>
 
 namespace nano {
 namespace {
@@ -27,19 +28,9 @@ killed; 130 on Ctrl-C; 2 bad input (nothing started).)";
 
 int parse_int(const std::string& option, const std::string& text, int min, int max,
               const std::string& expected) {
-  bool ok = !text.empty() && text.size() <= 9;
-  long value = 0;
-  for (size_t i = 0; ok && i < text.size(); ++i) {
-    char c = text[i];
-    if (c == '-' && i == 0 && text.size() > 1) continue;
-    if (c < '0' || c > '9') ok = false;
-  }
-  if (ok) {
-    value = std::stol(text);
-    ok = value >= min && value <= max;
-  }
-  if (!ok) throw UsageError("invalid value '" + text + "' for " + option + ": expected " + expected);
-  return static_cast<int>(value);
+  const std::optional<long long> value = parse_integer(text, min, max);
+  if (!value) throw UsageError("invalid value '" + text + "' for " + option + ": expected " + expected);
+  return static_cast<int>(*value);
 }
 
 double parse_seconds(const std::string& option, const std::string& text) {
@@ -69,9 +60,9 @@ std::string version_text() { return "nano-run 0.1.0"; }
 
 std::string allocator_name(Allocator allocator) {
   switch (allocator) {
-    case Allocator::jemalloc: return "jemalloc";
-    case Allocator::tcmalloc: return "tcmalloc";
-    case Allocator::system: return "system";
+    case Allocator::kJemalloc: return "jemalloc";
+    case Allocator::kTcmalloc: return "tcmalloc";
+    case Allocator::kSystem: return "system";
     default: return "auto";
   }
 }
@@ -85,11 +76,11 @@ RunCommand parse_run_command(const std::vector<std::string>& args) {
   app.set_help_flag("-h,--help", "Print this help and exit");
 
   std::string n, cores_per, threads, allocator, backend, master_port, grace, output_ranks;
-  std::string group_starts, max_restarts, restart_delay, heartbeat;
+  std::string group_starts, max_restarts, restart_delay, heartbeat, cpu_lists;
   std::vector<std::string> env_specs, shim_env;
   bool version = false, no_tag = false;
   app.add_option("-n,--num-processes", n, "Number of ranks (default 1, or the hosts' slots)");
-  app.add_option("--cpu-for-each-process", o.plan.cpu_for_each_process,
+  app.add_option("--cpu-for-each-process", cpu_lists,
                  "Explicit CPU lists, one per rank: \"0-3;4-7\"");
   app.add_option("--cores-per-process", cores_per, "Physical cores per rank (N derived if not given)");
   app.add_flag("--use-logical-cores", o.plan.use_logical_cores, "Give ranks every SMT thread");
@@ -133,7 +124,7 @@ RunCommand parse_run_command(const std::vector<std::string>& args) {
   try {
     app.parse(reversed);
   } catch (const CLI::CallForHelp&) {
-    cmd.kind = RunCommand::help;
+    cmd.kind = RunCommand::kHelp;
     cmd.text = app.help();
     return cmd;
   } catch (const CLI::ParseError& e) {
@@ -141,7 +132,7 @@ RunCommand parse_run_command(const std::vector<std::string>& args) {
     throw UsageError(what.empty() ? "bad arguments" : what);
   }
   if (version) {
-    cmd.kind = RunCommand::version;
+    cmd.kind = RunCommand::kVersion;
     cmd.text = version_text();
     return cmd;
   }
@@ -154,15 +145,23 @@ RunCommand parse_run_command(const std::vector<std::string>& args) {
   const int kMaxRanks = 1 << 20;
   if (!n.empty()) {
     o.plan.num_processes = parse_int("--num-processes", n, -kMaxRanks, kMaxRanks, "a positive integer");
-    check_num_processes(o.plan.num_processes);
+    check_num_processes(o.plan.num_processes, "--num-processes");
+  }
+  o.plan.names = plan_flag_names();
+  if (!cpu_lists.empty()) {
+    try {
+      o.plan.cpu_for_each_process = parse_cpu_lists(cpu_lists);
+    } catch (const UsageError& e) {
+      throw UsageError(std::string("--cpu-for-each-process: ") + e.what());
+    }
   }
   if (!cores_per.empty())
     o.plan.cores_per_process = parse_int("--cores-per-process", cores_per, 1, kMaxRanks, "a positive integer");
   if (!threads.empty())
     o.recipe.threads = parse_int("--threads", threads, 1, kMaxRanks, "a positive integer");
   if (!allocator.empty()) o.recipe.allocator = parse_allocator(allocator);
-  if (backend == "mpi") o.backend = Backend::mpi;
-  else if (backend == "subprocess") o.backend = Backend::subprocess;
+  if (backend == "mpi") o.backend = LaunchBackend::kMpi;
+  else if (backend == "subprocess") o.backend = LaunchBackend::kSubprocess;
   else if (!backend.empty())
     throw UsageError("invalid value '" + backend + "' for --backend: expected mpi or subprocess");
   if (!master_port.empty())
@@ -212,14 +211,14 @@ std::vector<std::string> shim_arguments(const LaunchOptions& o, const ShimLink& 
     a.push_back(name);
     a.push_back(value);
   };
-  add("--cpu-for-each-process", o.plan.cpu_for_each_process);
+  add("--cpu-for-each-process", format_cpu_lists(o.plan.cpu_for_each_process));
   if (o.plan.cores_per_process > 0) add("--cores-per-process", std::to_string(o.plan.cores_per_process));
   if (o.plan.use_logical_cores) a.push_back("--use-logical-cores");
   if (o.plan.use_efficiency_cores) a.push_back("--use-efficiency-cores");
   if (o.plan.oversubscribe) a.push_back("--oversubscribe");
   add("--topology", o.topology_xml);
   add("--synthetic", o.synthetic);
-  if (o.recipe.allocator != Allocator::automatic) add("--allocator", allocator_name(o.recipe.allocator));
+  if (o.recipe.allocator != Allocator::kAutomatic) add("--allocator", allocator_name(o.recipe.allocator));
   if (o.recipe.disable_openmp) a.push_back("--disable-openmp");
   if (o.recipe.threads > 0) add("--threads", std::to_string(o.recipe.threads));
   add("--heartbeat-timeout", std::to_string(o.heartbeat_timeout.count() / 1000.0));

@@ -24,8 +24,8 @@ struct ShimLink {
 
 /// A parsed nano-run command line.
 struct RunCommand {
-  enum Kind { run, help, version };
-  Kind kind = run;
+  enum Kind { kRun, kHelp, kVersion };
+  Kind kind = kRun;
   std::string text;               ///< help or version text to print
   LaunchOptions launch;
   std::vector<std::string> argv;  ///< PROGRAM ARGS...

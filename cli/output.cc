@@ -6,9 +6,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <system_error>
 #include <poll.h>
 
-#include "env-init/error.h"
+#include <nano/error.h>
 
 namespace nano {
 namespace {
@@ -17,15 +19,9 @@ namespace {
 constexpr size_t kMaxLine = 256u << 20;
 
 void make_dirs(const std::string& path) {
-  std::string partial;
-  size_t pos = 0;
-  while (pos != std::string::npos) {
-    pos = path.find('/', pos + 1);
-    partial = path.substr(0, pos);
-    if (partial.empty()) continue;
-    if (mkdir(partial.c_str(), 0777) != 0 && errno != EEXIST)
-      throw UsageError("cannot create --log-dir " + path + ": " + strerror(errno));
-  }
+  std::error_code failed;
+  std::filesystem::create_directories(path, failed);
+  if (failed) throw UsageError("cannot create --log-dir " + path + ": " + failed.message());
   struct stat st;
   if (stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
     throw UsageError("cannot create --log-dir " + path + ": not a directory");
@@ -33,7 +29,7 @@ void make_dirs(const std::string& path) {
 
 }  // namespace
 
-void StdioSink::write(Stream stream, const std::string& line) { (stream == Stream::out ? out_ : err_).write(line); }
+void StdioSink::write(Stream stream, const std::string& line) { (stream == Stream::kOut ? out_ : err_).write(line); }
 
 std::vector<pollfd> StdioSink::pollfds() const {
   std::vector<pollfd> fds;
@@ -100,7 +96,7 @@ OutputRouter::RankState& OutputRouter::state(int rank) {
 
 void OutputRouter::emit(int rank, Stream stream, const std::string& line) {
   RankState& s = state(rank);
-  if (stream == Stream::err) {
+  if (stream == Stream::kErr) {
     s.tail.push_back(line);
     while (s.tail.size() > config_.tail_lines) s.tail.pop_front();
   }
@@ -121,7 +117,7 @@ void OutputRouter::emit(int rank, Stream stream, const std::string& line) {
 }
 
 void OutputRouter::feed(int rank, Stream stream, const char* data, size_t size) {
-  std::string& pending = state(rank).pending[stream == Stream::out ? 0 : 1];
+  std::string& pending = state(rank).pending[stream == Stream::kOut ? 0 : 1];
   pending.append(data, size);
   size_t start = 0;
   for (;;) {
@@ -138,7 +134,7 @@ void OutputRouter::feed(int rank, Stream stream, const char* data, size_t size) 
 }
 
 void OutputRouter::finish(int rank, Stream stream) {
-  std::string& pending = state(rank).pending[stream == Stream::out ? 0 : 1];
+  std::string& pending = state(rank).pending[stream == Stream::kOut ? 0 : 1];
   if (pending.empty()) return;
   std::string line;
   line.swap(pending);
@@ -155,7 +151,7 @@ std::vector<std::string> OutputRouter::stderr_tail(int rank) const {
 void OutputRouter::hide(int rank) { state(rank).hidden = true; }
 
 void OutputRouter::note(const std::string& line) {
-  sink_.write(Stream::err, line + "\n");
+  sink_.write(Stream::kErr, line + "\n");
   if (summary_) {
     *summary_ << line << '\n';
     summary_->flush();

@@ -13,7 +13,7 @@
 
 namespace nano {
 
-enum class Stream { out, err };
+enum class Stream { kOut, kErr };
 
 /// Where finished lines go. The real one writes each line with a single write(2).
 class OutputSink {

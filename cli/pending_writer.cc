@@ -13,8 +13,8 @@ namespace nano {
 PendingWriter::PendingWriter(int fd, std::size_t limit) : fd_(fd), limit_(limit) {
   struct stat st {};
   if (fstat(fd, &st) == 0) {
-    if (S_ISFIFO(st.st_mode)) kind_ = Kind::pipe;
-    else if (S_ISSOCK(st.st_mode)) kind_ = Kind::socket;
+    if (S_ISFIFO(st.st_mode)) kind_ = Kind::kPipe;
+    else if (S_ISSOCK(st.st_mode)) kind_ = Kind::kSocket;
   } else {
     closed_ = true;  // nothing to write to (a closed descriptor)
   }
@@ -39,7 +39,7 @@ bool PendingWriter::write_some() {
   const char* p = front.data() + offset_;
   std::size_t left = front.size() - offset_;
   ssize_t n;
-  if (kind_ == Kind::socket) {
+  if (kind_ == Kind::kSocket) {
     n = send(fd_, p, left, MSG_DONTWAIT | MSG_NOSIGNAL);
   } else {
     pollfd ready{fd_, POLLOUT, 0};
@@ -49,7 +49,7 @@ bool PendingWriter::write_some() {
       errno = EPIPE;
     } else {
       // A pipe that polls writable takes PIPE_BUF bytes at once; more could block.
-      n = ::write(fd_, p, kind_ == Kind::pipe ? std::min<std::size_t>(left, PIPE_BUF) : left);
+      n = ::write(fd_, p, kind_ == Kind::kPipe ? std::min<std::size_t>(left, PIPE_BUF) : left);
     }
   }
   if (n < 0) {

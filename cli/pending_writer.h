@@ -37,12 +37,12 @@ class PendingWriter {
   bool closed() const { return closed_; }
 
  private:
-  enum class Kind { pipe, socket, other };
+  enum class Kind { kPipe, kSocket, kOther };
   bool write_some();  // false: nothing more can go now
 
   int fd_;
   std::size_t limit_;
-  Kind kind_ = Kind::other;
+  Kind kind_ = Kind::kOther;
   std::deque<std::string> queue_;
   std::size_t queued_ = 0;
   std::size_t offset_ = 0;  // into queue_.front()

@@ -10,7 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "env-init/error.h"
+#include <nano/error.h>
 
 namespace nano {
 namespace {

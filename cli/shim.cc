@@ -16,19 +16,22 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
 
 #include "cli/frames.h"
 #include "cli/hosts.h"
+#include "cli/launch_setup.h"
 #include "cli/launcher.h"
 #include "cli/options.h"
 #include "cli/port.h"
 #include "cli/rank_env.h"
 #include "cli/signals.h"
 #include "cli/subprocess.h"
-#include "env-init/error.h"
+#include <nano/error.h>
+#include "env-init/parse.h"
 #include "env-init/topology.h"
 
 namespace nano {
@@ -37,11 +40,9 @@ namespace {
 int env_int(const char* name) {
   const char* v = std::getenv(name);
   if (!v || !*v) throw UsageError(std::string("nano-run ") + kRankShimFlag + " must run under mpirun (" + name + " is not set)");
-  try {
-    return std::stoi(v);
-  } catch (...) {
-    throw UsageError(std::string("invalid ") + name + " '" + v + "'");
-  }
+  const std::optional<long long> value = parse_integer(v, 0, INT_MAX);
+  if (!value) throw UsageError(std::string("invalid ") + name + " '" + v + "'");
+  return static_cast<int>(*value);
 }
 
 void send_all(int fd, const std::string& bytes) {
@@ -62,7 +63,7 @@ struct ShimRun {
 
   void send(FrameType type, const std::string& payload) {
     if (link >= 0) send_all(link, encode_frame(type, payload));
-    else send_all(type == FrameType::out ? 1 : 2, payload);
+    else send_all(type == FrameType::kOut ? 1 : 2, payload);
   }
 };
 
@@ -87,12 +88,15 @@ int run_rank_shim(int argc, char** argv) {
     io.rank = rank;
     if (!cmd.link.launcher.empty()) {
       auto colon = cmd.link.launcher.rfind(':');
-      io.link = connect_to(cmd.link.launcher.substr(0, colon), std::stoi(cmd.link.launcher.substr(colon + 1)));
+      const std::optional<long long> port =
+          colon == std::string::npos ? std::nullopt : parse_integer(cmd.link.launcher.substr(colon + 1), 1, 65535);
+      if (!port) throw UsageError("invalid launcher address '" + cmd.link.launcher + "': expected HOST:PORT");
+      io.link = connect_to(cmd.link.launcher.substr(0, colon), static_cast<int>(*port));
       if (io.link < 0)
         std::cerr << "nano-run: rank " << rank << ": cannot reach the launcher at " << cmd.link.launcher
                   << "; output goes through mpirun untagged\n";
       else
-        io.send(FrameType::hello, hello_payload(cmd.link.token, rank, host_name()));
+        io.send(FrameType::kHello, hello_payload(cmd.link.token, rank, host_name()));
     }
     RankIdentity id;
     id.rank = rank;
@@ -113,9 +117,7 @@ int run_rank_shim(int argc, char** argv) {
                          ", where rank 0 listens (choose another with --master-port)");
       }
     }
-        Topology topology = !o.topology_xml.empty() ? load_xml_topology(o.topology_xml)
-                        : !o.synthetic.empty()  ? load_synthetic_topology(o.synthetic)
-                                                : load_machine_topology();
+    Topology topology = load_topology(o);  // as nano-run planned
     PlanOptions po = o.plan;
     po.num_processes = id.local_world_size;
     Plan plan = make_plan(topology, po);
@@ -139,9 +141,9 @@ int run_rank_shim(int argc, char** argv) {
     req.capture_output = io.link >= 0;
     Spawned child = spawn_process(req);
     for (const auto& w : child.warnings)
-      if (rank == 0) io.send(FrameType::err, "nano-run: warning: " + w + "\n");
+      if (rank == 0) io.send(FrameType::kErr, "nano-run: warning: " + w + "\n");
 
-    if (io.link >= 0) io.send(FrameType::started, std::to_string(child.pid));
+    if (io.link >= 0) io.send(FrameType::kStarted, std::to_string(child.pid));
 
     std::vector<int> open_fds;
     if (child.stdout_fd >= 0) open_fds = {child.stdout_fd, child.stderr_fd};
@@ -172,7 +174,7 @@ int run_rank_shim(int argc, char** argv) {
         const auto now = Clock::now();
         if (now - beat >= heartbeat / 4) {
           beat = now;
-          io.send(FrameType::heartbeat, "");
+          io.send(FrameType::kHeartbeat, "");
         }
         if (now - heard > heartbeat) {
           // The launcher cannot reach us or we it: nothing of this job may stay. On another
@@ -202,8 +204,8 @@ int run_rank_shim(int argc, char** argv) {
           FrameType type;
           std::string payload;
           while (commands.next(type, payload)) {
-            if (type == FrameType::signal) deliver(std::atoi(payload.c_str()));
-            else if (type == FrameType::release) released = true;
+            if (type == FrameType::kSignal) deliver(std::atoi(payload.c_str()));
+            else if (type == FrameType::kRelease) released = true;
           }
         }
       }
@@ -216,7 +218,7 @@ int run_rank_shim(int argc, char** argv) {
           close(fds[i].fd);
           open_fds.erase(std::find(open_fds.begin(), open_fds.end(), fds[i].fd));
         } else {
-          io.send(fds[i].fd == child.stdout_fd ? FrameType::out : FrameType::err,
+          io.send(fds[i].fd == child.stdout_fd ? FrameType::kOut : FrameType::kErr,
                   std::string(buf, static_cast<size_t>(n)));
         }
       }
@@ -227,7 +229,7 @@ int run_rank_shim(int argc, char** argv) {
       if (exited && open_fds.empty() && !reported) {
         int code, sig;
         decode_wait_status(status, code, sig);
-        io.send(FrameType::exit, exit_payload(code, sig));
+        io.send(FrameType::kExit, exit_payload(code, sig));
         reported = true;
       }
     }
@@ -241,8 +243,8 @@ int run_rank_shim(int argc, char** argv) {
   } catch (const Error& e) {
     std::string message = "nano-run: rank " + std::to_string(io.rank) + ": " + e.what() + "\n";
     if (io.link >= 0) {
-      io.send(FrameType::err, message);
-      io.send(FrameType::exit, exit_payload(2, 0));
+      io.send(FrameType::kErr, message);
+      io.send(FrameType::kExit, exit_payload(2, 0));
     } else {
       std::cerr << message;
     }

@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "env-init/error.h"
+#include <nano/error.h>
 
 namespace nano {
 namespace {
@@ -23,6 +23,12 @@ void on_signal(int sig) {
 }
 
 }  // namespace
+
+std::string signal_name(int sig) {
+  // glibc's own table (2.32+; Debian 12 has 2.36): the names match kill -l, without the SIG.
+  const char* abbrev = sigabbrev_np(sig);
+  return abbrev ? "SIG" + std::string(abbrev) : "signal " + std::to_string(sig);
+}
 
 SignalPipe::SignalPipe(const std::vector<int>& signals) : signals_(signals) {
   if (g_write_fd >= 0) throw Error("SignalPipe: only one may exist at a time");

@@ -3,9 +3,15 @@
 // the supervision loop handles them in poll() like any other input. Scoped: the previous
 // handlers come back when it is destroyed (the launcher runs inside user programs too).
 #include <csignal>
+#include <string>
 #include <vector>
 
 namespace nano {
+
+/// A signal's name as nano's reports print it: "SIGKILL", "SIGSEGV", ...; "signal N" for one
+/// without a name (real-time signals). The one table behind nano-run's root-cause lines and the
+/// in-program launch's errors, which tests and users match as text.
+std::string signal_name(int sig);
 
 class SignalPipe {
  public:

@@ -1,8 +1,10 @@
 #include "cli/slurm.h"
 
 #include <algorithm>
+#include <climits>
 
-#include "env-init/error.h"
+#include "env-init/parse.h"
+#include <nano/error.h>
 
 namespace nano {
 namespace {
@@ -27,10 +29,18 @@ std::vector<std::string> split_top_level(const std::string& text, const std::str
   return parts;
 }
 
+// Slurm's numbers are unsigned: digits only, no sign.
+std::optional<int> slurm_number(const std::string& text, int max) {
+  if (text.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+  const std::optional<long long> value = parse_integer(text, 0, max);
+  if (!value) return std::nullopt;
+  return static_cast<int>(*value);
+}
+
 int parse_number(const std::string& text, const std::string& whole) {
-  if (text.empty() || text.size() > 9 || text.find_first_not_of("0123456789") != std::string::npos)
-    throw UsageError("bad Slurm node list '" + whole + "': '" + text + "' is not a number");
-  return std::stoi(text);
+  const std::optional<int> value = slurm_number(text, 999999999);
+  if (!value) throw UsageError("bad Slurm node list '" + whole + "': '" + text + "' is not a number");
+  return *value;
 }
 
 // One name with bracket groups: the first group expanded, the rest recursively.
@@ -79,11 +89,13 @@ std::vector<int> expand_slurm_counts(const std::string& counts) {
     if (paren != std::string::npos) {
       if (item.back() != ')') throw bad();
       const std::string times = item.substr(paren + 2, item.size() - paren - 3);
-      if (times.empty() || times.find_first_not_of("0123456789") != std::string::npos) throw bad();
-      repeat = std::stoi(times);
+      const std::optional<int> value = slurm_number(times, INT_MAX);
+      if (!value) throw bad();
+      repeat = *value;
     }
-    if (count.empty() || count.size() > 9 || count.find_first_not_of("0123456789") != std::string::npos) throw bad();
-    out.insert(out.end(), static_cast<size_t>(repeat), std::stoi(count));
+    const std::optional<int> slots = slurm_number(count, 999999999);
+    if (!slots) throw bad();
+    out.insert(out.end(), static_cast<size_t>(repeat), *slots);
     start = end + 1;
   }
   return out;
@@ -116,8 +128,7 @@ std::optional<SlurmNodePart> slurm_node_part(const Environment& env) {
   };
   auto number = [&](const char* name) {
     const std::string v = get(name);
-    if (v.empty() || v.size() > 9 || v.find_first_not_of("0123456789") != std::string::npos) return -1;
-    return std::stoi(v);
+    return slurm_number(v, 999999999).value_or(-1);
   };
   const int tasks = number("SLURM_STEP_NUM_TASKS"), nodes = number("SLURM_STEP_NUM_NODES");
   const int node = number("SLURM_NODEID"), job = number("SLURM_JOB_ID"), step = number("SLURM_STEP_ID");

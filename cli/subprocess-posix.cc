@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "env-init/cpulist.h"
-#include "env-init/error.h"
+#include <nano/error.h>
 
 namespace nano {
 namespace {

@@ -11,7 +11,7 @@ Supervisor::Supervisor(int world_size) : exited_(static_cast<size_t>(world_size)
 Decision Supervisor::start_teardown(int signal) {
   tearing_down_ = true;
   Decision d;
-  d.kind = Decision::signal_all;
+  d.kind = Decision::kSignalAll;
   d.signal = signal;
   d.start_grace = true;
   return d;
@@ -42,7 +42,7 @@ Decision Supervisor::received_signal(int signal) {
   if (killed_) return {};
   killed_ = true;
   Decision d;
-  d.kind = Decision::kill_all;
+  d.kind = Decision::kKillAll;
   return d;
 }
 
@@ -50,7 +50,7 @@ Decision Supervisor::grace_expired() {
   if (!tearing_down_ || killed_ || all_exited()) return {};
   killed_ = true;
   Decision d;
-  d.kind = Decision::kill_all;
+  d.kind = Decision::kKillAll;
   return d;
 }
 

@@ -9,8 +9,8 @@ namespace nano {
 
 /// What the launcher must do after an event.
 struct Decision {
-  enum Kind { none, signal_all, kill_all };
-  Kind kind = none;
+  enum Kind { kNone, kSignalAll, kKillAll };
+  Kind kind = kNone;
   int signal = 0;          ///< for signal_all: the signal to send every remaining rank
   bool start_grace = false;  ///< arm the grace timer (SIGKILL when it expires)
 };

@@ -5,15 +5,15 @@
 #include <algorithm>
 #include <vector>
 
-#include "env-init/error.h"
+#include <nano/error.h>
 
 using namespace nano;
 
 TEST_CASE("frames survive arbitrary chunking") {
-  std::string stream = encode_frame(FrameType::hello, hello_payload("tok", 3, "node1")) +
-                       encode_frame(FrameType::out, "line one\nline") +
-                       encode_frame(FrameType::err, std::string(70000, 'x')) +
-                       encode_frame(FrameType::exit, exit_payload(0, 11));
+  std::string stream = encode_frame(FrameType::kHello, hello_payload("tok", 3, "node1")) +
+                       encode_frame(FrameType::kOut, "line one\nline") +
+                       encode_frame(FrameType::kErr, std::string(70000, 'x')) +
+                       encode_frame(FrameType::kExit, exit_payload(0, 11));
   FrameDecoder d;
   std::vector<std::pair<FrameType, std::string>> got;
   for (size_t i = 0; i < stream.size(); i += 7) {
@@ -31,7 +31,7 @@ TEST_CASE("frames survive arbitrary chunking") {
   CHECK(host == "node1");
   CHECK(got[1].second == "line one\nline");
   CHECK(got[2].second.size() == 70000);
-  CHECK(got[3].first == FrameType::exit);
+  CHECK(got[3].first == FrameType::kExit);
   CHECK(parse_exit(got[3].second, code, sig));
   CHECK(code == 0);
   CHECK(sig == 11);

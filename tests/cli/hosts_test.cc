@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <fstream>
 
-#include "env-init/error.h"
+#include <nano/error.h>
 
 using namespace nano;
 

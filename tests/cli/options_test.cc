@@ -3,7 +3,7 @@
 #include <doctest/doctest.h>
 
 #include "cli/carried_env.h"
-#include "env-init/error.h"
+#include <nano/error.h>
 
 using namespace nano;
 
@@ -17,17 +17,17 @@ TEST_CASE("options fill LaunchOptions; the program and its options stay untouche
                         "--threads", "3", "--backend", "subprocess", "--master-addr", "10.0.0.1",
                         "--master-port", "29500", "--log-dir", "logs", "--output-ranks", "0,2-3",
                         "--no-tag-output", "--grace-period", "1.5", "./train", "-n", "7", "--lr", "0.1"});
-  CHECK(c.kind == RunCommand::run);
+  CHECK(c.kind == RunCommand::kRun);
   const LaunchOptions& o = c.launch;
   CHECK(o.plan.num_processes == 4);
   CHECK(o.plan.cores_per_process == 2);
   CHECK(o.plan.use_logical_cores);
   CHECK(o.plan.oversubscribe);
   CHECK(o.synthetic == "pack:1 core:8");
-  CHECK(o.recipe.allocator == Allocator::system);
+  CHECK(o.recipe.allocator == Allocator::kSystem);
   CHECK(o.recipe.disable_openmp);
   CHECK(o.recipe.threads == 3);
-  CHECK(o.backend == Backend::subprocess);
+  CHECK(o.backend == LaunchBackend::kSubprocess);
   CHECK(o.master_addr == "10.0.0.1");
   CHECK(o.master_port == 29500);
   CHECK(o.log_dir == "logs");
@@ -41,7 +41,7 @@ TEST_CASE("defaults and the -- separator") {
   RunCommand c = parse({"--", "--weird-program", "x"});
   CHECK(c.argv == std::vector<std::string>{"--weird-program", "x"});
   CHECK(c.launch.plan.num_processes == 0);
-  CHECK(c.launch.backend == Backend::automatic);
+  CHECK(c.launch.backend == LaunchBackend::kAutomatic);
   CHECK(c.launch.tag_output);
   CHECK(c.launch.grace_period.count() == 5000);
   CHECK(c.launch.master_port == 0);
@@ -50,12 +50,12 @@ TEST_CASE("defaults and the -- separator") {
 
 TEST_CASE("help and version") {
   RunCommand h = parse({"--help"});
-  CHECK(h.kind == RunCommand::help);
+  CHECK(h.kind == RunCommand::kHelp);
   CHECK(h.text.find("Examples:") != std::string::npos);
   CHECK(h.text.find("--num-processes") != std::string::npos);
   CHECK(h.text.find("--nano-rank-shim") == std::string::npos);
   RunCommand v = parse({"--version"});
-  CHECK(v.kind == RunCommand::version);
+  CHECK(v.kind == RunCommand::kVersion);
   CHECK(v.text == "nano-run 0.1.0");
 }
 
@@ -92,10 +92,10 @@ TEST_CASE("every bad option value: one line naming it") {
 
 TEST_CASE("shim arguments round-trip through the parser") {
   LaunchOptions o;
-  o.plan.cpu_for_each_process = "0-3;4-7";
+  o.plan.cpu_for_each_process = {{0, 1, 2, 3}, {4, 5, 6, 7}};
   o.plan.use_logical_cores = true;
   o.synthetic = "pack:1 core:8";
-  o.recipe.allocator = Allocator::tcmalloc;
+  o.recipe.allocator = Allocator::kTcmalloc;
   o.recipe.threads = 2;
   o.master_addr = "node1";
   o.master_port = 1234;
@@ -106,10 +106,11 @@ TEST_CASE("shim arguments round-trip through the parser") {
   args.push_back("./train");
   RunCommand c = parse_run_command(args);
   CHECK(c.rank_shim);
-  CHECK(c.launch.plan.cpu_for_each_process == "0-3;4-7");
+  const std::vector<std::vector<int>> lists = {{0, 1, 2, 3}, {4, 5, 6, 7}};
+  CHECK(c.launch.plan.cpu_for_each_process == lists);
   CHECK(c.launch.plan.use_logical_cores);
   CHECK(c.launch.synthetic == "pack:1 core:8");
-  CHECK(c.launch.recipe.allocator == Allocator::tcmalloc);
+  CHECK(c.launch.recipe.allocator == Allocator::kTcmalloc);
   CHECK(c.launch.recipe.threads == 2);
   CHECK(c.launch.master_addr == "node1");
   CHECK(c.launch.master_port == 1234);

@@ -84,7 +84,7 @@ TEST_CASE("contract variables are the launcher's; extra_env wins over everything
 
 TEST_CASE("the system allocator and no OpenMP leave those variables out") {
   RecipeOptions ro;
-  ro.allocator = Allocator::system;
+  ro.allocator = Allocator::kSystem;
   ro.disable_openmp = true;
   auto r = make_rank_environment(identity(0), plan_of({0}, 1), ro, {}, fake_finder, {});
   CHECK(r.env.count("LD_PRELOAD") == 0);

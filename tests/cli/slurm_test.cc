@@ -2,7 +2,7 @@
 
 #include <doctest/doctest.h>
 
-#include "env-init/error.h"
+#include <nano/error.h>
 
 using namespace nano;
 

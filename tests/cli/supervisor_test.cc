@@ -7,10 +7,10 @@ using namespace nano;
 
 TEST_CASE("all ranks exit 0 -> exit 0, no teardown") {
   Supervisor s(3);
-  CHECK(s.rank_exited(0, 0, 0).kind == Decision::none);
-  CHECK(s.rank_exited(2, 0, 0).kind == Decision::none);
+  CHECK(s.rank_exited(0, 0, 0).kind == Decision::kNone);
+  CHECK(s.rank_exited(2, 0, 0).kind == Decision::kNone);
   CHECK_FALSE(s.all_exited());
-  CHECK(s.rank_exited(1, 0, 0).kind == Decision::none);
+  CHECK(s.rank_exited(1, 0, 0).kind == Decision::kNone);
   CHECK(s.all_exited());
   CHECK(s.exit_code() == 0);
   CHECK_FALSE(s.root_cause());
@@ -19,13 +19,13 @@ TEST_CASE("all ranks exit 0 -> exit 0, no teardown") {
 TEST_CASE("first failure is the root cause and stops the others") {
   Supervisor s(3);
   Decision d = s.rank_exited(1, 3, 0);
-  CHECK(d.kind == Decision::signal_all);
+  CHECK(d.kind == Decision::kSignalAll);
   CHECK(d.signal == SIGTERM);
   CHECK(d.start_grace);
   // Ranks dying from our SIGTERM are consequences, not causes.
-  CHECK(s.rank_exited(0, 0, SIGTERM).kind == Decision::none);
-  CHECK(s.grace_expired().kind == Decision::kill_all);
-  CHECK(s.rank_exited(2, 0, SIGKILL).kind == Decision::none);
+  CHECK(s.rank_exited(0, 0, SIGTERM).kind == Decision::kNone);
+  CHECK(s.grace_expired().kind == Decision::kKillAll);
+  CHECK(s.rank_exited(2, 0, SIGKILL).kind == Decision::kNone);
   CHECK(s.exit_code() == 3);
   REQUIRE(s.root_cause());
   CHECK(s.root_cause()->rank == 1);
@@ -41,11 +41,11 @@ TEST_CASE("a rank killed by a signal gives 128+signal") {
 TEST_CASE("Ctrl-C is forwarded, exits 130; a second one kills") {
   Supervisor s(2);
   Decision d = s.received_signal(SIGINT);
-  CHECK(d.kind == Decision::signal_all);
+  CHECK(d.kind == Decision::kSignalAll);
   CHECK(d.signal == SIGINT);
-  CHECK(s.rank_exited(0, 0, SIGINT).kind == Decision::none);
-  CHECK(s.received_signal(SIGINT).kind == Decision::kill_all);
-  CHECK(s.received_signal(SIGINT).kind == Decision::none);
+  CHECK(s.rank_exited(0, 0, SIGINT).kind == Decision::kNone);
+  CHECK(s.received_signal(SIGINT).kind == Decision::kKillAll);
+  CHECK(s.received_signal(SIGINT).kind == Decision::kNone);
   s.rank_exited(1, 1, 0);
   CHECK(s.exit_code() == 130);
   CHECK_FALSE(s.root_cause());
@@ -63,10 +63,10 @@ TEST_CASE("SIGTERM and SIGHUP to nano-run give 143 and 129") {
 
 TEST_CASE("grace expiry does nothing when not tearing down or all gone") {
   Supervisor s(2);
-  CHECK(s.grace_expired().kind == Decision::none);
+  CHECK(s.grace_expired().kind == Decision::kNone);
   s.rank_exited(0, 5, 0);
   s.rank_exited(1, 0, SIGTERM);
-  CHECK(s.grace_expired().kind == Decision::none);
+  CHECK(s.grace_expired().kind == Decision::kNone);
   CHECK(s.exit_code() == 5);
 }
 
@@ -90,7 +90,7 @@ TEST_CASE("the mpi backend: a rank's report beats mpirun's verdict") {
 
 TEST_CASE("a single failing rank with nobody left needs no teardown") {
   Supervisor s(1);
-  CHECK(s.rank_exited(0, 4, 0).kind == Decision::none);
+  CHECK(s.rank_exited(0, 4, 0).kind == Decision::kNone);
   CHECK(s.exit_code() == 4);
 }
 

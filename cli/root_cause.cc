@@ -1,0 +1,60 @@
+#include "cli/root_cause.h"
+
+#include "cli/signals.h"
+
+namespace nano {
+
+std::string describe_end(int exit_code, int signal) {
+  if (signal != 0) return "was killed by " + signal_name(signal);
+  return "exited with code " + std::to_string(exit_code);
+}
+
+std::string describe_lost(int rank, const std::vector<std::string>& hosts, const std::vector<std::string>& lost,
+                          const std::string& this_host) {
+  const std::string& host = hosts[static_cast<size_t>(rank)];
+  if (host == this_host) {
+    return "rank " + std::to_string(rank) + "'s shim on " + host + " ended without the rank's status (" +
+           lost[static_cast<size_t>(rank)] + ")";
+  }
+  std::string there;
+  for (size_t r = 0; r < hosts.size(); ++r) {
+    if (hosts[r] == host) there += (there.empty() ? "" : ",") + std::to_string(r);
+  }
+  return "host " + host + " lost (rank" + (there.find(',') == std::string::npos ? " " : "s ") + there +
+         " there; rank " + std::to_string(rank) + ": " + lost[static_cast<size_t>(rank)] + ")";
+}
+
+EndReport report_end(const EndFacts& facts) {
+  EndReport report;
+  if (const auto& rc = facts.root_cause) {
+    RankFailure f;
+    f.rank = rc->rank >= 0 ? rc->rank + facts.rank_offset : rc->rank;
+    f.exit_code = rc->exit_code;
+    f.signal = rc->signal;
+    f.host = rc->rank >= 0 ? facts.hosts[static_cast<size_t>(rc->rank)] : facts.this_host;
+    std::string tail;
+    for (const auto& line : facts.stderr_tail) tail += line + "\n";
+    f.stderr_tail = tail;
+    std::string who = rc->rank >= 0 ? "rank " + std::to_string(rc->rank + facts.rank_offset) : std::string("mpirun");
+    if (rc->rank >= 0 && !facts.lost[static_cast<size_t>(rc->rank)].empty()) {
+      f.lost = facts.lost[static_cast<size_t>(rc->rank)];
+      report.lines.push_back("nano-run: root cause: " + describe_lost(rc->rank, facts.hosts, facts.lost, facts.this_host) +
+                             "; nano-run exits with " + std::to_string(facts.exit_code));
+    } else {
+      report.lines.push_back("nano-run: root cause: " + who + " on " + f.host + " " +
+                             describe_end(rc->exit_code, rc->signal) + "; nano-run exits with " +
+                             std::to_string(facts.exit_code));
+    }
+    if (!tail.empty()) {
+      report.lines.push_back("nano-run: last stderr lines of " + who + ":");
+      for (const auto& line : facts.stderr_tail) report.lines.push_back("  | " + line);
+    }
+    report.failure = f;
+  } else if (facts.interrupted_by != 0) {
+    report.lines.push_back("nano-run: stopped by " + signal_name(facts.interrupted_by) + "; exit " +
+                           std::to_string(facts.exit_code));
+  }
+  return report;
+}
+
+}  // namespace nano

@@ -1,0 +1,104 @@
+#include "cli/shim_channels.h"
+
+#include <sys/socket.h>
+
+#include <cstdlib>
+
+#include "cli/port.h"
+#include <nano/error.h>
+
+namespace nano {
+
+ShimChannels::ShimChannels(int world_size, bool one_host, OutputRouter& router, ShimEvents& events)
+    : world_size_(world_size), one_host_(one_host), router_(router), events_(events),
+      hosts_(static_cast<size_t>(world_size), host_name()),
+      shims_(static_cast<size_t>(world_size), nullptr),
+      groups_(static_cast<size_t>(world_size), -1),
+      heard_(static_cast<size_t>(world_size)) {}
+
+bool ShimChannels::take(Channel& ch, const char* data, size_t size) {
+  try {
+    ch.decoder.feed(data, size);
+    return take_frames(ch);
+  } catch (const Error& e) {
+    // The consequence stays (the channel closes, as at its end); the cause is told once.
+    router_.note("nano-run: " +
+                 (ch.hello ? "rank " + std::to_string(ch.rank) + "'s shim link"
+                           : std::string("a connection to nano-run's shim port")) +
+                 ": " + e.what() + "; closing it");
+    return true;
+  }
+}
+
+bool ShimChannels::take_frames(Channel& ch) {
+  FrameType type;
+  std::string payload;
+  while (ch.decoder.next(type, payload)) {
+    if (ch.hello) heard_[static_cast<size_t>(ch.rank)] = Clock::now();
+    if (!ch.hello) {
+      std::string token, host;
+      int rank = -1;
+      if (type != FrameType::kHello || !parse_hello(payload, token, rank, host) || token != token_ ||
+          rank >= world_size_)
+        return true;  // not one of ours
+      ch.hello = true;
+      ch.rank = rank;
+      hosts_[static_cast<size_t>(rank)] = host;
+      heard_[static_cast<size_t>(rank)] = Clock::now();
+      shims_[static_cast<size_t>(rank)] = &ch;
+      // A shim that arrives during a teardown gets the teardown's signal at once.
+      if (teardown_signal_ != 0) send(rank, encode_frame(FrameType::kSignal, std::to_string(teardown_signal_)));
+      if (released_) send(rank, encode_frame(FrameType::kRelease, ""));
+    } else if (type == FrameType::kStarted) {
+      const pid_t pid = static_cast<pid_t>(std::atol(payload.c_str()));
+      // On this host (one-host jobs), the guardian can take the rank's group down.
+      if (pid > 1 && one_host_) {
+        groups_[static_cast<size_t>(ch.rank)] = pid;
+        events_.rank_started_here(ch.rank, pid);
+      }
+    } else if (type == FrameType::kOut || type == FrameType::kErr) {
+      router_.feed(ch.rank, type == FrameType::kOut ? Stream::kOut : Stream::kErr, payload.data(), payload.size());
+    } else if (type == FrameType::kExit) {
+      int code = 0, sig = 0;
+      if (parse_exit(payload, code, sig)) {
+        router_.finish(ch.rank, Stream::kOut);
+        router_.finish(ch.rank, Stream::kErr);
+        events_.rank_ended(ch.rank, code, sig);
+      }
+    }
+  }
+  return false;
+}
+
+void ShimChannels::ended(const Channel& ch) {
+  if (ch.hello) {
+    router_.finish(ch.rank, Stream::kOut);
+    router_.finish(ch.rank, Stream::kErr);
+  }
+}
+
+void ShimChannels::forget(const Channel* ch) {
+  for (auto& shim : shims_)
+    if (shim == ch) shim = nullptr;
+}
+
+void ShimChannels::send(int rank, const std::string& frame) {
+  Channel* ch = shims_[static_cast<size_t>(rank)];
+  if (ch) {
+    ssize_t ignored = ::send(ch->fd, frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)ignored;
+  }
+}
+
+void ShimChannels::send_heartbeats() {
+  for (int r = 0; r < world_size_; ++r) send(r, encode_frame(FrameType::kHeartbeat, ""));
+}
+
+bool ShimChannels::release() {
+  if (released_) return false;
+  released_ = true;
+  for (int r = 0; r < world_size_; ++r) send(r, encode_frame(FrameType::kRelease, ""));
+  return true;
+}
+
+}  // namespace nano

@@ -1,0 +1,272 @@
+#include "cli/supervision_loop.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "cli/port.h"
+#include "cli/root_cause.h"
+#include "cli/subprocess.h"
+
+namespace nano {
+
+SupervisionLoop::SupervisionLoop(const LaunchOptions& o, const Setup& s, OutputRouter& router, StdioSink& sink,
+                                 Guardian& guardian)
+    : o_(o), s_(s), router_(router), sink_(sink), guardian_(guardian), supervisor_(s.world_size),
+      shims_(s.world_size, s.hosts.empty(), router, *this),
+      lost_(static_cast<size_t>(s.world_size)) {}
+
+LaunchResult SupervisionLoop::run(RankStarter& starter) {
+  SignalPipe signals({SIGINT, SIGTERM, SIGHUP, SIGCHLD});
+  signals_ = &signals;
+  starter_ = &starter;
+  Started started = starter.start();
+  for (const auto& p : started.processes) {
+    if (p.rank < 0) backend_pid_ = p.pid;
+    children_.push_back({p.pid, p.rank, true});
+    add_pipe(p.stdout_fd, p.rank < 0 ? kMpirunStream : p.rank, Stream::kOut);
+    add_pipe(p.stderr_fd, p.rank < 0 ? kMpirunStream : p.rank, Stream::kErr);
+  }
+  listen_fd_ = started.listen_fd;
+  for (auto& w : started.warnings) router_.note("nano-run: warning: " + w);
+  loop();
+  std::vector<pid_t> groups;
+  for (const auto& c : children_) groups.push_back(c.pid);
+  starter.clean_up(groups);
+  return finish();
+}
+
+void SupervisionLoop::rank_started_here(int, pid_t pid) { guardian_.watch_group(pid); }
+
+void SupervisionLoop::add_pipe(int fd, int rank, Stream stream) {
+  auto c = std::make_unique<Channel>();
+  c->fd = fd;
+  c->rank = rank;
+  c->stream = stream;
+  channels_.push_back(std::move(c));
+}
+
+// Delivers `sig` to every rank still running, the backend's way.
+void SupervisionLoop::deliver(int sig) {
+  std::vector<pid_t> running;
+  for (const auto& c : children_)
+    if (c.running) running.push_back(c.pid);
+  starter_->deliver(sig, running, supervisor_);
+}
+
+// Every rank has ended: the shims may exit now, and mpirun with them.
+void SupervisionLoop::release_shims() {
+  if (shims_.released()) return;
+  router_.hide(kMpirunStream);  // its words on ranks it saw end are nano-run's to tell
+  shims_.release();
+  // mpirun waits for a lost host's daemon it can no longer reach: give it less time.
+  const bool host_lost = std::any_of(lost_.begin(), lost_.end(), [](const std::string& why) { return !why.empty(); });
+  mpirun_deadline_ = Clock::now() + std::chrono::seconds(host_lost ? 2 : 10);
+}
+
+void SupervisionLoop::apply(const Decision& d) {
+  if (d.kind == Decision::kSignalAll) {
+    deliver(d.signal);
+    if (d.start_grace) deadline_ = Clock::now() + o_.grace_period;
+  } else if (d.kind == Decision::kKillAll) {
+    deliver(SIGKILL);
+    deadline_.reset();
+    // Shims that do not confirm their rank's end by then are taken down with mpirun.
+    if (backend_pid_ > 0) mpirun_deadline_ = Clock::now() + std::chrono::seconds(5);
+  }
+  if (backend_pid_ > 0 && supervisor_.all_exited()) release_shims();
+}
+
+void SupervisionLoop::rank_ended(int rank, int code, int sig) {
+  bool first_failure = !supervisor_.root_cause() && !supervisor_.tearing_down() &&
+                       supervisor_.interrupted_by() == 0 && (code != 0 || sig != 0);
+  if (first_failure) {
+    const std::string what = lost_[static_cast<size_t>(rank)].empty()
+                                 ? "rank " + std::to_string(rank + s_.rank_offset) + " " + describe_end(code, sig)
+                                 : describe_lost(rank, shims_.hosts(), lost_, host_name());
+    router_.note("nano-run: " + what + "; stopping the other ranks");
+  }
+  apply(supervisor_.rank_exited(rank, code, sig));
+}
+
+// A rank whose shim went away without its final status, or fell silent: its host (or the
+// link to it) is gone. It counts as ended with kLostHostExitCode; nothing more comes from it.
+void SupervisionLoop::lose_rank(int rank, const std::string& why) {
+  const auto r = static_cast<size_t>(rank);
+  if (supervisor_.exited(rank) || !lost_[r].empty()) return;
+  lost_[r] = why;
+  shims_.unlink(rank);
+  router_.finish(rank, Stream::kOut);
+  router_.finish(rank, Stream::kErr);
+  rank_ended(rank, kLostHostExitCode, 0);
+}
+
+// Every linked rank not heard from for `silence` counts as lost with its host.
+void SupervisionLoop::lose_silent_hosts(std::chrono::milliseconds silence) {
+  const auto now = Clock::now();
+  for (int r = 0; r < s_.world_size; ++r) {
+    if (shims_.linked(r) && !supervisor_.exited(r) && now - shims_.heard(r) > silence) {
+      const long long seconds = std::chrono::duration_cast<std::chrono::seconds>(now - shims_.heard(r)).count();
+      lose_rank(r, "no word from its shim for " + std::to_string(seconds) + " s: a cut link or a dead host");
+    }
+  }
+}
+
+// Heartbeats out to every linked shim, and the silent ones declared lost (when a backend
+// process runs the ranks behind shims).
+void SupervisionLoop::heartbeat() {
+  if (backend_pid_ <= 0) return;
+  const auto now = Clock::now();
+  if (now - last_beat_ >= o_.heartbeat_timeout / 4) {
+    last_beat_ = now;
+    shims_.send_heartbeats();
+  }
+  lose_silent_hosts(o_.heartbeat_timeout);
+}
+
+// Returns true when the channel reached its end (or must close).
+bool SupervisionLoop::read_channel(Channel& ch) {
+  char buf[65536];
+  ssize_t n = read(ch.fd, buf, sizeof buf);
+  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return false;
+  if (n <= 0) {
+    if (!ch.shim) router_.finish(ch.rank, ch.stream);
+    else shims_.ended(ch);
+    return true;
+  }
+  if (!ch.shim) {
+    router_.feed(ch.rank, ch.stream, buf, static_cast<size_t>(n));
+    return false;
+  }
+  return shims_.take(ch, buf, static_cast<size_t>(n));
+}
+
+void SupervisionLoop::accept_shim() {
+  int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+  if (fd < 0) return;
+  auto c = std::make_unique<Channel>();
+  c->fd = fd;
+  c->shim = true;
+  channels_.push_back(std::move(c));
+}
+
+// Polls channels (and the listener/signals) once for at most `timeout_ms`.
+void SupervisionLoop::poll_once(int timeout_ms) {
+  std::vector<pollfd> fds;
+  fds.push_back({signals_->fd(), POLLIN, 0});
+  fds.push_back({listen_fd_, POLLIN, 0});
+  for (auto& c : channels_) fds.push_back({c->fd, POLLIN, 0});
+  // Our own stdout/stderr, when bytes wait for a slow reader: they are written as the
+  // reader takes them, never blocking this loop.
+  for (const pollfd& out : sink_.pollfds()) fds.push_back(out);
+  int n = poll(fds.data(), fds.size(), timeout_ms);
+  sink_.flush_ready();
+  if (n <= 0) return;
+  if (fds[0].revents) {
+    for (int sig : signals_->take()) {
+      if (sig == SIGCHLD) continue;
+      router_.note("nano-run: received " + signal_name(sig) + "; forwarding it to every rank");
+      apply(supervisor_.received_signal(sig));
+    }
+  }
+  std::vector<size_t> closed;
+  for (size_t i = 0; i < channels_.size(); ++i) {
+    if (fds[i + 2].revents && read_channel(*channels_[i])) closed.push_back(i);
+  }
+  for (auto it = closed.rbegin(); it != closed.rend(); ++it) {
+    const Channel& ch = *channels_[*it];
+    // A shim stays until released, after its rank's final status: an earlier end is a loss.
+    if (ch.shim && ch.hello && !supervisor_.exited(ch.rank)) {
+      // On this host that is mpirun's doing, mostly because it lost a daemon elsewhere (Open MPI 5
+      // notices a cut link on its own): a host silent for half the heartbeat timeout is the cause.
+      if (shims_.hosts()[static_cast<size_t>(ch.rank)] == host_name()) lose_silent_hosts(o_.heartbeat_timeout / 2);
+      lose_rank(ch.rank, "its shim's connection to nano-run closed");
+    }
+    shims_.forget(channels_[*it].get());
+    close(channels_[*it]->fd);
+    channels_.erase(channels_.begin() + static_cast<long>(*it));
+  }
+  if (listen_fd_ >= 0 && fds[1].revents) accept_shim();
+}
+
+bool SupervisionLoop::reap() {
+  bool any_running = false;
+  for (auto& c : children_) {
+    if (!c.running) continue;
+    int status;
+    pid_t got = waitpid(c.pid, &status, WNOHANG);
+    if (got == c.pid) {
+      c.running = false;
+      int code, sig;
+      decode_wait_status(status, code, sig);
+      if (c.rank >= 0) {
+        rank_ended(c.rank, code, sig);
+      } else {
+        drain();  // the shims' last frames (their exit statuses) come before mpirun's verdict
+        if (!supervisor_.root_cause() && supervisor_.interrupted_by() == 0 && (code != 0 || sig != 0))
+          router_.note("nano-run: mpirun " + describe_end(code, sig));
+        apply(supervisor_.backend_exited(code, sig));
+      }
+    } else {
+      any_running = true;
+    }
+  }
+  return any_running;
+}
+
+void SupervisionLoop::drain() {
+  auto until = Clock::now() + std::chrono::milliseconds(500);
+  while (!channels_.empty() && Clock::now() < until) poll_once(50);
+}
+
+void SupervisionLoop::loop() {
+  while (reap()) {
+    int timeout = 100;
+    if (mpirun_deadline_ && Clock::now() >= *mpirun_deadline_) {
+      // mpirun did not end after its ranks did (or after they were killed): end it.
+      killpg(backend_pid_, SIGKILL);
+      mpirun_deadline_.reset();
+    }
+    if (deadline_) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline_ - Clock::now()).count();
+      if (left <= 0) {
+        router_.note("nano-run: grace period over; killing the remaining ranks");
+        apply(supervisor_.grace_expired());
+        deadline_.reset();
+      } else {
+        timeout = static_cast<int>(std::min<long long>(left, timeout));
+      }
+    }
+    poll_once(timeout);
+    heartbeat();
+  }
+  drain();
+  for (auto& c : channels_) close(c->fd);
+  channels_.clear();
+}
+
+LaunchResult SupervisionLoop::finish() {
+  LaunchResult result;
+  result.exit_code = supervisor_.exit_code();
+  result.interrupted_by = supervisor_.interrupted_by();
+  EndFacts facts;
+  facts.root_cause = supervisor_.root_cause();
+  facts.interrupted_by = result.interrupted_by;
+  facts.exit_code = result.exit_code;
+  facts.rank_offset = s_.rank_offset;
+  facts.hosts = shims_.hosts();
+  facts.lost = lost_;
+  facts.this_host = host_name();
+  if (facts.root_cause) facts.stderr_tail = router_.stderr_tail(facts.root_cause->rank);
+  EndReport report = report_end(facts);
+  for (const auto& line : report.lines) router_.note(line);
+  result.failure = report.failure;
+  return result;
+}
+
+}  // namespace nano

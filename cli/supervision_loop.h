@@ -1,0 +1,81 @@
+#pragma once
+// One world's supervision, the same for both backends: poll the ranks' (and mpirun's) output,
+// the shims' links and nano-run's signals; reap processes; feed every event to the pure
+// Supervisor (cli/supervisor.h) and carry out its decisions through the RankStarter; run the
+// grace and mpirun deadlines, the heartbeats and the lost-host detection; report the end.
+#include <sys/types.h>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/guardian.h"
+#include "cli/launch_setup.h"
+#include "cli/output.h"
+#include "cli/rank_starter.h"
+#include "cli/shim_channels.h"
+#include "cli/signals.h"
+#include "cli/supervisor.h"
+
+namespace nano {
+
+class SupervisionLoop : private ShimEvents {
+ public:
+  SupervisionLoop(const LaunchOptions& o, const Setup& s, OutputRouter& router, StdioSink& sink, Guardian& guardian);
+
+  /// The shims' links of this world, for the mpi backend's starter.
+  ShimChannels& shims() { return shims_; }
+
+  /// Starts the world with `starter` and supervises it until every process it started is gone;
+  /// prints the root cause (or the interruption) and returns the outcome. Throws Error when the
+  /// world cannot start (nothing of it is left running then).
+  LaunchResult run(RankStarter& starter);
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct Child {
+    pid_t pid;
+    int rank;  // -1 = the backend (mpirun)
+    bool running;
+  };
+
+  void rank_started_here(int rank, pid_t pid) override;
+  void rank_ended(int rank, int code, int sig) override;
+
+  void add_pipe(int fd, int rank, Stream stream);
+  void deliver(int sig);
+  void release_shims();
+  void apply(const Decision& d);
+  void lose_rank(int rank, const std::string& why);
+  void lose_silent_hosts(std::chrono::milliseconds silence);
+  void heartbeat();
+  bool read_channel(Channel& ch);
+  void accept_shim();
+  void poll_once(int timeout_ms);
+  bool reap();
+  void drain();
+  void loop();
+  LaunchResult finish();
+
+  const LaunchOptions& o_;
+  const Setup& s_;
+  OutputRouter& router_;
+  StdioSink& sink_;
+  Guardian& guardian_;
+  Supervisor supervisor_;
+  ShimChannels shims_;
+  RankStarter* starter_ = nullptr;
+  std::vector<std::string> lost_;  // by rank: why its host counts as lost ("" = not)
+  Clock::time_point last_beat_{};
+  pid_t backend_pid_ = -1;         // mpirun, when the backend runs one
+  std::optional<Clock::time_point> mpirun_deadline_;
+  std::vector<Child> children_;
+  std::vector<std::unique_ptr<Channel>> channels_;
+  SignalPipe* signals_ = nullptr;
+  int listen_fd_ = -1;
+  std::optional<Clock::time_point> deadline_;
+};
+
+}  // namespace nano

@@ -1,0 +1,118 @@
+#include "cli/root_cause.h"
+
+#include <doctest/doctest.h>
+#include <signal.h>
+
+using namespace nano;
+
+namespace {
+
+EndFacts two_hosts() {
+  EndFacts f;
+  f.hosts = {"hostA", "hostB", "hostA", "hostB"};
+  f.lost = {"", "", "", ""};
+  f.this_host = "hostA";
+  return f;
+}
+
+}  // namespace
+
+TEST_CASE("report_end: the root cause's line, its stderr tail, and the failure returned") {
+  struct Case {
+    const char* name;
+    RootCause cause;
+    int exit_code;
+    int rank_offset;
+    std::vector<std::string> tail;
+    std::vector<std::string> lines;
+    int failure_rank;
+    const char* failure_host;
+  };
+  const Case cases[] = {
+      {"killed rank", {1, 0, SIGKILL}, 137, 0, {},
+       {"nano-run: root cause: rank 1 on hostB was killed by SIGKILL; nano-run exits with 137"}, 1, "hostB"},
+      {"exited rank with a tail", {2, 3, 0}, 3, 0, {"boom", "bad"},
+       {"nano-run: root cause: rank 2 on hostA exited with code 3; nano-run exits with 3",
+        "nano-run: last stderr lines of rank 2:", "  | boom", "  | bad"},
+       2, "hostA"},
+      {"rank offset of a Slurm node's part", {0, 0, SIGSEGV}, 139, 4, {"segv"},
+       {"nano-run: root cause: rank 4 on hostA was killed by SIGSEGV; nano-run exits with 139",
+        "nano-run: last stderr lines of rank 4:", "  | segv"},
+       4, "hostA"},
+      {"mpirun itself", {-1, 1, 0}, 1, 0, {"mpirun: no"},
+       {"nano-run: root cause: mpirun on hostA exited with code 1; nano-run exits with 1",
+        "nano-run: last stderr lines of mpirun:", "  | mpirun: no"},
+       -1, "hostA"},
+      {"a signal without a name", {0, 0, SIGRTMIN + 1}, 128 + SIGRTMIN + 1, 0, {},
+       {"nano-run: root cause: rank 0 on hostA was killed by signal " + std::to_string(SIGRTMIN + 1) +
+        "; nano-run exits with " + std::to_string(128 + SIGRTMIN + 1)},
+       0, "hostA"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.name);
+    EndFacts f = two_hosts();
+    f.root_cause = c.cause;
+    f.exit_code = c.exit_code;
+    f.rank_offset = c.rank_offset;
+    f.stderr_tail = c.tail;
+    const EndReport r = report_end(f);
+    CHECK(r.lines == c.lines);
+    REQUIRE(r.failure);
+    CHECK(r.failure->rank == c.failure_rank);
+    CHECK(r.failure->host == c.failure_host);
+    CHECK(r.failure->exit_code == c.cause.exit_code);
+    CHECK(r.failure->signal == c.cause.signal);
+    CHECK(r.failure->lost.empty());
+  }
+}
+
+TEST_CASE("report_end: a lost host names its ranks and why") {
+  EndFacts f = two_hosts();
+  f.lost[1] = "no word from its shim for 30 s: a cut link or a dead host";
+  f.root_cause = RootCause{1, kLostHostExitCode, 0};
+  f.exit_code = kLostHostExitCode;
+  f.stderr_tail = {"last words"};
+  const EndReport r = report_end(f);
+  CHECK(r.lines == std::vector<std::string>{
+                       "nano-run: root cause: host hostB lost (ranks 1,3 there; rank 1: no word from its shim for 30 s: "
+                       "a cut link or a dead host); nano-run exits with 255",
+                       "nano-run: last stderr lines of rank 1:", "  | last words"});
+  REQUIRE(r.failure);
+  CHECK(r.failure->lost == f.lost[1]);
+  CHECK(r.failure->stderr_tail == "last words\n");
+}
+
+TEST_CASE("report_end: a shim lost on nano-run's own host, alone on it") {
+  EndFacts f;
+  f.hosts = {"hostA", "hostB"};
+  f.lost = {"its shim's connection to nano-run closed", ""};
+  f.this_host = "hostA";
+  f.root_cause = RootCause{0, kLostHostExitCode, 0};
+  f.exit_code = kLostHostExitCode;
+  CHECK(report_end(f).lines ==
+        std::vector<std::string>{"nano-run: root cause: rank 0's shim on hostA ended without the rank's status (its "
+                                 "shim's connection to nano-run closed); nano-run exits with 255"});
+  f.this_host = "hostC";  // a host of one rank: "rank", not "ranks"
+  CHECK(report_end(f).lines ==
+        std::vector<std::string>{"nano-run: root cause: host hostA lost (rank 0 there; rank 0: its shim's connection to "
+                                 "nano-run closed); nano-run exits with 255"});
+}
+
+TEST_CASE("report_end: an interruption with no failure, and a clean end") {
+  EndFacts f = two_hosts();
+  f.interrupted_by = SIGINT;
+  f.exit_code = 130;
+  EndReport r = report_end(f);
+  CHECK(r.lines == std::vector<std::string>{"nano-run: stopped by SIGINT; exit 130"});
+  CHECK_FALSE(r.failure);
+  f.interrupted_by = 0;
+  f.exit_code = 0;
+  r = report_end(f);
+  CHECK(r.lines.empty());
+  CHECK_FALSE(r.failure);
+}
+
+TEST_CASE("describe_end") {
+  CHECK(describe_end(0, SIGTERM) == "was killed by SIGTERM");
+  CHECK(describe_end(7, 0) == "exited with code 7");
+}
