@@ -4,7 +4,7 @@
 #include <cctype>
 #include <climits>
 
-#include "env-init/error.h"
+#include <nano/error.h>
 
 namespace nano {
 namespace {
@@ -70,6 +70,31 @@ std::string format_cpu_list(std::vector<int> cpus) {
     if (j > i) out += '-' + std::to_string(cpus[j]);
     i = j + 1;
   }
+  return out;
+}
+
+std::vector<std::vector<int>> parse_cpu_lists(const std::string& text) {
+  std::vector<std::string> texts;
+  std::size_t start = 0;
+  while (true) {
+    const auto semi = text.find(';', start);
+    texts.push_back(text.substr(start, semi == std::string::npos ? std::string::npos : semi - start));
+    if (semi == std::string::npos) break;
+    start = semi + 1;
+  }
+  if (texts.size() > 1 && texts.back().find_first_not_of(" \t") == std::string::npos) texts.pop_back();
+  std::vector<std::vector<int>> lists;
+  for (std::size_t rank = 0; rank < texts.size(); ++rank) {
+    if (texts[rank].find_first_not_of(" \t") == std::string::npos)
+      throw UsageError("the CPU list of rank " + std::to_string(rank) + " is empty");
+    lists.push_back(parse_cpu_list(texts[rank]));
+  }
+  return lists;
+}
+
+std::string format_cpu_lists(const std::vector<std::vector<int>>& lists) {
+  std::string out;
+  for (std::size_t r = 0; r < lists.size(); ++r) out += (r ? ";" : "") + format_cpu_list(lists[r]);
   return out;
 }
 

@@ -12,4 +12,13 @@ std::vector<int> parse_cpu_list(const std::string& text);
 /// Formats sorted or unsorted OS indexes in the shortest range form ("0-3,8"); "" for none.
 std::string format_cpu_list(std::vector<int> cpus);
 
+/// Parses one CPU list per rank, separated by ';' ("0-3;4-7"), as nano-run's and nano-init's
+/// --cpu-for-each-process take them. A trailing ';' ("0-3;4-7;") is a common shell slip, not a
+/// request for an empty rank, and is forgiven. Throws UsageError for an empty rank's list
+/// ("the CPU list of rank 1 is empty") or a malformed one (parse_cpu_list's text).
+std::vector<std::vector<int>> parse_cpu_lists(const std::string& text);
+
+/// The inverse: "0-3;4-7".
+std::string format_cpu_lists(const std::vector<std::vector<int>>& lists);
+
 }  // namespace nano

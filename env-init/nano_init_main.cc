@@ -6,10 +6,13 @@
 #include <algorithm>
 #include <iostream>
 #include <optional>
+#include <set>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "env-init/cpulist.h"
-#include "env-init/error.h"
+#include <nano/error.h>
 #include "env-init/planner.h"
 #include "env-init/recipe.h"
 #include "env-init/shell.h"
@@ -34,6 +37,7 @@ struct InitOptions {
   std::string allowed_cpus;
   bool show_topology = false;
   std::optional<int> plan;
+  std::string cpu_lists;  // --cpu-for-each-process as typed
   nano::PlanOptions plan_options;
 };
 
@@ -43,7 +47,9 @@ void setup_init(CLI::App& app, InitOptions& o) {
       "OpenMP threads, OpenMP binding policy and a preloaded memory allocator.");
   auto* shell = app.add_option("--shell", o.shell, "shell syntax: bash, zsh, sh or fish")
                     ->capture_default_str();
-  auto* json = app.add_flag("--json", o.json, "print a JSON object of name -> value instead");
+  auto* json = app.add_flag("--json", o.json,
+                            "print a JSON object of name -> value instead (with --show-topology: "
+                            "the machine as one JSON object)");
   auto* unset = app.add_flag("--unset", o.unset, "print what undoes the recipe");
   app.add_flag("--explain", o.explain, "precede each variable with a comment saying why");
   auto* je = app.add_flag("-j,--jemalloc", o.jemalloc, "preload jemalloc (default when installed)");
@@ -66,11 +72,12 @@ void setup_init(CLI::App& app, InitOptions& o) {
   xml->excludes(syn);
   app.add_option("--allowed-cpus", o.allowed_cpus,
                  "only these CPUs are usable (as a cpuset would say), e.g. 0-7,16-23");
-  auto* show = app.add_flag("--show-topology", o.show_topology, "print the machine and exit");
+  auto* show = app.add_flag("--show-topology", o.show_topology,
+                            "print the machine and exit (with --json: as one JSON object)");
   auto* plan = app.add_option("--plan", o.plan, "print how N ranks would share the machine");
   app.add_option("--cores-per-process", o.plan_options.cores_per_process,
                  "with --plan: physical cores per rank");
-  app.add_option("--cpu-for-each-process", o.plan_options.cpu_for_each_process,
+  app.add_option("--cpu-for-each-process", o.cpu_lists,
                  "with --plan: explicit CPU lists, ranks separated by ';' (\"0-3;4-7\")");
   app.add_flag("--use-logical-cores", o.plan_options.use_logical_cores,
                "give ranks every hardware thread, not one per core");
@@ -79,7 +86,7 @@ void setup_init(CLI::App& app, InitOptions& o) {
   app.add_flag("--oversubscribe", o.plan_options.oversubscribe,
                "with --plan: allow more ranks than cores");
   json->excludes(unset, shell);
-  show->excludes(json, unset, plan);
+  show->excludes(unset, plan);
   app.set_version_flag("--version", std::string("nano-init ") + NANO_VERSION);
   app.footer(
       "Examples:\n"
@@ -89,6 +96,7 @@ void setup_init(CLI::App& app, InitOptions& o) {
       "  nano-init --explain                      why each variable is set\n"
       "  nano-init -t -r 8                        tcmalloc, 8 OpenMP threads\n"
       "  nano-init --show-topology                packages, NUMA nodes, cores, allowed CPUs\n"
+      "  nano-init --show-topology --json         the same as one JSON object, for scripts\n"
       "  nano-init --synthetic \"pack:2 numa:2 core:8 pu:2\" --plan 4\n"
       "                                           plan 4 ranks on a machine you don't have");
 }
@@ -124,6 +132,48 @@ nano::Topology load_topology(const InitOptions& o) {
   return t;
 }
 
+// `--show-topology --json`: what describe_topology prints, as one JSON object for scripts.
+// CPU sets come as a cpulist string beside their count; NUMA nodes as a count beside their ids.
+std::string describe_topology_json(const nano::Topology& topo) {
+  std::size_t e_cores = 0;
+  for (const nano::Core& c : topo.cores) e_cores += c.efficiency ? 1 : 0;
+  nlohmann::ordered_json nodes = nlohmann::ordered_json::array();
+  for (int node : topo.numa_nodes) {
+    std::vector<int> pus;
+    std::set<int> pkgs;
+    int count = 0;
+    for (const nano::Core& c : topo.cores) {
+      if (c.numa_node != node) continue;
+      ++count;
+      pkgs.insert(c.package);
+      pus.insert(pus.end(), c.pus.begin(), c.pus.end());
+    }
+    std::sort(pus.begin(), pus.end());
+    nodes.push_back({{"node", node},
+                     {"packages", std::vector<int>(pkgs.begin(), pkgs.end())},
+                     {"cores", count},
+                     {"cpus", nano::format_cpu_list(pus)}});
+  }
+  nlohmann::ordered_json j = {
+      {"machine", topo.source},
+      {"packages", topo.packages},
+      {"numa_nodes", topo.numa_nodes.size()},
+      {"numa_node_ids", topo.numa_nodes},
+      {"l3_domains", topo.l3_domains},
+      {"cores", topo.cores.size()},
+      {"smt", topo.smt()},
+      {"present_pus", topo.present_pus.size()},
+      {"present_cpus", nano::format_cpu_list(topo.present_pus)},
+      {"pus", topo.allowed_pus.size()},
+      {"allowed_cpus", nano::format_cpu_list(topo.allowed_pus)},
+      {"hybrid", topo.hybrid},
+      {"performance_cores", topo.cores.size() - e_cores},
+      {"efficiency_cores", e_cores},
+      {"numa", nodes},
+  };
+  return j.dump() + "\n";
+}
+
 std::string describe_plan(const nano::Plan& plan) {
   std::ostringstream out;
   out << "rank  threads  NUMA  CPUs\n";
@@ -147,22 +197,31 @@ int run_init(const InitOptions& o) {
   const nano::Shell shell = nano::parse_shell(o.shell);
   nano::RecipeOptions recipe_options;
   if (!o.allocator.empty()) recipe_options.allocator = nano::parse_allocator(o.allocator);
-  if (o.jemalloc) recipe_options.allocator = nano::Allocator::jemalloc;
-  if (o.tcmalloc) recipe_options.allocator = nano::Allocator::tcmalloc;
-  if (o.system_allocator) recipe_options.allocator = nano::Allocator::system;
+  if (o.jemalloc) recipe_options.allocator = nano::Allocator::kJemalloc;
+  if (o.tcmalloc) recipe_options.allocator = nano::Allocator::kTcmalloc;
+  if (o.system_allocator) recipe_options.allocator = nano::Allocator::kSystem;
   recipe_options.openmp = nano::parse_openmp_runtime(o.openmp);
   recipe_options.disable_openmp = o.disable_openmp;
   recipe_options.threads = o.threads.value_or(0);
 
   const nano::Topology topology = load_topology(o);
   if (o.show_topology) {
-    std::cout << nano::describe_topology(topology);
+    std::cout << (o.json ? describe_topology_json(topology) : nano::describe_topology(topology));
     return 0;
   }
   if (o.plan) {
-    nano::check_num_processes(*o.plan);
     nano::PlanOptions plan_options = o.plan_options;
+    plan_options.names = nano::plan_flag_names();
+    plan_options.names.num_processes = "--plan";  // nano-init's name for the rank count
+    nano::check_num_processes(*o.plan, plan_options.names.num_processes);
     plan_options.num_processes = *o.plan;
+    if (!o.cpu_lists.empty()) {
+      try {
+        plan_options.cpu_for_each_process = nano::parse_cpu_lists(o.cpu_lists);
+      } catch (const nano::UsageError& e) {
+        throw nano::UsageError(std::string("--cpu-for-each-process: ") + e.what());
+      }
+    }
     std::cout << describe_plan(nano::make_plan(topology, plan_options));
     return 0;
   }

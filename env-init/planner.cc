@@ -7,7 +7,7 @@
 #include <tuple>
 
 #include "env-init/cpulist.h"
-#include "env-init/error.h"
+#include <nano/error.h>
 
 namespace nano {
 namespace {
@@ -140,25 +140,14 @@ void note_spans(Plan& plan, const std::vector<CoreList>& rank_cores) {
 }
 
 Plan explicit_plan(const Topology& topo, const PlanOptions& options) {
-  const std::string flag = "--cpu-for-each-process";
+  const std::string& flag = options.names.cpu_for_each_process;
   if (options.cores_per_process != 0)
-    throw UsageError(flag + " and --cores-per-process cannot be used together");
-  std::vector<std::string> texts;
-  std::size_t start = 0;
-  while (true) {
-    const auto semi = options.cpu_for_each_process.find(';', start);
-    texts.push_back(options.cpu_for_each_process.substr(
-        start, semi == std::string::npos ? std::string::npos : semi - start));
-    if (semi == std::string::npos) break;
-    start = semi + 1;
-  }
-  // A trailing ';' ("0-3;4-7;") is a common shell slip, not a request for an empty rank.
-  if (texts.size() > 1 && texts.back().find_first_not_of(" \t") == std::string::npos)
-    texts.pop_back();
-  const int n = static_cast<int>(texts.size());
+    throw UsageError(flag + " and " + options.names.cores_per_process + " cannot be used together");
+  const auto& lists = options.cpu_for_each_process;
+  const int n = static_cast<int>(lists.size());
   if (options.num_processes != 0 && options.num_processes != n)
-    throw UsageError(flag + " gives " + std::to_string(n) + (n == 1 ? " list" : " lists") +
-                     " but --num-processes is " + std::to_string(options.num_processes));
+    throw UsageError(flag + " gives " + std::to_string(n) + (n == 1 ? " list" : " lists") + " but " +
+                     options.names.num_processes + " is " + std::to_string(options.num_processes));
 
   std::map<int, const Core*> core_of;
   for (const Core& c : topo.cores)
@@ -167,14 +156,11 @@ Plan explicit_plan(const Topology& topo, const PlanOptions& options) {
   Plan plan;
   std::vector<CoreList> rank_cores;
   for (int rank = 0; rank < n; ++rank) {
-    if (texts[rank].find_first_not_of(" \t") == std::string::npos)
+    if (lists[rank].empty())
       throw UsageError(flag + ": the CPU list of rank " + std::to_string(rank) + " is empty");
-    std::vector<int> cpus;
-    try {
-      cpus = parse_cpu_list(texts[rank]);
-    } catch (const UsageError& e) {
-      throw UsageError(flag + ": " + e.what());
-    }
+    std::vector<int> cpus = lists[rank];
+    std::sort(cpus.begin(), cpus.end());
+    cpus.erase(std::unique(cpus.begin(), cpus.end()), cpus.end());
     CoreList cores;
     for (int cpu : cpus) {
       if (!std::binary_search(topo.present_pus.begin(), topo.present_pus.end(), cpu))
@@ -217,15 +203,26 @@ Plan explicit_plan(const Topology& topo, const PlanOptions& options) {
 
 }  // namespace
 
-void check_num_processes(int num_processes) {
+PlanSettingNames plan_flag_names() {
+  PlanSettingNames names;
+  names.num_processes = "--num-processes";
+  names.cores_per_process = "--cores-per-process";
+  names.cpu_for_each_process = "--cpu-for-each-process";
+  names.oversubscribe = "--oversubscribe";
+  names.use_efficiency_cores = "--use-efficiency-cores";
+  return names;
+}
+
+void check_num_processes(int num_processes, const std::string& setting) {
   if (num_processes < 1)
-    throw UsageError("--num-processes must be at least 1, got " + std::to_string(num_processes));
+    throw UsageError(setting + " must be at least 1, got " + std::to_string(num_processes));
 }
 
 Plan make_plan(const Topology& topo, const PlanOptions& options) {
-  if (options.num_processes < 0) check_num_processes(options.num_processes);
+  const PlanSettingNames& names = options.names;
+  if (options.num_processes < 0) check_num_processes(options.num_processes, names.num_processes);
   if (options.cores_per_process < 0)
-    throw UsageError("--cores-per-process must be at least 1, got " +
+    throw UsageError(names.cores_per_process + " must be at least 1, got " +
                      std::to_string(options.cores_per_process));
   if (topo.cores.empty()) throw Error("no usable CPU on " + topo.source);
   if (!options.cpu_for_each_process.empty()) return explicit_plan(topo, options);
@@ -245,7 +242,7 @@ Plan make_plan(const Topology& topo, const PlanOptions& options) {
   }
   if (!left_out.empty())
     plan.notes.push_back("efficiency cores (CPUs " + format_cpu_list(left_out) +
-                         ") are left out; --use-efficiency-cores uses them");
+                         ") are left out; " + names.use_efficiency_cores + " uses them");
 
   const int cores = static_cast<int>(usable.size());
   const std::string usable_text = std::to_string(cores) + " usable physical " +
@@ -254,17 +251,17 @@ Plan make_plan(const Topology& topo, const PlanOptions& options) {
   int n = options.num_processes;
   if (n == 0) {
     if (k > cores)
-      throw UsageError("--cores-per-process " + std::to_string(k) + " is more than the " +
+      throw UsageError(names.cores_per_process + " " + std::to_string(k) + " is more than the " +
                        usable_text);
     n = k > 0 ? cores / k : 1;
   } else if (k == 0 && n > cores && !options.oversubscribe) {
-    throw UsageError("--num-processes " + std::to_string(n) + " is more than the " + usable_text +
-                     " (use --oversubscribe to share cores)");
+    throw UsageError(names.num_processes + " " + std::to_string(n) + " is more than the " + usable_text +
+                     " (use " + names.oversubscribe + " to share cores)");
   } else if (k > 0 && n * k > cores && !options.oversubscribe) {
-    throw UsageError("--num-processes " + std::to_string(n) + " with --cores-per-process " +
+    throw UsageError(names.num_processes + " " + std::to_string(n) + " with " + names.cores_per_process + " " +
                      std::to_string(k) + " needs " + std::to_string(n * k) +
                      " physical cores but there are only " + usable_text +
-                     " (use --oversubscribe to share cores)");
+                     " (use " + names.oversubscribe + " to share cores)");
   }
 
   const int per_rank = std::min(std::max(k, 1), cores);

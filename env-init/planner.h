@@ -8,14 +8,30 @@
 
 namespace nano {
 
+/// How the front end that filled a PlanOptions calls its settings, for the planner's error
+/// texts: the C++ API's field names by default; nano-run and nano-init use plan_flag_names().
+struct PlanSettingNames {
+  std::string num_processes = "num_processes";
+  std::string cores_per_process = "cores_per_process";
+  std::string cpu_for_each_process = "cpu_for_each_process";
+  std::string oversubscribe = "oversubscribe";
+  std::string use_efficiency_cores = "use_efficiency_cores";
+};
+
+/// The command-line flags of nano-run and nano-init ("--num-processes", ...).
+PlanSettingNames plan_flag_names();
+
 /// What the user asked for. Zero means "not given".
 struct PlanOptions {
   int num_processes = 0;              ///< N; 0 = derive from cores_per_process, else 1
   int cores_per_process = 0;          ///< K physical cores per rank; 0 = split evenly
-  std::string cpu_for_each_process;   ///< explicit lists "0-3;4-7"; "" = plan automatically
+  /// One CPU list (OS indexes) per rank, e.g. {{0, 1}, {2, 3}}; empty = plan automatically.
+  /// Text forms ("0-1;2-3") are parsed by the front ends (parse_cpu_lists).
+  std::vector<std::vector<int>> cpu_for_each_process;
   bool use_logical_cores = false;     ///< give ranks every allowed PU, not one per core
   bool use_efficiency_cores = false;  ///< also use efficiency cores of a hybrid CPU
   bool oversubscribe = false;         ///< allow more ranks than usable cores (ranks share)
+  PlanSettingNames names;             ///< how errors and notes name the settings above
 };
 
 /// The CPUs of one rank.
@@ -33,10 +49,10 @@ struct Plan {
   std::vector<std::string> notes;
 };
 
-/// Throws UsageError "--num-processes must be at least 1, got N" when N < 1. PlanOptions
-/// uses 0 for "not given", so a front end whose user typed an explicit 0 calls this first;
-/// make_plan itself rejects negative counts with the same text.
-void check_num_processes(int num_processes);
+/// Throws UsageError "<setting> must be at least 1, got N" when N < 1. PlanOptions uses 0 for
+/// "not given", so a front end whose user gave an explicit 0 calls this first; make_plan itself
+/// rejects negative counts with the same text. `setting`: the name the user knows.
+void check_num_processes(int num_processes, const std::string& setting);
 
 /// Splits `topology` among ranks. Guarantees: CPU sets are disjoint (unless oversubscribed),
 /// SMT siblings of a core never go to two ranks, every usable core is used, remainders are

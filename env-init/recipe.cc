@@ -7,7 +7,7 @@
 #include <cstdlib>
 
 #include "env-init/cpulist.h"
-#include "env-init/error.h"
+#include <nano/error.h>
 
 extern char** environ;
 
@@ -114,17 +114,17 @@ std::vector<std::string> library_dirs() {
 }  // namespace
 
 Allocator parse_allocator(const std::string& text) {
-  if (text == "jemalloc") return Allocator::jemalloc;
-  if (text == "tcmalloc") return Allocator::tcmalloc;
-  if (text == "system") return Allocator::system;
-  if (text == "auto") return Allocator::automatic;
+  if (text == "jemalloc") return Allocator::kJemalloc;
+  if (text == "tcmalloc") return Allocator::kTcmalloc;
+  if (text == "system") return Allocator::kSystem;
+  if (text == "auto") return Allocator::kAutomatic;
   throw UsageError("unknown allocator \"" + text + "\" (choose jemalloc, tcmalloc, system or auto)");
 }
 
 OpenMpRuntime parse_openmp_runtime(const std::string& text) {
-  if (text == "gnu") return OpenMpRuntime::gnu;
-  if (text == "intel") return OpenMpRuntime::intel;
-  if (text == "auto") return OpenMpRuntime::automatic;
+  if (text == "gnu") return OpenMpRuntime::kGnu;
+  if (text == "intel") return OpenMpRuntime::kIntel;
+  if (text == "auto") return OpenMpRuntime::kAutomatic;
   throw UsageError("unknown OpenMP runtime \"" + text + "\" (choose gnu, intel or auto)");
 }
 
@@ -158,9 +158,9 @@ Recipe make_recipe(int physical_cores, const std::vector<int>& cpus, const Recip
                   std::to_string(std::max(physical_cores, 1)) +
                   "); SMT siblings share a core's floating-point units");
     OpenMpRuntime runtime = options.openmp;
-    if (runtime == OpenMpRuntime::automatic)
-      runtime = std::any_of(preload.begin(), preload.end(), is_intel_openmp) ? OpenMpRuntime::intel
-                                                                             : OpenMpRuntime::gnu;
+    if (runtime == OpenMpRuntime::kAutomatic)
+      runtime = std::any_of(preload.begin(), preload.end(), is_intel_openmp) ? OpenMpRuntime::kIntel
+                                                                             : OpenMpRuntime::kGnu;
     // No OpenMP binding on purpose. Measured on this project's 2-core Debian 12 machine with a
     // small OpenMP reduction (libgomp 12 and LLVM libomp as libiomp5): OMP_PROC_BIND=true,
     // OMP_PROC_BIND=close|spread + OMP_PLACES=cores, GOMP_CPU_AFFINITY=0-1 and
@@ -170,7 +170,7 @@ Recipe make_recipe(int physical_cores, const std::vector<int>& cpus, const Recip
     // threads and data loaders are such later threads, so they would all crowd one CPU.
     // Without a binding variable both CPUs stay usable by every thread. Locality comes from
     // nano-run binding each rank process to its CPU set, so OpenMP needs no CPU list.
-    if (runtime == OpenMpRuntime::gnu) {
+    if (runtime == OpenMpRuntime::kGnu) {
       add("OMP_PROC_BIND", "false",
           "GNU libgomp (Debian's libtorch): binding would pin the main thread to one CPU and "
           "every thread it starts later (inter-op, Gloo/MPI, data loaders) with it; the "
@@ -189,13 +189,13 @@ Recipe make_recipe(int physical_cores, const std::vector<int>& cpus, const Recip
   // before (so switching allocator works), and append the chosen one at most once.
   std::string library;
   std::string allocator_name;
-  if (options.allocator == Allocator::jemalloc || options.allocator == Allocator::automatic) {
+  if (options.allocator == Allocator::kJemalloc || options.allocator == Allocator::kAutomatic) {
     library = find_library({"libjemalloc.so.2", "libjemalloc.so"});
     allocator_name = "jemalloc";
-    if (library.empty() && options.allocator == Allocator::jemalloc)
+    if (library.empty() && options.allocator == Allocator::kJemalloc)
       throw UsageError(
           "--allocator jemalloc: libjemalloc.so.2 is not installed (Debian package libjemalloc2)");
-  } else if (options.allocator == Allocator::tcmalloc) {
+  } else if (options.allocator == Allocator::kTcmalloc) {
     library = find_library({"libtcmalloc.so.4", "libtcmalloc.so"});
     allocator_name = "tcmalloc";
     if (library.empty())
@@ -206,7 +206,7 @@ Recipe make_recipe(int physical_cores, const std::vector<int>& cpus, const Recip
   // An allocator the user preloads themselves wins over the automatic choice: two allocators
   // in one process would fight over every malloc. (The very library the recipe would add is
   // taken as the recipe's own, from an earlier nano-init, so the recipe stays idempotent.)
-  if (options.allocator == Allocator::automatic) {
+  if (options.allocator == Allocator::kAutomatic) {
     auto own = std::find_if(preload.begin(), preload.end(), [&](const std::string& item) {
       return is_allocator_library(item) && item != library;
     });

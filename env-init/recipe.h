@@ -9,8 +9,8 @@
 
 namespace nano {
 
-enum class Allocator { automatic, jemalloc, tcmalloc, system };
-enum class OpenMpRuntime { automatic, gnu, intel };
+enum class Allocator { kAutomatic, kJemalloc, kTcmalloc, kSystem };
+enum class OpenMpRuntime { kAutomatic, kGnu, kIntel };
 
 /// Parses "jemalloc|tcmalloc|system|auto"; throws UsageError naming the value.
 Allocator parse_allocator(const std::string& text);
@@ -18,8 +18,8 @@ Allocator parse_allocator(const std::string& text);
 OpenMpRuntime parse_openmp_runtime(const std::string& text);
 
 struct RecipeOptions {
-  Allocator allocator = Allocator::automatic;  ///< automatic = jemalloc when installed
-  OpenMpRuntime openmp = OpenMpRuntime::automatic;
+  Allocator allocator = Allocator::kAutomatic;  ///< automatic = jemalloc when installed
+  OpenMpRuntime openmp = OpenMpRuntime::kAutomatic;
   bool disable_openmp = false;  ///< leave every OpenMP variable out
   int threads = 0;              ///< OMP_NUM_THREADS override; 0 = physical cores in scope
 };

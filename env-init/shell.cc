@@ -2,14 +2,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "env-init/error.h"
+#include <nano/error.h>
 
 namespace nano {
 
 Shell parse_shell(const std::string& text) {
   if (text == "bash" || text == "zsh" || text == "sh" || text == "dash" || text == "posix")
-    return Shell::posix;
-  if (text == "fish") return Shell::fish;
+    return Shell::kPosix;
+  if (text == "fish") return Shell::kFish;
   throw UsageError("unknown shell \"" + text + "\" (choose bash, zsh, sh or fish)");
 }
 
@@ -18,8 +18,8 @@ std::string quote_for_shell(const std::string& value, Shell shell) {
   for (char ch : value) {
     if (ch == '\'') {
       // POSIX single quotes cannot hold a quote: close, emit an escaped one, reopen.
-      out += shell == Shell::posix ? "'\\''" : "\\'";
-    } else if (ch == '\\' && shell == Shell::fish) {
+      out += shell == Shell::kPosix ? "'\\''" : "\\'";
+    } else if (ch == '\\' && shell == Shell::kFish) {
       out += "\\\\";  // fish interprets \\ and \' inside single quotes
     } else {
       out += ch;
@@ -31,12 +31,12 @@ std::string quote_for_shell(const std::string& value, Shell shell) {
 namespace {
 
 std::string set_line(const std::string& name, const std::string& value, Shell shell) {
-  if (shell == Shell::fish) return "set -gx " + name + " " + quote_for_shell(value, shell) + "\n";
+  if (shell == Shell::kFish) return "set -gx " + name + " " + quote_for_shell(value, shell) + "\n";
   return "export " + name + "=" + quote_for_shell(value, shell) + "\n";
 }
 
 std::string unset_line(const std::string& name, Shell shell) {
-  return shell == Shell::fish ? "set -e " + name + "\n" : "unset " + name + "\n";
+  return shell == Shell::kFish ? "set -e " + name + "\n" : "unset " + name + "\n";
 }
 
 }  // namespace

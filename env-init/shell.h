@@ -7,7 +7,7 @@
 
 namespace nano {
 
-enum class Shell { posix, fish };  ///< posix = bash, zsh, sh, dash
+enum class Shell { kPosix, kFish };  ///< kPosix = bash, zsh, sh, dash
 
 /// Parses "bash|zsh|sh|dash|posix|fish"; throws UsageError naming the value.
 Shell parse_shell(const std::string& text);

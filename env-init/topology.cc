@@ -11,7 +11,7 @@
 #include <sstream>
 
 #include "env-init/cpulist.h"
-#include "env-init/error.h"
+#include <nano/error.h>
 
 namespace nano {
 namespace {

@@ -22,8 +22,8 @@
 #include "examples/common/progress.h"
 #include "examples/common/throughput.h"
 #include "examples/common/train.h"
-#include "runtime/checkpoint.h"
-#include "runtime/nano_wrapper.h"
+#include <nano/checkpoint.h>
+#include <nano/nano_wrapper.h>
 
 namespace ex = nano::examples;
 
@@ -119,9 +119,7 @@ int run(const ex::ExampleOptions& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  ex::ExampleOptions defaults;
-  defaults.lr = ex::kFashionMnistDefaultLr;
-  return ex::run_example_main(argc, argv, defaults,
-                               {kProgram, "Train a LeNet-style CNN on Fashion-MNIST on several ranks with nano::nano(...).", true, true, false, true, true},
-                               run);
+  return ex::run_fashion_mnist_main(argc, argv,
+                                    {kProgram, "Train a LeNet-style CNN on Fashion-MNIST on several ranks with nano::nano(...).", true, true, false, true, true},
+                                    run);
 }

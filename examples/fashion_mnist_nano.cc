@@ -21,9 +21,9 @@
 #include "examples/common/progress.h"
 #include "examples/common/throughput.h"
 #include "examples/common/train.h"
-#include "runtime/checkpoint.h"
-#include "runtime/communicator.h"
-#include "runtime/torch_nano.h"
+#include <nano/checkpoint.h>
+#include <nano/communicator.h>
+#include <nano/torch_nano.h>
 
 namespace ex = nano::examples;
 
@@ -142,9 +142,7 @@ int run(const ex::ExampleOptions& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  ex::ExampleOptions defaults;
-  defaults.lr = ex::kFashionMnistDefaultLr;
-  return ex::run_example_main(argc, argv, defaults,
-                               {kProgram, "Train a LeNet-style CNN on Fashion-MNIST on several ranks with nano::TorchNano.", true, true, false, true, true},
-                               run);
+  return ex::run_fashion_mnist_main(argc, argv,
+                                    {kProgram, "Train a LeNet-style CNN on Fashion-MNIST on several ranks with nano::TorchNano.", true, true, false, true, true},
+                                    run);
 }

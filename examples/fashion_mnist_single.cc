@@ -11,7 +11,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "env-init/error.h"
+#include <nano/error.h>
 #include "examples/common/fashion_mnist.h"
 #include "examples/common/fashion_mnist_training.h"
 #include "examples/common/models.h"
@@ -69,9 +69,7 @@ int run(const ex::ExampleOptions& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  ex::ExampleOptions defaults;
-  defaults.lr = ex::kFashionMnistDefaultLr;
-  return ex::run_example_main(argc, argv, defaults,
-                               {kProgram, "Train a LeNet-style CNN on Fashion-MNIST in one process.", true, true, false},
-                               run);
+  return ex::run_fashion_mnist_main(argc, argv,
+                                    {kProgram, "Train a LeNet-style CNN on Fashion-MNIST in one process.", true, true, false},
+                                    run);
 }

@@ -11,13 +11,13 @@
 #include <cstdio>
 #include <memory>
 
-#include "env-init/error.h"
+#include <nano/error.h>
 #include "examples/common/models.h"
 #include "examples/common/options.h"
 #include "examples/common/progress.h"
 #include "examples/common/throughput.h"
 #include "examples/common/train.h"
-#include "runtime/nano.h"
+#include <nano/nano.h>
 
 namespace ex = nano::examples;
 

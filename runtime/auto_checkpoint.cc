@@ -1,4 +1,4 @@
-#include "runtime/auto_checkpoint.h"
+#include <nano/auto_checkpoint.h>
 
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
@@ -6,9 +6,9 @@
 #include <iostream>
 #include <set>
 
-#include "env-init/error.h"
-#include "runtime/auto_lr.h"
-#include "runtime/communicator.h"
+#include <nano/error.h>
+#include <nano/auto_lr.h>
+#include <nano/communicator.h>
 
 namespace nano {
 

@@ -1,4 +1,4 @@
-#include "runtime/auto_lr.h"
+#include <nano/auto_lr.h>
 
 #include <torch/optim/optimizer.h>
 #include <torch/serialize/input-archive.h>
@@ -7,7 +7,7 @@
 
 #include <algorithm>
 
-#include "env-init/error.h"
+#include <nano/error.h>
 
 namespace nano {
 

@@ -1,4 +1,4 @@
-#include "runtime/checkpoint.h"
+#include <nano/checkpoint.h>
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
@@ -15,13 +15,14 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 
-#include "env-init/error.h"
-#include "runtime/auto_lr.h"
-#include "runtime/communicator.h"
+#include <nano/error.h>
+#include <nano/auto_lr.h>
+#include <nano/communicator.h>
 #include "runtime/rendezvous.h"  // first_line
 
 namespace nano {
@@ -141,15 +142,11 @@ void write_durable(const std::string& dir, const std::string& path, const std::s
 
 void prepare_checkpoint_dir(const std::string& dir) {
   if (dir.empty()) throw UsageError("nano: the checkpoint folder is empty");
-  std::string partial;
-  size_t pos = 0;
-  while (pos != std::string::npos) {
-    pos = dir.find('/', pos + 1);
-    partial = dir.substr(0, pos);
-    if (!partial.empty() && mkdir(partial.c_str(), 0777) != 0 && errno != EEXIST)
-      throw UsageError("nano: cannot create checkpoint folder " + dir + ": " + errno_text());
-  }
+  std::error_code failed;
+  std::filesystem::create_directories(dir, failed);
   struct stat st {};
+  if (failed && stat(dir.c_str(), &st) != 0)
+    throw UsageError("nano: cannot create checkpoint folder " + dir + ": " + failed.message());
   if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
     throw UsageError("nano: checkpoint folder " + dir + " is not a folder");
   if (access(dir.c_str(), W_OK | X_OK) != 0)

@@ -1,15 +1,27 @@
-#include "runtime/communicator.h"
+#include <nano/communicator.h>
 
 #include <ATen/ATen.h>
 
-#include <cerrno>
 #include <cstdlib>
+#include <optional>
 
-#include "env-init/error.h"
+#include <nano/error.h>
+
+#include "env-init/parse.h"
 #include "runtime/gloo_communicator.h"
 #include "runtime/mpi_communicator.h"
 
 namespace nano {
+
+void check_broadcastable(const at::Tensor& tensor, int root, int world_size) {
+  if (!tensor.is_contiguous() || !tensor.device().is_cpu()) {
+    throw Error("nano: broadcast: expected a contiguous CPU tensor");
+  }
+  if (root < 0 || root >= world_size) {
+    throw Error("nano: broadcast: bad root " + std::to_string(root) + " in a world of " +
+                std::to_string(world_size));
+  }
+}
 
 void check_reducible(const at::Tensor& tensor, const char* what) {
   const auto type = tensor.scalar_type();
@@ -25,7 +37,7 @@ void check_reducible(const at::Tensor& tensor, const char* what) {
   }
 }
 
-void SelfCommunicator::broadcast(at::Tensor& tensor, int root) {
+void SelfCommunicator::broadcast(at::Tensor& /*tensor*/, int root) {
   if (root != 0) throw Error("nano: broadcast: bad root " + std::to_string(root) + " in a world of 1");
 }
 
@@ -36,7 +48,7 @@ class DoneWork : public Work {
 };
 }  // namespace
 
-std::unique_ptr<Work> SelfCommunicator::all_reduce_async(at::Tensor& tensor, ReduceOp op) {
+std::unique_ptr<Work> SelfCommunicator::all_reduce_async(at::Tensor& tensor, ReduceOp /*op*/) {
   check_reducible(tensor, "all_reduce");
   return std::make_unique<DoneWork>();
 }
@@ -47,14 +59,12 @@ std::shared_ptr<Communicator> make_communicator(const Context& context) {
   if (const char* text = std::getenv("NANO_SHM_BYTES")) {
     // At most 1 PiB per rank, so sizes summed over the ranks of one host stay far from overflow.
     constexpr long long kMaxBytes = 1LL << 50;
-    char* end = nullptr;
-    errno = 0;
-    const long long bytes = std::strtoll(text, &end, 10);
-    if (!*text || *end || errno == ERANGE || bytes < 0 || (bytes > 0 && bytes < 64) || bytes > kMaxBytes) {
+    const std::optional<long long> bytes = parse_integer(text, 0, kMaxBytes);
+    if (!bytes || (*bytes > 0 && *bytes < 64)) {
       throw UsageError(std::string("nano: bad NANO_SHM_BYTES='") + text +
                        "': expected 0 or a byte count from 64 to " + std::to_string(kMaxBytes));
     }
-    shm_bytes = static_cast<std::size_t>(bytes);
+    shm_bytes = static_cast<std::size_t>(*bytes);
   }
   switch (context.backend) {
     case CommBackend::kMpi: return std::make_shared<MpiCommunicator>(context, shm_bytes);

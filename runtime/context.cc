@@ -1,4 +1,4 @@
-#include "runtime/context.h"
+#include <nano/context.h>
 
 #include <sched.h>
 
@@ -9,32 +9,13 @@
 #include <climits>
 #include <cstdlib>
 
-#include "env-init/error.h"
-#include "runtime/communicator.h"
+#include <nano/error.h>
 
-extern char** environ;
+#include "env-init/parse.h"
+#include "env-init/recipe.h"
+#include <nano/communicator.h>
 
 namespace nano {
-
-const char* to_string(Launcher launcher) {
-  switch (launcher) {
-    case Launcher::kNone: return "none";
-    case Launcher::kNanoRun: return "nano-run";
-    case Launcher::kMpirun: return "mpirun";
-    case Launcher::kTorchrun: return "torchrun";
-  }
-  return "?";
-}
-
-const char* to_string(CommBackend backend) {
-  switch (backend) {
-    case CommBackend::kAuto: return "auto";
-    case CommBackend::kMpi: return "mpi";
-    case CommBackend::kGloo: return "gloo";
-    case CommBackend::kSelf: return "self";
-  }
-  return "?";
-}
 
 namespace {
 
@@ -45,14 +26,12 @@ const std::string* find(const EnvMap& env, const std::string& key) {
 
 long parse_int(const EnvMap& env, const std::string& key, long min, long max) {
   const std::string& text = *find(env, key);
-  errno = 0;
-  char* end = nullptr;
-  long value = std::strtol(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || errno != 0 || value < min || value > max) {
+  const std::optional<long long> value = parse_integer(text, min, max);
+  if (!value) {
     throw UsageError("nano: bad " + key + "='" + text + "': expected an integer in [" +
                      std::to_string(min) + ", " + std::to_string(max) + "]");
   }
-  return value;
+  return static_cast<long>(*value);
 }
 
 std::optional<long> get_int(const EnvMap& env, const std::string& key, long min, long max) {
@@ -160,15 +139,7 @@ Context context_from_env(const EnvMap& env, int affinity_cpus, const InitOptions
   return c;
 }
 
-EnvMap current_env() {
-  EnvMap env;
-  for (char** p = environ; p && *p; ++p) {
-    std::string entry(*p);
-    auto eq = entry.find('=');
-    if (eq != std::string::npos) env.emplace(entry.substr(0, eq), entry.substr(eq + 1));
-  }
-  return env;
-}
+EnvMap current_env() { return current_environment(); }
 
 World init(const InitOptions& options) {
   cpu_set_t mask;

@@ -1,4 +1,4 @@
-#include "runtime/ddp.h"
+#include <nano/ddp.h>
 
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/engine.h>
@@ -9,8 +9,11 @@
 #include <chrono>
 #include <cmath>
 #include <string>
+#include <utility>
 
-#include "env-init/error.h"
+#include <nano/error.h>
+
+#include "runtime/bucket_assignment.h"
 
 namespace nano {
 
@@ -209,24 +212,15 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
     r.params.push_back(all_params[i]);
     r.module_index.push_back(i);
   }
-  // Reverse order: gradients of the last layers are ready first during backward.
+  std::vector<GradientSpec> specs;
+  for (const at::Tensor& p : r.params) {
+    specs.push_back({static_cast<std::size_t>(p.numel()) * p.element_size(), static_cast<int>(p.scalar_type())});
+  }
   r.bucket_of.assign(r.params.size(), 0);
-  for (std::size_t j = r.params.size(); j-- > 0;) {
-    const at::Tensor& p = r.params[j];
-    const std::size_t bytes = p.numel() * p.element_size();
-    bool start_new = r.buckets.empty();
-    if (!start_new) {
-      auto& last = r.buckets.back();
-      const at::Tensor& first = r.params[last.params.front()];
-      std::size_t used = 0;
-      for (auto k : last.params) used += r.params[k].numel() * r.params[k].element_size();
-      start_new = first.scalar_type() != p.scalar_type() ||
-                  used + bytes > options_.bucket_cap_bytes;
-    }
-    if (start_new) r.buckets.emplace_back();
-    auto& bucket = r.buckets.back();
-    bucket.params.push_back(j);
-    r.bucket_of[j] = r.buckets.size() - 1;
+  for (auto& members : assign_buckets(specs, options_.bucket_cap_bytes)) {
+    r.buckets.emplace_back();
+    r.buckets.back().params = std::move(members);
+    for (std::size_t j : r.buckets.back().params) r.bucket_of[j] = r.buckets.size() - 1;
   }
   for (auto& bucket : r.buckets) {
     int64_t total = 0;

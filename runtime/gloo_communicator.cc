@@ -15,7 +15,7 @@
 #include <sstream>
 #include <thread>
 
-#include "env-init/error.h"
+#include <nano/error.h>
 #include "runtime/rendezvous.h"
 #include "runtime/serial_executor.h"
 #include "runtime/shm_all_reduce.h"
@@ -135,7 +135,10 @@ void GlooCommunicator::connect_shared_memory(const Context& context, std::size_t
       if (!name.empty()) {
         try {
           memory = SharedMemory::open(name, total);
-        } catch (const Error&) {
+        } catch (const Error& e) {
+          // This rank reports "not mapped" below, so every rank falls back to TCP; say why.
+          std::cerr << "nano: rank " << rank_ << ": " << e.what()
+                    << "; all-reduce goes through Gloo over TCP instead" << std::endl;
         }
       }
     }
@@ -164,13 +167,7 @@ void GlooCommunicator::connect_shared_memory(const Context& context, std::size_t
 }
 
 void GlooCommunicator::broadcast(at::Tensor& tensor, int root) {
-  if (!tensor.is_contiguous() || !tensor.device().is_cpu()) {
-    throw Error("nano: broadcast: expected a contiguous CPU tensor");
-  }
-  if (root < 0 || root >= size_) {
-    throw Error("nano: broadcast: bad root " + std::to_string(root) + " in a world of " +
-                std::to_string(size_));
-  }
+  check_broadcastable(tensor, root, size_);
   // Gloo lacks some dtypes (bool, bfloat16): broadcast the bytes.
   std::vector<at::Tensor> tensors{
       at::from_blob(tensor.data_ptr(), {static_cast<int64_t>(tensor.nbytes())},

@@ -9,7 +9,7 @@
 #include <cstddef>
 #include <memory>
 
-#include "runtime/communicator.h"
+#include <nano/communicator.h>
 #include "runtime/shm_all_reduce.h"
 
 namespace c10d {

@@ -1,10 +1,11 @@
-#include "runtime/in_program.h"
+#include <nano/in_program.h>
 
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <sstream>
@@ -99,6 +100,39 @@ Session::Session(TorchNanoOptions options)
   }
 }
 
+LaunchOptions launch_options_of(const TorchNanoOptions& o) {
+  check_num_processes(o.num_processes, "num_processes");
+  if (o.distributed_backend == "fork") {
+    throw UsageError(
+        "nano: distributed_backend \"fork\" is not supported (forking after libtorch has "
+        "started its thread pools is unsafe); use \"subprocess\" or \"mpi\"");
+  }
+  if (o.distributed_backend != "subprocess" && o.distributed_backend != "mpi") {
+    throw UsageError("nano: unknown distributed_backend \"" + o.distributed_backend +
+                     "\": expected \"subprocess\" or \"mpi\"");
+  }
+  if ((!o.hostfile.empty() || !o.hosts.empty()) && o.distributed_backend != "mpi") {
+    throw UsageError("nano: hostfile/hosts need distributed_backend \"mpi\", got \"" + o.distributed_backend + "\"");
+  }
+  if (o.grace_period_ms < 0) {
+    throw UsageError("nano: grace_period_ms must be >= 0, got " + std::to_string(o.grace_period_ms));
+  }
+  if (o.max_restarts < 0) {
+    throw UsageError("nano: max_restarts must be >= 0, got " + std::to_string(o.max_restarts));
+  }
+  LaunchOptions l;
+  l.plan.num_processes = o.num_processes;
+  l.plan.cpu_for_each_process = o.cpu_for_each_process;
+  l.plan.oversubscribe = o.oversubscribe;
+  l.backend = o.distributed_backend == "mpi" ? LaunchBackend::kMpi : LaunchBackend::kSubprocess;
+  l.hostfile = o.hostfile;
+  l.hosts = o.hosts;
+  l.log_dir = o.log_dir;
+  l.grace_period = std::chrono::milliseconds(o.grace_period_ms);
+  l.max_restarts = o.max_restarts;
+  return l;
+}
+
 Session::~Session() {
   *self_ = nullptr;
   detach();
@@ -107,28 +141,20 @@ Session::~Session() {
 void Session::launch() {
   if (launched_ || role_ != Role::kCaller) return;
   launch_attempted_ = true;
-  SelfLaunch l;
-  l.num_processes = options_.num_processes;
-  l.cpu_for_each_process = options_.cpu_for_each_process;
-  l.distributed_backend = options_.distributed_backend;
-  l.oversubscribe = options_.oversubscribe;
-  l.hostfile = options_.hostfile;
-  l.hosts = options_.hosts;
-  l.log_dir = options_.log_dir;
-  l.grace_period_ms = options_.grace_period_ms;
-  l.max_restarts = options_.max_restarts;
-  check_self_launch(l);  // bad options: nothing created, nothing started
+  // Every check before anything is created: the options, the plan, the checkpoint folder.
+  LaunchOptions launch = launch_options_of(options_);
+  check_launch(launch);
   if (!options_.checkpoint_dir.empty()) {
     checkpoint_options_of(options_);
     prepare_checkpoint_dir(options_.checkpoint_dir);
   }
   const std::string path = make_report_path();
-  l.extra_env[kMarkerVar] = std::to_string(g_trainings_reached);
-  l.extra_env[kResultVar] = path;
+  launch.extra_env[kMarkerVar] = std::to_string(g_trainings_reached);
+  launch.extra_env[kResultVar] = path;
   try {
     std::cout.flush();
     std::fflush(nullptr);
-    launch_self(l);
+    launch_self(launch);
     read_report(path);
   } catch (...) {
     ::unlink(path.c_str());
@@ -370,7 +396,14 @@ void Session::read_report(const std::string& path) {
   }
 }
 
-void Session::finish_launched_rank(bool optimizers_alive) {
+void end_launched_rank(int exit_code) {
+  std::cout.flush();
+  std::cerr.flush();
+  std::fflush(nullptr);
+  std::exit(exit_code);
+}
+
+int Session::finish_launched_rank(bool optimizers_alive) {
   int code = 0;
   try {
     if (optimizers_alive) snapshot_optimizers();
@@ -384,8 +417,7 @@ void Session::finish_launched_rank(bool optimizers_alive) {
     std::cerr << "nano: rank could not report its results: " << e.what() << std::endl;
     code = 1;
   }
-  std::cout.flush();
-  std::exit(code);
+  return code;
 }
 
 }  // namespace in_program

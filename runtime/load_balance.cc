@@ -1,4 +1,4 @@
-#include "runtime/load_balance.h"
+#include <nano/load_balance.h>
 
 #include <ATen/ATen.h>
 
@@ -8,9 +8,9 @@
 #include <numeric>
 #include <string>
 
-#include "env-init/error.h"
-#include "runtime/communicator.h"
-#include "runtime/ddp.h"
+#include <nano/error.h>
+#include <nano/communicator.h>
+#include <nano/ddp.h>
 
 namespace nano {
 

@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "env-init/error.h"
+#include <nano/error.h>
 #include "runtime/rendezvous.h"
 #include "runtime/serial_executor.h"
 #include "runtime/shm_all_reduce.h"
@@ -309,13 +309,7 @@ MpiCommunicator::~MpiCommunicator() {
 }
 
 void MpiCommunicator::broadcast(at::Tensor& tensor, int root) {
-  if (!tensor.is_contiguous() || !tensor.device().is_cpu()) {
-    throw Error("nano: broadcast: expected a contiguous CPU tensor");
-  }
-  if (root < 0 || root >= size_) {
-    throw Error("nano: broadcast: bad root " + std::to_string(root) + " in a world of " +
-                std::to_string(size_));
-  }
+  check_broadcastable(tensor, root, size_);
   char* data = static_cast<char*>(tensor.data_ptr());
   int64_t bytes = tensor.nbytes();
   MPI_Comm comm = as_comm(comm_);

@@ -7,7 +7,7 @@
 // it is MPI_Allreduce.
 #include <memory>
 
-#include "runtime/communicator.h"
+#include <nano/communicator.h>
 #include "runtime/shm_all_reduce.h"
 
 namespace nano {

@@ -7,7 +7,7 @@
 #include <sstream>
 #include <thread>
 
-#include "env-init/error.h"
+#include <nano/error.h>
 
 namespace nano {
 

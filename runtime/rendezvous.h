@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/context.h"
+#include <nano/context.h>
 
 namespace c10d {
 class TCPStore;

@@ -3,7 +3,7 @@
 #include <sstream>
 #include <utility>
 
-#include "env-init/error.h"
+#include <nano/error.h>
 
 namespace nano {
 

@@ -17,7 +17,7 @@
 #include <string>
 #include <thread>
 
-#include "runtime/communicator.h"
+#include <nano/communicator.h>
 
 namespace nano {
 

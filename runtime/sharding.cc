@@ -1,4 +1,4 @@
-#include "runtime/sharding.h"
+#include <nano/sharding.h>
 
 #include <algorithm>
 #include <numeric>

@@ -18,7 +18,7 @@
 #include <new>
 #include <sstream>
 
-#include "env-init/error.h"
+#include <nano/error.h>
 
 namespace nano {
 

@@ -1,11 +1,11 @@
-#include "runtime/torch_nano.h"
+#include <nano/torch_nano.h>
 
 #include <exception>
 #include <iostream>
 
 #include <torch/optim/optimizer.h>
 
-#include "runtime/communicator.h"
+#include <nano/communicator.h>
 
 namespace nano {
 
@@ -24,7 +24,7 @@ TorchNano::~TorchNano() {
   // exception is unwinding through here, let it reach main: a non-zero exit is the report.
   if (session_->role() == in_program::Role::kLaunchedRank &&
       std::uncaught_exceptions() == uncaught_at_construction_) {
-    session_->finish_launched_rank(/*optimizers_alive=*/false);
+    in_program::end_launched_rank(session_->finish_launched_rank(/*optimizers_alive=*/false));
   }
 }
 

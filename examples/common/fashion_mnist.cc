@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "env-init/error.h"
+#include <nano/error.h>
 #include "examples/common/idx.h"
 
 namespace nano::examples {

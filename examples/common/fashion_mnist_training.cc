@@ -6,6 +6,13 @@
 
 namespace nano::examples {
 
+int run_fashion_mnist_main(int argc, const char* const* argv, const OptionsSpec& spec,
+                           const std::function<int(const ExampleOptions&)>& run) {
+  ExampleOptions defaults;
+  defaults.lr = kFashionMnistDefaultLr;
+  return run_example_main(argc, argv, defaults, spec, run);
+}
+
 std::unique_ptr<torch::optim::Optimizer> make_fashion_mnist_optimizer(torch::nn::Module& model, double lr) {
   return std::make_unique<torch::optim::Adam>(model.parameters(), torch::optim::AdamOptions(lr));
 }

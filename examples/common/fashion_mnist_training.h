@@ -4,16 +4,23 @@
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "examples/common/options.h"
 #include "examples/common/train.h"
 
 namespace nano::examples {
 
 /// Base learning rate of the Fashion-MNIST examples (per process, before auto_lr scaling).
 inline constexpr double kFashionMnistDefaultLr = 1e-3;
+
+/// main() of a Fashion-MNIST example: run_example_main with the learning rate defaulting to
+/// kFashionMnistDefaultLr.
+int run_fashion_mnist_main(int argc, const char* const* argv, const OptionsSpec& spec,
+                           const std::function<int(const ExampleOptions&)>& run);
 
 /// The optimizer the Fashion-MNIST examples train with (Adam) over `model`'s parameters.
 std::unique_ptr<torch::optim::Optimizer> make_fashion_mnist_optimizer(torch::nn::Module& model, double lr);

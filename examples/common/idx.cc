@@ -8,7 +8,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "env-init/error.h"
+#include <nano/error.h>
 
 namespace nano::examples {
 namespace {

@@ -6,8 +6,8 @@
 
 #include "examples/common/options.h"
 #include "examples/common/train.h"
-#include "runtime/context.h"
-#include "runtime/in_program.h"
+#include <nano/context.h>
+#include <nano/in_program.h>
 
 namespace nano::examples {
 

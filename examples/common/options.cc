@@ -1,5 +1,5 @@
 #include "examples/common/options.h"
-#include "runtime/in_program_error.h"
+#include <nano/in_program_error.h>
 
 #include <CLI/CLI.hpp>
 
@@ -10,7 +10,7 @@
 #include <type_traits>
 #include <sstream>
 
-#include "env-init/error.h"
+#include <nano/error.h>
 
 namespace nano::examples {
 namespace {

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "env-init/error.h"
+#include <nano/error.h>
 
 namespace nano::examples {
 

@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/checkpoint.h"
-#include "runtime/sharding.h"
+#include <nano/checkpoint.h>
+#include <nano/sharding.h>
 
 namespace nano {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/context.h"
+#include <nano/context.h>
 
 namespace nano {
 
@@ -52,6 +52,10 @@ class Communicator {
 /// Checks that `tensor` is a contiguous CPU tensor of float32/float64/bfloat16; throws
 /// nano::Error("nano: all_reduce: unsupported tensor (...)") otherwise.
 void check_reducible(const at::Tensor& tensor, const char* what);
+
+/// Checks broadcast's arguments: a contiguous CPU tensor and 0 <= root < world_size; throws
+/// nano::Error naming the bad value otherwise.
+void check_broadcastable(const at::Tensor& tensor, int root, int world_size);
 
 /// Connects the communicator that `context.backend` names (rendezvous included).
 std::shared_ptr<Communicator> make_communicator(const Context& context);

@@ -14,13 +14,9 @@ class Communicator;
 /// Which launcher started this process (decided from the environment).
 enum class Launcher { kNone, kNanoRun, kMpirun, kTorchrun };
 
-/// Which communicator to use; kAuto = MPI under mpirun (OMPI_COMM_WORLD_SIZE set), else Gloo.
+/// Which communicator the ranks talk through; kAuto = MPI under mpirun (OMPI_COMM_WORLD_SIZE
+/// set), else Gloo. (How the ranks were started is the launcher's backend: nano-run --backend.)
 enum class CommBackend { kAuto, kMpi, kGloo, kSelf };
-
-/// "none", "nano-run", "mpirun", "torchrun".
-const char* to_string(Launcher launcher);
-/// "auto", "mpi", "gloo", "self".
-const char* to_string(CommBackend backend);
 
 /// The rank contract of one process. Pure data.
 struct Context {

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/communicator.h"
+#include <nano/communicator.h>
 
 namespace nano {
 

@@ -14,12 +14,12 @@
 #include <variant>
 #include <vector>
 
-#include "runtime/auto_checkpoint.h"
-#include "runtime/auto_lr.h"
-#include "runtime/context.h"
-#include "runtime/ddp.h"
-#include "runtime/load_balance.h"
-#include "runtime/in_program_error.h"
+#include <nano/auto_checkpoint.h>
+#include <nano/auto_lr.h>
+#include <nano/context.h>
+#include <nano/ddp.h>
+#include <nano/load_balance.h>
+#include <nano/in_program_error.h>
 
 namespace nano {
 
@@ -70,7 +70,6 @@ struct TorchNanoOptions {
   double checkpoint_every_seconds = 0;
   int checkpoint_keep = 2;              ///< checkpoints kept (the newest)
 };
-using NanoOptions = TorchNanoOptions;
 
 /// Pure: the checkpoint settings of `options` (the 300 s default applied); throws UsageError
 /// naming the setting for a negative frequency or checkpoint_keep < 1.
@@ -127,6 +126,13 @@ enum class Role {
 Role role_from_env(const EnvMap& env);
 
 /// One in-program training of this process. Not copyable.
+/// Ends a launched rank's process with `exit_code`, stdout and stderr flushed. A launched rank
+/// is this program started again to run one training function; once that function is done the
+/// rank must not go on into the code after it (that is the caller's), so its process ends here.
+/// The one place where nano's library ends a process: TorchNano's destructor and nano()'s
+/// wrapper call it, in launched ranks only (nano-run's and nano-init's mains aside).
+[[noreturn]] void end_launched_rank(int exit_code);
+
 class Session {
  public:
   /// Decides the role. In a launched rank, checks that this is the training the caller
@@ -143,7 +149,6 @@ class Session {
   /// Runs the ranks (this program re-executed) and waits; then reads rank 0's report.
   /// Throws UsageError (nothing started) or RankFailedError. Idempotent.
   void launch();
-  bool launched() const { return launched_; }
   bool launch_attempted() const { return launch_attempted_; }
   /// Copies rank 0's trained parameters and buffers into `model` (same names and shapes), and
   /// its optimizers' state (moments, learning rates) into `optimizers` (the same kinds, in the
@@ -176,10 +181,11 @@ class Session {
   void snapshot_optimizers();
   /// Launched rank: rank 0 writes its model, its optimizers' state (the last snapshot, when
   /// no step came after it) and result for the caller; every rank tears down (hooks, DDP,
-  /// communicator) and exits with code 0. `optimizers_alive`: the objects given to attach()
-  /// still exist (nano(): the caller's arguments), so a last snapshot can be taken;
+  /// communicator). Returns the rank's exit code for end_launched_rank(): 0, or 1 when the
+  /// report could not be written (said on stderr). `optimizers_alive`: the objects given to
+  /// attach() still exist (nano(): the caller's arguments), so a last snapshot can be taken;
   /// TorchNano ends its ranks from its destructor, when a train()-local optimizer is gone.
-  [[noreturn]] void finish_launched_rank(bool optimizers_alive);
+  int finish_launched_rank(bool optimizers_alive);
   /// Removes hooks and DDP (the communicator stays until destruction).
   void detach();
 

@@ -3,7 +3,7 @@
 // when one of its ranks fails.
 #include <string>
 
-#include "env-init/error.h"
+#include <nano/error.h>
 
 namespace nano {
 

@@ -2,14 +2,12 @@
 // nano's runtime in one include: context (init), communicators, DistributedDataParallel,
 // auto_lr warm-up, data sharding, checkpoints, and in-program launching (nano::TorchNano,
 // nano::nano).
-#include "runtime/auto_checkpoint.h"
-#include "runtime/auto_lr.h"
-#include "runtime/checkpoint.h"
-#include "runtime/communicator.h"
-#include "runtime/context.h"
-#include "runtime/ddp.h"
-#include "runtime/gloo_communicator.h"
-#include "runtime/mpi_communicator.h"
-#include "runtime/nano_wrapper.h"
-#include "runtime/sharding.h"
-#include "runtime/torch_nano.h"
+#include <nano/auto_checkpoint.h>
+#include <nano/auto_lr.h>
+#include <nano/checkpoint.h>
+#include <nano/communicator.h>
+#include <nano/context.h>
+#include <nano/ddp.h>
+#include <nano/nano_wrapper.h>
+#include <nano/sharding.h>
+#include <nano/torch_nano.h>

@@ -17,7 +17,6 @@
 // rank 0's return value (void, a number, std::string or at::Tensor). A failed rank throws nano::RankFailedError. Under nano-run,
 // mpirun or torchrun the call joins that world and returns each rank's own value.
 #include <cstdio>
-#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -30,8 +29,8 @@
 #include <torch/nn/modules/loss.h>
 #include <torch/optim/optimizer.h>
 
-#include "runtime/in_program.h"
-#include "runtime/sharding.h"
+#include <nano/in_program.h>
+#include <nano/sharding.h>
 
 namespace nano {
 
@@ -275,11 +274,11 @@ class NanoFunction {
           session.set_result(detail::to_result(std::invoke(function_, std::forward<Args>(args)...)));
         }
       } catch (const std::exception& e) {
+        // The rank's end is its report: the launcher names this rank and shows this line.
         std::fprintf(stderr, "nano: rank %d: training function failed: %s\n", world.rank(), e.what());
-        std::fflush(stderr);
-        std::exit(1);
+        in_program::end_launched_rank(1);
       }
-      session.finish_launched_rank(/*optimizers_alive=*/true);
+      in_program::end_launched_rank(session.finish_launched_rank(/*optimizers_alive=*/true));
     }
     return std::invoke(function_, std::forward<Args>(args)...);
   }

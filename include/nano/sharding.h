@@ -13,9 +13,9 @@
 #include <utility>
 #include <vector>
 
-#include "env-init/error.h"
-#include "runtime/context.h"
-#include "runtime/load_balance.h"
+#include <nano/error.h>
+#include <nano/context.h>
+#include <nano/load_balance.h>
 
 namespace nano {
 

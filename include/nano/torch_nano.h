@@ -25,8 +25,8 @@
 
 #include <torch/optim/optimizer.h>
 
-#include "runtime/in_program.h"
-#include "runtime/sharding.h"
+#include <nano/in_program.h>
+#include <nano/sharding.h>
 
 namespace nano {
 

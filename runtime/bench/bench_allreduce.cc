@@ -1,6 +1,6 @@
 // All-reduce of one large float32 buffer through nano's communicator, plus a memcpy of the
 // same bytes for scale. Launch it under mpirun (MPI path) or with the rank contract (Gloo
-// path); rank 0 prints "RESULT <path> <median ms> <min ms>" lines for scripts/bench-allreduce.sh.
+// path); rank 0 prints "RESULT <path> <median ms> <min ms>" lines for scripts/bench.sh allreduce.
 #include <ATen/ATen.h>
 
 #include <algorithm>
@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "env-init/error.h"
-#include "runtime/communicator.h"
-#include "runtime/context.h"
+#include <nano/error.h>
+#include <nano/communicator.h>
+#include <nano/context.h>
 
 namespace {
 

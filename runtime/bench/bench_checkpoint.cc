@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "runtime/bench/models.h"
-#include "runtime/checkpoint.h"
-#include "runtime/communicator.h"
+#include <nano/checkpoint.h>
+#include <nano/communicator.h>
 
 namespace {
 

@@ -20,10 +20,10 @@
 #include <string>
 #include <vector>
 
-#include "env-init/error.h"
+#include <nano/error.h>
 #include "runtime/bench/models.h"
-#include "runtime/context.h"
-#include "runtime/ddp.h"
+#include <nano/context.h>
+#include <nano/ddp.h>
 
 namespace {
 

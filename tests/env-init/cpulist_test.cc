@@ -2,10 +2,12 @@
 
 #include <doctest/doctest.h>
 
-#include "env-init/error.h"
+#include <nano/error.h>
 
 using nano::format_cpu_list;
+using nano::format_cpu_lists;
 using nano::parse_cpu_list;
+using nano::parse_cpu_lists;
 
 TEST_CASE("parse_cpu_list reads ranges, singles and mixes") {
   CHECK(parse_cpu_list("0") == std::vector<int>{0});
@@ -43,4 +45,17 @@ TEST_CASE("format_cpu_list writes the shortest range form") {
 TEST_CASE("format and parse round-trip") {
   for (const std::string text : {"0", "0-3,8,10-11", "1,3,5", "0-127"})
     CHECK(format_cpu_list(parse_cpu_list(text)) == text);
+}
+
+TEST_CASE("parse_cpu_lists: one list per rank") {
+  using Lists = std::vector<std::vector<int>>;
+  CHECK(parse_cpu_lists("0-3;4-7,20") == Lists{{0, 1, 2, 3}, {4, 5, 6, 7, 20}});
+  CHECK(parse_cpu_lists("0-3;4-7;") == Lists{{0, 1, 2, 3}, {4, 5, 6, 7}});  // trailing ';' forgiven
+  CHECK(parse_cpu_lists("5") == Lists{{5}});
+  CHECK_THROWS_WITH_AS(parse_cpu_lists("0;;1"), "the CPU list of rank 1 is empty", nano::UsageError);
+  CHECK_THROWS_WITH_AS(parse_cpu_lists(";1"), "the CPU list of rank 0 is empty", nano::UsageError);
+  CHECK_THROWS_WITH_AS(parse_cpu_lists(""), "the CPU list of rank 0 is empty", nano::UsageError);
+  CHECK_THROWS_WITH_AS(parse_cpu_lists("0;x"), "malformed CPU list \"x\"", nano::UsageError);
+  CHECK(format_cpu_lists({{0, 1, 2, 3}, {5, 7}}) == "0-3;5,7");
+  CHECK(parse_cpu_lists(format_cpu_lists({{2}, {0, 1}})) == Lists{{2}, {0, 1}});
 }

@@ -141,6 +141,44 @@ TEST_CASE("--show-topology and --plan on a synthetic machine") {
   CHECK(run("$NANO_INIT --show-topology").out.rfind("machine:      this machine\n", 0) == 0);
 }
 
+TEST_CASE("--show-topology --json: the same machine as one JSON object") {
+  Result r = run("$NANO_INIT --show-topology --json --synthetic \"pack:2 core:2 pu:2\" "
+                 "--allowed-cpus 0-6");
+  CHECK(r.rc == 0);
+  CHECK(r.err == "");
+  CHECK(r.out ==
+        "{\"machine\":\"synthetic: pack:2 core:2 pu:2\",\"packages\":2,\"numa_nodes\":1,"
+        "\"numa_node_ids\":[0],\"l3_domains\":2,\"cores\":4,\"smt\":2,\"present_pus\":8,"
+        "\"present_cpus\":\"0-7\",\"pus\":7,\"allowed_cpus\":\"0-6\",\"hybrid\":false,"
+        "\"performance_cores\":4,\"efficiency_cores\":0,"
+        "\"numa\":[{\"node\":0,\"packages\":[0,1],\"cores\":4,\"cpus\":\"0-6\"}]}\n");
+  r = run("$NANO_INIT --show-topology --json --synthetic \"pack:2 numa:2 core:2 pu:1\"");
+  REQUIRE(r.rc == 0);
+  const auto parsed = nlohmann::json::parse(r.out);
+  CHECK(parsed.at("packages") == 2);
+  CHECK(parsed.at("numa_nodes") == 4);
+  CHECK(parsed.at("numa_node_ids") == nlohmann::json::array({0, 1, 2, 3}));
+  CHECK(parsed.at("cores") == 8);
+  CHECK(parsed.at("smt") == 1);
+  CHECK(parsed.at("pus") == 8);
+  CHECK(parsed.at("numa").size() == 4);
+  CHECK(parsed.at("numa").at(3).at("cpus") == "6-7");
+  // This machine: the core count the bench scripts read agrees with the human form.
+  r = run("$NANO_INIT --show-topology --json | python3 -c "
+          "\"import json,sys; print(json.load(sys.stdin)[\\\"cores\\\"])\"; "
+          "$NANO_INIT --show-topology | awk \"/^cores:/ {print \\$2}\"");
+  CHECK(r.rc == 0);
+  std::istringstream lines(r.out);
+  std::string from_json, from_text;
+  std::getline(lines, from_json);
+  std::getline(lines, from_text);
+  CHECK(!from_json.empty());
+  CHECK(from_json == from_text);
+  // --show-topology still excludes --plan and --unset, with or without --json.
+  CHECK(run("$NANO_INIT --show-topology --json --plan 2").rc == 2);
+  CHECK(run("$NANO_INIT --show-topology --unset").rc == 2);
+}
+
 TEST_CASE("taskset limits are respected: only allowed CPUs count") {
   const Result r = run("taskset -c 1 $NANO_INIT --show-topology | grep allowed"
                        "; taskset -c 1 $NANO_INIT -c");
@@ -169,14 +207,14 @@ TEST_CASE("bad input: one line on stderr, exit 2, nothing on stdout") {
       {"--synthetic \"core:2 pu:1\" --allowed-cpus 7",
        "allowed CPUs \"7\": CPU 7 does not exist on the synthetic machine \"core:2 pu:1\""},
       {"--allowed-cpus 99999", "--allowed-cpus: CPU 99999 does not exist on this machine"},
-      {"--synthetic \"core:2 pu:1\" --plan 0", "--num-processes must be at least 1, got 0"},
+      {"--synthetic \"core:2 pu:1\" --plan 0", "--plan must be at least 1, got 0"},
       {"--synthetic \"core:2 pu:1\" --plan 3",
-       "--num-processes 3 is more than the 2 usable physical cores (use --oversubscribe to "
+       "--plan 3 is more than the 2 usable physical cores (use --oversubscribe to "
        "share cores)"},
       {"--synthetic \"core:2 pu:1\" --plan 1 --cpu-for-each-process 0-x",
        "--cpu-for-each-process: malformed CPU list \"0-x\""},
       {"--synthetic \"core:2 pu:1\" --plan 2 --cpu-for-each-process \"0;1;1\"",
-       "--cpu-for-each-process gives 3 lists but --num-processes is 2"},
+       "--cpu-for-each-process gives 3 lists but --plan is 2"},
       {"-j -t", "--jemalloc excludes --tcmalloc"},
       {"--bogus", "The following argument was not expected: --bogus"},
   };

@@ -7,7 +7,7 @@
 #include <set>
 
 #include "env-init/cpulist.h"
-#include "env-init/error.h"
+#include <nano/error.h>
 #include "machines.h"
 
 using namespace nano;
@@ -26,9 +26,11 @@ std::vector<int> threads(const Plan& plan) {
   return out;
 }
 
+// N ranks, errors and notes in nano-run's words.
 PlanOptions n_ranks(int n) {
   PlanOptions o;
   o.num_processes = n;
+  o.names = plan_flag_names();
   return o;
 }
 
@@ -203,17 +205,17 @@ TEST_CASE("cores per process") {
 TEST_CASE("explicit CPU lists per rank") {
   const Topology t = load_synthetic_topology(nano_test::linux_two_socket());
   PlanOptions o;
-  o.cpu_for_each_process = "0-3;4-7,20";
+  o.cpu_for_each_process = {{0, 1, 2, 3}, {4, 5, 6, 7, 20}};
   const Plan p = make_plan(t, o);
   CHECK(lists(p) == Lists{"0-3", "4-7,20"});
   CHECK(threads(p) == std::vector<int>{4, 4});
-  o.cpu_for_each_process = "0-3;4-7;";  // trailing separator forgiven
+  o.cpu_for_each_process = {{3, 2, 1, 0, 0}, {4, 5, 6, 7}};  // sorted, duplicates dropped
   o.num_processes = 2;
   CHECK(lists(make_plan(t, o)) == Lists{"0-3", "4-7"});
   o.num_processes = 0;
-  o.cpu_for_each_process = "0;16";
+  o.cpu_for_each_process = {{0}, {16}};
   CHECK(make_plan(t, o).notes == Notes{"ranks 0 and 1 share the physical core of CPUs 0,16"});
-  o.cpu_for_each_process = "7-8";
+  o.cpu_for_each_process = {{7, 8}};
   CHECK(make_plan(t, o).notes == Notes{"rank 0 spans packages 0 and 1"});
 }
 
@@ -225,42 +227,61 @@ TEST_CASE("every error has its exact text") {
     PlanOptions options;
     std::string message;
   };
-  auto with = [](int n, int k, std::string lists) {
+  // nano-run's and nano-init's names; the C++ API's are checked below.
+  auto with = [](int n, int k, std::vector<std::vector<int>> lists) {
     PlanOptions o;
     o.num_processes = n;
     o.cores_per_process = k;
     o.cpu_for_each_process = std::move(lists);
+    o.names = plan_flag_names();
     return o;
   };
   const std::vector<Row> table = {
-      {&two, with(-1, 0, ""), "--num-processes must be at least 1, got -1"},
-      {&two, with(5, 0, ""),
+      {&two, with(-1, 0, {}), "--num-processes must be at least 1, got -1"},
+      {&two, with(5, 0, {}),
        "--num-processes 5 is more than the 2 usable physical cores (use --oversubscribe to "
        "share cores)"},
-      {&two, with(0, -2, ""), "--cores-per-process must be at least 1, got -2"},
-      {&two, with(0, 3, ""), "--cores-per-process 3 is more than the 2 usable physical cores"},
-      {&two, with(2, 2, ""),
+      {&two, with(0, -2, {}), "--cores-per-process must be at least 1, got -2"},
+      {&two, with(0, 3, {}), "--cores-per-process 3 is more than the 2 usable physical cores"},
+      {&two, with(2, 2, {}),
        "--num-processes 2 with --cores-per-process 2 needs 4 physical cores but there are only 2 "
        "usable physical cores (use --oversubscribe to share cores)"},
-      {&two, with(0, 0, "0-x"), "--cpu-for-each-process: malformed CPU list \"0-x\""},
-      {&two, with(0, 0, "0;1-0"), "--cpu-for-each-process: malformed CPU list \"1-0\""},
-      {&two, with(0, 0, "0;;1"), "--cpu-for-each-process: the CPU list of rank 1 is empty"},
-      {&two, with(0, 0, "0;99"), "--cpu-for-each-process: CPU 99 does not exist on this machine"},
-      {&four_of_32, with(0, 0, "0;3"),
+      {&two, with(0, 0, {{0}, {}, {1}}), "--cpu-for-each-process: the CPU list of rank 1 is empty"},
+      {&two, with(0, 0, {{0}, {99}}), "--cpu-for-each-process: CPU 99 does not exist on this machine"},
+      {&two, with(0, 0, {{-2}}), "--cpu-for-each-process: CPU -2 does not exist on this machine"},
+      {&four_of_32, with(0, 0, {{0}, {3}}),
        "--cpu-for-each-process: CPU 3 is not allowed (allowed: 0-1)"},
-      {&two, with(0, 0, "0-1;1"), "--cpu-for-each-process: CPU 1 is listed for rank 0 and rank 1"},
-      {&two, with(2, 0, "0;1;0"), "--cpu-for-each-process gives 3 lists but --num-processes is 2"},
-      {&two, with(2, 0, "0"), "--cpu-for-each-process gives 1 list but --num-processes is 2"},
-      {&two, with(0, 1, "0;1"),
+      {&two, with(0, 0, {{0, 1}, {1}}), "--cpu-for-each-process: CPU 1 is listed for rank 0 and rank 1"},
+      {&two, with(2, 0, {{0}, {1}, {0}}), "--cpu-for-each-process gives 3 lists but --num-processes is 2"},
+      {&two, with(2, 0, {{0}}), "--cpu-for-each-process gives 1 list but --num-processes is 2"},
+      {&two, with(0, 1, {{0}, {1}}),
        "--cpu-for-each-process and --cores-per-process cannot be used together"},
   };
   for (const Row& row : table) {
     CAPTURE(row.message);
     CHECK_THROWS_WITH_AS(make_plan(*row.topology, row.options), row.message.c_str(), UsageError);
   }
-  CHECK_THROWS_WITH_AS(check_num_processes(0), "--num-processes must be at least 1, got 0",
+  CHECK_THROWS_WITH_AS(check_num_processes(0, "--num-processes"), "--num-processes must be at least 1, got 0",
                        UsageError);
-  CHECK_NOTHROW(check_num_processes(1));
+  CHECK_NOTHROW(check_num_processes(1, "num_processes"));
+}
+
+TEST_CASE("errors name the settings as the front end calls them") {
+  const Topology two = load_synthetic_topology(nano_test::kTwoCores);
+  PlanOptions o;  // the C++ API's names (TorchNanoOptions' fields) by default
+  o.num_processes = 2;
+  o.cpu_for_each_process = {{0}};
+  CHECK_THROWS_WITH_AS(make_plan(two, o), "cpu_for_each_process gives 1 list but num_processes is 2", UsageError);
+  o.cpu_for_each_process = {};
+  o.num_processes = 5;
+  CHECK_THROWS_WITH_AS(make_plan(two, o),
+                       "num_processes 5 is more than the 2 usable physical cores (use oversubscribe to share cores)",
+                       UsageError);
+  o.names = plan_flag_names();
+  CHECK_THROWS_WITH_AS(make_plan(two, o),
+                       "--num-processes 5 is more than the 2 usable physical cores (use --oversubscribe to share "
+                       "cores)",
+                       UsageError);
 }
 
 TEST_CASE("plan properties over many machines and rank counts") {

@@ -2,7 +2,7 @@
 
 #include <doctest/doctest.h>
 
-#include "env-init/error.h"
+#include <nano/error.h>
 
 using namespace nano;
 
@@ -63,7 +63,7 @@ TEST_CASE("options: threads, intel OpenMP, disable OpenMP, allocators") {
   o.threads = 3;
   CHECK(value_of(make_recipe(8, {}, o, {}, fake_finder), "OMP_NUM_THREADS") == "3");
   o = RecipeOptions{};
-  o.openmp = OpenMpRuntime::intel;
+  o.openmp = OpenMpRuntime::kIntel;
   Recipe intel = make_recipe(2, {}, o, {}, fake_finder);
   CHECK(value_of(intel, "KMP_AFFINITY") == "disabled");
   CHECK(value_of(intel, "KMP_BLOCKTIME") == "1");
@@ -78,11 +78,11 @@ TEST_CASE("options: threads, intel OpenMP, disable OpenMP, allocators") {
   CHECK(names(make_recipe(2, {}, o, {}, fake_finder)) ==
         std::vector<std::string>{"LD_PRELOAD", "MALLOC_CONF"});
   o = RecipeOptions{};
-  o.allocator = Allocator::tcmalloc;
+  o.allocator = Allocator::kTcmalloc;
   const Recipe tc = make_recipe(2, {}, o, {}, fake_finder);
   CHECK(value_of(tc, "LD_PRELOAD") == kTcmalloc);
   CHECK(value_of(tc, "MALLOC_CONF") == "<unset>");
-  o.allocator = Allocator::system;
+  o.allocator = Allocator::kSystem;
   CHECK(names(make_recipe(2, {}, o, {}, fake_finder)) ==
         std::vector<std::string>{"OMP_NUM_THREADS", "OMP_PROC_BIND"});
   // automatic without jemalloc installed: the system allocator, no error
@@ -101,12 +101,12 @@ TEST_CASE("LD_PRELOAD is appended to, never clobbered, never duplicated") {
   CHECK(again.warnings.empty());
   // an explicit --allocator switches: the old one goes out
   RecipeOptions tc;
-  tc.allocator = Allocator::tcmalloc;
+  tc.allocator = Allocator::kTcmalloc;
   const Recipe switched =
       make_recipe(2, {}, tc, {{"LD_PRELOAD", "/opt/a.so:" + kJemalloc}}, fake_finder);
   CHECK(value_of(switched, "LD_PRELOAD") == "/opt/a.so:" + kTcmalloc);
   RecipeOptions sys;
-  sys.allocator = Allocator::system;
+  sys.allocator = Allocator::kSystem;
   CHECK(value_of(make_recipe(2, {}, sys, {{"LD_PRELOAD", "/opt/a.so:" + kJemalloc}}, fake_finder),
                  "LD_PRELOAD") == "/opt/a.so");
 }
@@ -134,8 +134,8 @@ TEST_CASE("the user's own allocator in LD_PRELOAD wins over the automatic choice
 
 TEST_CASE("applying the recipe twice gives the same environment; unapply restores") {
   const Environment start = {{"LD_PRELOAD", "/opt/a.so"}, {"HOME", "/root"}};
-  for (Allocator a : {Allocator::automatic, Allocator::tcmalloc, Allocator::system}) {
-    for (OpenMpRuntime omp : {OpenMpRuntime::gnu, OpenMpRuntime::intel}) {
+  for (Allocator a : {Allocator::kAutomatic, Allocator::kTcmalloc, Allocator::kSystem}) {
+    for (OpenMpRuntime omp : {OpenMpRuntime::kGnu, OpenMpRuntime::kIntel}) {
       RecipeOptions o;
       o.allocator = a;
       o.openmp = omp;
@@ -153,12 +153,12 @@ TEST_CASE("applying the recipe twice gives the same environment; unapply restore
 
 TEST_CASE("recipe errors name the value") {
   RecipeOptions o;
-  o.allocator = Allocator::jemalloc;
+  o.allocator = Allocator::kJemalloc;
   CHECK_THROWS_WITH_AS(make_recipe(2, {}, o, {}, nothing_installed),
                        "--allocator jemalloc: libjemalloc.so.2 is not installed (Debian package "
                        "libjemalloc2)",
                        UsageError);
-  o.allocator = Allocator::tcmalloc;
+  o.allocator = Allocator::kTcmalloc;
   CHECK_THROWS_WITH_AS(make_recipe(2, {}, o, {}, nothing_installed),
                        "--allocator tcmalloc: libtcmalloc.so.4 is not installed (Debian package "
                        "libgoogle-perftools4)",
@@ -172,8 +172,8 @@ TEST_CASE("recipe errors name the value") {
                        UsageError);
   CHECK_THROWS_WITH_AS(parse_openmp_runtime("msvc"),
                        "unknown OpenMP runtime \"msvc\" (choose gnu, intel or auto)", UsageError);
-  CHECK(parse_allocator("tcmalloc") == Allocator::tcmalloc);
-  CHECK(parse_openmp_runtime("auto") == OpenMpRuntime::automatic);
+  CHECK(parse_allocator("tcmalloc") == Allocator::kTcmalloc);
+  CHECK(parse_openmp_runtime("auto") == OpenMpRuntime::kAutomatic);
 }
 
 TEST_CASE("current_environment reads the process environment") {

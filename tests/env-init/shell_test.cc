@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "env-init/error.h"
+#include <nano/error.h>
 
 using namespace nano;
 
@@ -18,22 +18,22 @@ Recipe sample() {
 }  // namespace
 
 TEST_CASE("quoting survives quotes, backslashes, dollars and spaces") {
-  CHECK(quote_for_shell("plain", Shell::posix) == "'plain'");
-  CHECK(quote_for_shell("it's $HOME \\n", Shell::posix) == "'it'\\''s $HOME \\n'");
-  CHECK(quote_for_shell("it's \\n", Shell::fish) == "'it\\'s \\\\n'");
-  CHECK(quote_for_shell("", Shell::posix) == "''");
+  CHECK(quote_for_shell("plain", Shell::kPosix) == "'plain'");
+  CHECK(quote_for_shell("it's $HOME \\n", Shell::kPosix) == "'it'\\''s $HOME \\n'");
+  CHECK(quote_for_shell("it's \\n", Shell::kFish) == "'it\\'s \\\\n'");
+  CHECK(quote_for_shell("", Shell::kPosix) == "''");
 }
 
 TEST_CASE("exports for each shell") {
-  CHECK(render_exports(sample(), Shell::posix) ==
+  CHECK(render_exports(sample(), Shell::kPosix) ==
         "export OMP_NUM_THREADS='4'\nexport LD_PRELOAD='/opt/a.so:/j.so'\n");
-  CHECK(render_exports(sample(), Shell::fish) ==
+  CHECK(render_exports(sample(), Shell::kFish) ==
         "set -gx OMP_NUM_THREADS '4'\nset -gx LD_PRELOAD '/opt/a.so:/j.so'\n");
-  CHECK(render_exports(sample(), Shell::posix, true) ==
+  CHECK(render_exports(sample(), Shell::kPosix, true) ==
         "# OMP_NUM_THREADS: why threads\nexport OMP_NUM_THREADS='4'\n"
         "# LD_PRELOAD: why lib\nexport LD_PRELOAD='/opt/a.so:/j.so'\n");
-  CHECK(parse_shell("zsh") == Shell::posix);
-  CHECK(parse_shell("fish") == Shell::fish);
+  CHECK(parse_shell("zsh") == Shell::kPosix);
+  CHECK(parse_shell("fish") == Shell::kFish);
   CHECK_THROWS_WITH_AS(parse_shell("csh"), "unknown shell \"csh\" (choose bash, zsh, sh or fish)",
                        UsageError);
 }
@@ -42,10 +42,10 @@ TEST_CASE("unset keeps the user's own preloads") {
   Recipe r = sample();
   r.set[1].value = "/opt/a.so:/usr/lib/x86_64-linux-gnu/libjemalloc.so.2";
   const Environment applied = apply_recipe(r, {});
-  CHECK(render_unset(r, applied, Shell::posix) ==
+  CHECK(render_unset(r, applied, Shell::kPosix) ==
         "unset OMP_NUM_THREADS\nexport LD_PRELOAD='/opt/a.so'\n");
   r.set[1].value = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2";
-  CHECK(render_unset(r, apply_recipe(r, {}), Shell::fish) ==
+  CHECK(render_unset(r, apply_recipe(r, {}), Shell::kFish) ==
         "set -e OMP_NUM_THREADS\nset -e LD_PRELOAD\n");
 }
 

@@ -5,7 +5,7 @@
 #include <cstdlib>
 
 #include "env-init/cpulist.h"
-#include "env-init/error.h"
+#include <nano/error.h>
 #include "machines.h"
 
 using namespace nano;

@@ -3,7 +3,7 @@
 #include <functional>
 #include <string>
 
-#include "env-init/error.h"
+#include <nano/error.h>
 
 namespace nano::examples::test {
 

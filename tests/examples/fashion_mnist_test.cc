@@ -8,7 +8,7 @@
 
 #include <unistd.h>
 
-#include "env-init/error.h"
+#include <nano/error.h>
 #include "examples/common/idx.h"
 #include "tests/examples/error_of.h"
 

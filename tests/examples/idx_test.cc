@@ -4,7 +4,7 @@
 
 #include <functional>
 
-#include "env-init/error.h"
+#include <nano/error.h>
 #include "tests/examples/error_of.h"
 
 using namespace nano::examples;

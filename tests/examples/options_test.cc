@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "env-init/error.h"
+#include <nano/error.h>
 
 using namespace nano::examples;
 

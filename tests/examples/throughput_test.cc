@@ -4,7 +4,7 @@
 
 #include <thread>
 
-#include "env-init/error.h"
+#include <nano/error.h>
 
 using namespace nano::examples;
 

@@ -35,8 +35,8 @@
 #include <thread>
 #include <vector>
 
-#include "env-init/error.h"
-#include "runtime/nano.h"
+#include <nano/error.h>
+#include <nano/nano.h>
 
 namespace {
 

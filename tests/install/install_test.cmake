@@ -8,6 +8,17 @@ function(run)
   endif()
 endfunction()
 run(${CMAKE_COMMAND} --install ${NANO_BUILD_DIR} --prefix ${prefix})
+# Only the public headers are installed: include/nano/*.h.
+file(GLOB_RECURSE installed_headers RELATIVE ${prefix}/include ${prefix}/include/*)
+foreach(h IN LISTS installed_headers)
+  if(NOT h MATCHES "^nano/[a-z_0-9]+\\.h$")
+    message(FATAL_ERROR "installed a header outside the public surface: include/${h}")
+  endif()
+endforeach()
+list(FIND installed_headers "nano/nano.h" umbrella)
+if(umbrella EQUAL -1)
+  message(FATAL_ERROR "include/nano/nano.h was not installed")
+endif()
 # Configured as users of an official libtorch archive do: Torch_DIR names libtorch's CMake
 # folder (here the one nano was built against) instead of the default search. A healthy
 # configure prints no CMake warning on either Debian release.

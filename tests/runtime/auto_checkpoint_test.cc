@@ -33,8 +33,8 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/nano_wrapper.h"
-#include "runtime/torch_nano.h"
+#include <nano/nano_wrapper.h>
+#include <nano/torch_nano.h>
 
 namespace fs = std::filesystem;
 

@@ -2,8 +2,8 @@
 #include <torch/optim/adam.h>
 #include <torch/optim/sgd.h>
 
-#include "env-init/error.h"
-#include "runtime/auto_lr.h"
+#include <nano/error.h>
+#include <nano/auto_lr.h>
 
 // c10's logging defines a fatal CHECK; doctest's must win, so it comes last.
 #undef CHECK

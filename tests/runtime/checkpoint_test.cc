@@ -17,10 +17,10 @@
 #include <string>
 #include <thread>
 
-#include "env-init/error.h"
-#include "runtime/auto_lr.h"
-#include "runtime/checkpoint.h"
-#include "runtime/communicator.h"
+#include <nano/error.h>
+#include <nano/auto_lr.h>
+#include <nano/checkpoint.h>
+#include <nano/communicator.h>
 
 #include <doctest/doctest.h>
 

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "cli/port.h"
 #include "tests/runtime/launch.h"
 
 using nano::test::run_mpirun;
@@ -175,7 +176,7 @@ TEST_CASE("a world of one runs without any launcher") {
 }
 
 TEST_CASE("gloo rendezvous that does not complete fails with the address and missing ranks") {
-  const int port = nano::test::free_port();
+  const int port = nano::pick_free_port();
   const std::string address = "127.0.0.1:" + std::to_string(port);
   SUBCASE("only rank 0 started: rank 1 is missing") {
     auto results = run_ranks({kWorker, "collectives"}, 2, {0},

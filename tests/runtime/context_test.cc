@@ -1,6 +1,6 @@
 // Table tests of the pure env -> Context decision.
-#include "env-init/error.h"
-#include "runtime/context.h"
+#include <nano/error.h>
+#include <nano/context.h>
 #include "runtime/gloo_communicator.h"
 #include "runtime/rendezvous.h"
 

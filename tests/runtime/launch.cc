@@ -1,5 +1,7 @@
 #include "tests/runtime/launch.h"
 
+#include "cli/port.h"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -19,21 +21,6 @@
 extern char** environ;
 
 namespace nano::test {
-
-int free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    throw std::runtime_error("free_port: bind failed");
-  }
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
 
 namespace {
 
@@ -127,7 +114,7 @@ std::vector<RankResult> wait_all(std::vector<Child>& children, int timeout_s) {
 std::vector<RankResult> run_ranks(const std::vector<std::string>& argv, int world,
                                   const std::vector<int>& ranks, const Env& extra, int port,
                                   int timeout_s) {
-  if (port == 0) port = free_port();
+  if (port == 0) port = nano::pick_free_port();  // nano-run's own pick (cli/port.h)
   std::vector<Child> children;
   for (int r : ranks) {
     Env env = extra;

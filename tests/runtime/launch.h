@@ -17,9 +17,6 @@ struct RankResult {
 
 using Env = std::map<std::string, std::string>;
 
-/// A TCP port that was free a moment ago (bound to port 0 on 127.0.0.1, then closed).
-int free_port();
-
 /// Runs `ranks` (a subset of 0..world-1) of `argv` with the rank contract for `world` ranks on
 /// 127.0.0.1:`port` (0 = a free port), plus `extra` variables (which may set LOCAL_RANK and
 /// LOCAL_WORLD_SIZE, to pose as ranks on several hosts). Returns one result per rank.

@@ -16,11 +16,11 @@
 #include <string>
 #include <vector>
 
-#include "env-init/error.h"
-#include "runtime/communicator.h"
-#include "runtime/ddp.h"
-#include "runtime/load_balance.h"
-#include "runtime/sharding.h"
+#include <nano/error.h>
+#include <nano/communicator.h>
+#include <nano/ddp.h>
+#include <nano/load_balance.h>
+#include <nano/sharding.h>
 
 // c10's logging defines a fatal CHECK; doctest's must win, so it comes last.
 #undef CHECK

@@ -13,8 +13,12 @@
 #include <string>
 #include <thread>
 
-#include "env-init/error.h"
-#include "runtime/nano.h"
+#include <nano/error.h>
+#include <nano/nano.h>
+
+// The communicators' own classes (not part of the installed surface).
+#include "runtime/gloo_communicator.h"
+#include "runtime/mpi_communicator.h"
 
 namespace {
 

@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <set>
 
-#include "env-init/error.h"
-#include "runtime/sharding.h"
+#include <nano/error.h>
+#include <nano/sharding.h>
 
 // c10's logging defines a fatal CHECK; doctest's must win, so it comes last.
 #undef CHECK

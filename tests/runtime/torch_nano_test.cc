@@ -23,8 +23,8 @@
 #include <torch/optim/sgd.h>
 
 #include "runtime/in_program_launch.h"
-#include "runtime/nano_wrapper.h"
-#include "runtime/torch_nano.h"
+#include <nano/nano_wrapper.h>
+#include <nano/torch_nano.h>
 
 namespace {
 
@@ -320,47 +320,50 @@ int run_b_auto_lr() {
 }  // namespace
 
 // ---- unit tables (no processes) ----
-TEST_CASE("cpu lists become the planner's text") {
-  using nano::in_program::cpu_lists_to_string;
-  CHECK(cpu_lists_to_string({}) == "");
-  CHECK(cpu_lists_to_string({{0}, {1}}) == "0;1");
-  CHECK(cpu_lists_to_string({{0, 1, 2}, {3}}) == "0,1,2;3");
-  CHECK_THROWS_WITH_AS(cpu_lists_to_string({{0}, {}}),
-                       "nano: cpu_for_each_process: the list of rank 1 is empty", nano::UsageError);
-  CHECK_THROWS_WITH_AS(cpu_lists_to_string({{-2}}),
-                       "nano: cpu_for_each_process: bad CPU -2 for rank 0", nano::UsageError);
-}
-
-TEST_CASE("bad options are one-line usage errors") {
-  using nano::in_program::check_self_launch;
-  nano::in_program::SelfLaunch l;
-  l.num_processes = 2;
-  CHECK_NOTHROW(check_self_launch(l));
-  auto bad = l;
+TEST_CASE("bad options are one-line usage errors, naming TorchNanoOptions' fields") {
+  using nano::in_program::check_launch;
+  using nano::in_program::launch_options_of;
+  nano::TorchNanoOptions o;
+  o.num_processes = 2;
+  o.oversubscribe = true;  // a 1-core machine still plans 2 ranks
+  CHECK_NOTHROW(check_launch(launch_options_of(o)));
+  CHECK(launch_options_of(o).plan.num_processes == 2);
+  auto bad = o;
   bad.num_processes = 0;
-  CHECK_THROWS_WITH_AS(check_self_launch(bad), "nano: num_processes must be at least 1, got 0",
-                       nano::UsageError);
-  bad = l;
+  CHECK_THROWS_WITH_AS(launch_options_of(bad), "num_processes must be at least 1, got 0", nano::UsageError);
+  bad = o;
   bad.distributed_backend = "fork";
-  CHECK_THROWS_WITH_AS(check_self_launch(bad),
+  CHECK_THROWS_WITH_AS(launch_options_of(bad),
                        "nano: distributed_backend \"fork\" is not supported (forking after "
                        "libtorch has started its thread pools is unsafe); use \"subprocess\" or "
                        "\"mpi\"",
                        nano::UsageError);
-  bad = l;
+  bad = o;
   bad.distributed_backend = "ray";
-  CHECK_THROWS_WITH_AS(check_self_launch(bad),
+  CHECK_THROWS_WITH_AS(launch_options_of(bad),
                        "nano: unknown distributed_backend \"ray\": expected \"subprocess\" or \"mpi\"",
                        nano::UsageError);
-  bad = l;
-  bad.cpu_for_each_process = {{0}};
-  CHECK_THROWS_WITH_AS(check_self_launch(bad),
-                       "nano: cpu_for_each_process has 1 lists for 2 processes", nano::UsageError);
-  bad = l;
+  bad = o;
   bad.hosts = "a:2";
-  CHECK_THROWS_WITH_AS(check_self_launch(bad),
+  CHECK_THROWS_WITH_AS(launch_options_of(bad),
                        "nano: hostfile/hosts need distributed_backend \"mpi\", got \"subprocess\"",
                        nano::UsageError);
+  // The planner's errors name the fields too (not nano-run's flags).
+  bad = o;
+  bad.cpu_for_each_process = {{0}};
+  CHECK_THROWS_WITH_AS(check_launch(launch_options_of(bad)), "cpu_for_each_process gives 1 list but num_processes is 2",
+                       nano::UsageError);
+  bad.cpu_for_each_process = {{0}, {}};
+  CHECK_THROWS_WITH_AS(check_launch(launch_options_of(bad)), "cpu_for_each_process: the CPU list of rank 1 is empty",
+                       nano::UsageError);
+  bad.cpu_for_each_process = {{-2}, {0}};
+  CHECK_THROWS_WITH_AS(check_launch(launch_options_of(bad)),
+                       "cpu_for_each_process: CPU -2 does not exist on this machine", nano::UsageError);
+  bad = o;
+  bad.oversubscribe = false;
+  bad.num_processes = 100000;
+  CHECK_THROWS_WITH_AS(check_launch(launch_options_of(bad)),
+                       doctest::Contains("num_processes 100000 is more than the"), nano::UsageError);
 }
 
 TEST_CASE("the command line is split at NULs") {

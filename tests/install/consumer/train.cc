@@ -4,7 +4,7 @@
 
 #include <cstdio>
 
-#include "runtime/nano.h"
+#include <nano/nano.h>
 
 struct NetImpl : torch::nn::Module {
   torch::nn::Linear fc{register_module("fc", torch::nn::Linear(1, 1))};

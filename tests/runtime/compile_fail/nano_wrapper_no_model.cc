@@ -2,7 +2,7 @@
 // nano_wrapper_compile_fail expects the static_assert text "exactly one model".
 #include <torch/optim/sgd.h>
 
-#include "runtime/nano_wrapper.h"
+#include <nano/nano_wrapper.h>
 
 int main() {
   std::vector<at::Tensor> params{at::zeros({1}).requires_grad_()};

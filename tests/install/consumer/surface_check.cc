@@ -1,0 +1,17 @@
+// The installed surface, checked where a consumer compiles: nano's public headers are
+// <nano/...>, and nothing else of nano's build (the launcher, the env-init layer, the runtime's
+// private headers) nor MPI's headers are on a consumer's include path.
+#include <nano/nano.h>
+
+#if __has_include(<mpi.h>)
+#error "a nano consumer should not see MPI's headers"
+#endif
+#if __has_include(<cli/launcher.h>) || __has_include(<nano/cli/launcher.h>)
+#error "a nano consumer should not see the launcher's headers"
+#endif
+#if __has_include(<env-init/planner.h>) || __has_include(<nano/env-init/planner.h>)
+#error "a nano consumer should not see env-init's headers"
+#endif
+#if __has_include(<runtime/mpi_communicator.h>) || __has_include(<nano/runtime/mpi_communicator.h>)
+#error "a nano consumer should not see the runtime's private headers"
+#endif
