@@ -14,6 +14,8 @@
 #include <chrono>
 #include <cstdio>
 
+#include <nano/checkpoint.h>
+#include <nano/nano_wrapper.h>
 #include "examples/common/fashion_mnist.h"
 #include "examples/common/fashion_mnist_training.h"
 #include "examples/common/models.h"
@@ -22,22 +24,26 @@
 #include "examples/common/progress.h"
 #include "examples/common/throughput.h"
 #include "examples/common/train.h"
-#include <nano/checkpoint.h>
-#include <nano/nano_wrapper.h>
 
 namespace ex = nano::examples;
 
 namespace {
 
 constexpr const char* kProgram = "fashion_mnist_decorator";
+// --help's words and the options this program offers (examples/common/options.h).
+const ex::OptionsSpec kSpec = {
+    kProgram, "Train a LeNet-style CNN on Fashion-MNIST on several ranks with nano::nano(...).",
+    true,     true,
+    false,    true,
+    true};
 constexpr int64_t kTrainExamples = 60000;  // Fashion-MNIST's training split (sizes the warm-up)
 
 using TrainData = decltype(std::declval<ex::FashionMnist>().map(torch::data::transforms::Stack<>()));
 
 // The training function, as one writes it for a single process. The only nod to ranks: the
 // loader knows its shard, so rank 0 alone prints and evaluates.
-double train_loop(ex::LeNet model, torch::optim::Adam& optimizer, nano::ShardableLoader<TrainData>& loader,
-                  int epochs, const ex::FashionMnist& test_set, const ex::ExampleOptions& o) {
+double train_loop(ex::LeNet model, torch::optim::Adam& optimizer, nano::ShardableLoader<TrainData>& loader, int epochs,
+                  const ex::FashionMnist& test_set, const ex::ExampleOptions& o) {
   const bool main_rank = loader.rank() == 0;
   const int world = loader.world_size();
   const int64_t steps = ex::rank_steps_per_epoch(o, kTrainExamples, world);
@@ -85,7 +91,8 @@ double train_loop(ex::LeNet model, torch::optim::Adam& optimizer, nano::Shardabl
     const double rate = timer.seconds() > 0 ? static_cast<double>(timer.images()) / timer.seconds() : 0.0;
     std::printf("final test accuracy %.4f; %.1f img/s over the timed steps of %d ranks\n", accuracy, rate, world);
     std::printf("%s\n", ex::format_nano_result(rate, world, at::get_num_threads(), accuracy,
-                                                 o.step_times ? timer.step_milliseconds() : std::vector<double>{}).c_str());
+                                               o.step_times ? timer.step_milliseconds() : std::vector<double>{})
+                            .c_str());
     std::fflush(stdout);
   }
   return accuracy;
@@ -110,16 +117,13 @@ int run(const ex::ExampleOptions& o) {
   const double accuracy = nano::nano(options)(train_loop)(model, optimizer, loader, o.epochs, test_set, o);
 
   if (nano::in_program::role_from_env(nano::current_env()) == nano::in_program::Role::kCaller)
-    std::printf("%s: %d ranks finished; rank 0 returned test accuracy %.4f, and its trained weights are in "
-                "this process's model\n",
-                kProgram, world, accuracy);
+    std::printf(
+        "%s: %d ranks finished; rank 0 returned test accuracy %.4f, and its trained weights are in "
+        "this process's model\n",
+        kProgram, world, accuracy);
   return 0;
 }
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  return ex::run_fashion_mnist_main(argc, argv,
-                                    {kProgram, "Train a LeNet-style CNN on Fashion-MNIST on several ranks with nano::nano(...).", true, true, false, true, true},
-                                    run);
-}
+int main(int argc, char** argv) { return ex::run_fashion_mnist_main(argc, argv, kSpec, run); }

@@ -13,6 +13,9 @@
 #include <chrono>
 #include <cstdio>
 
+#include <nano/checkpoint.h>
+#include <nano/communicator.h>
+#include <nano/torch_nano.h>
 #include "examples/common/fashion_mnist.h"
 #include "examples/common/fashion_mnist_training.h"
 #include "examples/common/models.h"
@@ -21,15 +24,18 @@
 #include "examples/common/progress.h"
 #include "examples/common/throughput.h"
 #include "examples/common/train.h"
-#include <nano/checkpoint.h>
-#include <nano/communicator.h>
-#include <nano/torch_nano.h>
 
 namespace ex = nano::examples;
 
 namespace {
 
 constexpr const char* kProgram = "fashion_mnist_nano";
+// --help's words and the options this program offers (examples/common/options.h).
+const ex::OptionsSpec kSpec = {
+    kProgram, "Train a LeNet-style CNN on Fashion-MNIST on several ranks with nano::TorchNano.",
+    true,     true,
+    false,    true,
+    true};
 constexpr int64_t kTrainExamples = 60000;  // Fashion-MNIST's training split (sizes the warm-up)
 
 class FashionMnistNano : public nano::TorchNano {
@@ -52,13 +58,12 @@ class FashionMnistNano : public nano::TorchNano {
     // from a checkpoint (--checkpoint-dir) ends where the original would have.
     nano::ShardOptions shard;
     shard.max_batches = static_cast<size_t>(o_.max_steps_per_epoch);
-    auto loader = setup_dataloader(train_set.map(torch::data::transforms::Stack<>()),
-                                   static_cast<size_t>(o_.batch_size), shard);
+    auto loader =
+        setup_dataloader(train_set.map(torch::data::transforms::Stack<>()), static_cast<size_t>(o_.batch_size), shard);
     const int64_t steps = ex::rank_steps_per_epoch(o_, static_cast<int64_t>(*train_set.size()), world_size());
     print0(kProgram, ": LeNet (", ex::count_parameters(*model), " parameters), ", *train_set.size(), " training / ",
-           *test_set.size(), " test images, ", world_size(), " ranks x ", at::get_num_threads(),
-           " threads, batch ", o_.batch_size, " per rank, lr ", o_.lr, ", auto_lr ",
-           o_.auto_lr && world_size() > 1 ? "on" : "off");
+           *test_set.size(), " test images, ", world_size(), " ranks x ", at::get_num_threads(), " threads, batch ",
+           o_.batch_size, " per rank, lr ", o_.lr, ", auto_lr ", o_.auto_lr && world_size() > 1 ? "on" : "off");
 
     ex::StepTimer timer(ex::warmup_steps_for(steps * o_.epochs));
     double accuracy = 0;
@@ -99,7 +104,8 @@ class FashionMnistNano : public nano::TorchNano {
       std::printf("final test accuracy %.4f; %.1f img/s over the timed steps of %d ranks\n", accuracy, rate,
                   world_size());
       std::printf("%s\n", ex::format_nano_result(rate, world_size(), at::get_num_threads(), accuracy,
-                                                 o_.step_times ? timer.step_milliseconds() : std::vector<double>{}).c_str());
+                                                 o_.step_times ? timer.step_milliseconds() : std::vector<double>{})
+                              .c_str());
       std::fflush(stdout);
       set_result(accuracy);
     }
@@ -132,17 +138,14 @@ int run(const ex::ExampleOptions& o) {
   FashionMnistNano trainer(o, ex::rank_steps_per_epoch(o, kTrainExamples, world));
   trainer.train();
   if (trainer.is_caller()) {
-    std::printf("%s: %d ranks finished; rank 0 reported test accuracy %.4f, and its trained weights are in "
-                "this process's model\n",
-                kProgram, world, trainer.result<double>());
+    std::printf(
+        "%s: %d ranks finished; rank 0 reported test accuracy %.4f, and its trained weights are in "
+        "this process's model\n",
+        kProgram, world, trainer.result<double>());
   }
   return 0;
 }
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  return ex::run_fashion_mnist_main(argc, argv,
-                                    {kProgram, "Train a LeNet-style CNN on Fashion-MNIST on several ranks with nano::TorchNano.", true, true, false, true, true},
-                                    run);
-}
+int main(int argc, char** argv) { return ex::run_fashion_mnist_main(argc, argv, kSpec, run); }

@@ -25,6 +25,8 @@ namespace ex = nano::examples;
 namespace {
 
 constexpr const char* kProgram = "fashion_mnist_single";
+// --help's words and the options this program offers (examples/common/options.h).
+const ex::OptionsSpec kSpec = {kProgram, "Train a LeNet-style CNN on Fashion-MNIST in one process.", true, true, false};
 
 int run(const ex::ExampleOptions& o) {
   if (o.num_processes != 1)
@@ -44,9 +46,10 @@ int run(const ex::ExampleOptions& o) {
     loss.backward();
     optimizer->step();
   };
-  std::printf("%s: LeNet (%lld parameters), %lld training / %lld test images, batch %lld, lr %g, 1 process x %d threads\n",
-              kProgram, static_cast<long long>(ex::count_parameters(*model)), static_cast<long long>(examples),
-              static_cast<long long>(*test_set.size()), static_cast<long long>(o.batch_size), o.lr, at::get_num_threads());
+  std::printf(
+      "%s: LeNet (%lld parameters), %lld training / %lld test images, batch %lld, lr %g, 1 process x %d threads\n",
+      kProgram, static_cast<long long>(ex::count_parameters(*model)), static_cast<long long>(examples),
+      static_cast<long long>(*test_set.size()), static_cast<long long>(o.batch_size), o.lr, at::get_num_threads());
   ex::RunTotals totals;
   for (int epoch = 1; epoch <= o.epochs; ++epoch) {
     ex::ProgressPrinter progress(stdout, epoch, o.epochs,
@@ -60,16 +63,13 @@ int run(const ex::ExampleOptions& o) {
   }
   std::printf("%s\n", ex::format_run_summary(totals).c_str());
   // The same machine-readable line as the nano programs (here over all training steps).
-  std::printf("%s\n", ex::format_nano_result(totals.seconds > 0 ? static_cast<double>(totals.images) / totals.seconds : 0.0,
-                                             1, at::get_num_threads(), totals.accuracies.back())
-                          .c_str());
+  std::printf("%s\n",
+              ex::format_nano_result(totals.seconds > 0 ? static_cast<double>(totals.images) / totals.seconds : 0.0, 1,
+                                     at::get_num_threads(), totals.accuracies.back())
+                  .c_str());
   return 0;
 }
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  return ex::run_fashion_mnist_main(argc, argv,
-                                    {kProgram, "Train a LeNet-style CNN on Fashion-MNIST in one process.", true, true, false},
-                                    run);
-}
+int main(int argc, char** argv) { return ex::run_fashion_mnist_main(argc, argv, kSpec, run); }

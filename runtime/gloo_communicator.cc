@@ -53,8 +53,9 @@ class GlooWork : public Work {
 
 }  // namespace
 
-GlooCommunicator::GlooCommunicator(const Context& context, std::size_t shm_segment_bytes)
-    : rank_(context.rank), size_(context.world_size) {
+GlooCommunicator::GlooCommunicator(const Context& context, std::size_t shm_segment_bytes) {
+  rank_ = context.rank;
+  size_ = context.world_size;
   store_ = rendezvous(context, "nano/rank/");
   // Gloo's own bound on each collective (c10d's default is 30 minutes).
   auto options = c10d::ProcessGroupGloo::Options::create(context.collective_timeout);
@@ -76,8 +77,7 @@ GlooCommunicator::GlooCommunicator(const Context& context, std::size_t shm_segme
     const std::string name = interface_of(address);
     transport = address + (name.empty() ? "" : " (" + name + ")");
   } else if (is_loopback_address(context.master_addr)) {
-    options->devices.push_back(
-        c10d::ProcessGroupGloo::createDeviceForHostname(context.master_addr));
+    options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(context.master_addr));
   } else {
     options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
   }
@@ -89,8 +89,8 @@ GlooCommunicator::GlooCommunicator(const Context& context, std::size_t shm_segme
   try {
     group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, rank_, size_, options);
   } catch (const std::exception& e) {
-    throw Error("nano: gloo connection through " + context.master_addr + ":" +
-                std::to_string(context.master_port) + " failed: " + first_line(e.what()));
+    throw Error("nano: gloo connection through " + context.master_addr + ":" + std::to_string(context.master_port) +
+                " failed: " + first_line(e.what()));
   }
   connect_shared_memory(context, shm_segment_bytes);
   // Every rank has connected before any returns, so rank 0's store may go away later.
@@ -137,8 +137,8 @@ void GlooCommunicator::connect_shared_memory(const Context& context, std::size_t
           memory = SharedMemory::open(name, total);
         } catch (const Error& e) {
           // This rank reports "not mapped" below, so every rank falls back to TCP; say why.
-          std::cerr << "nano: rank " << rank_ << ": " << e.what()
-                    << "; all-reduce goes through Gloo over TCP instead" << std::endl;
+          std::cerr << "nano: rank " << rank_ << ": " << e.what() << "; all-reduce goes through Gloo over TCP instead"
+                    << std::endl;
         }
       }
     }
@@ -170,8 +170,7 @@ void GlooCommunicator::broadcast(at::Tensor& tensor, int root) {
   check_broadcastable(tensor, root, size_);
   // Gloo lacks some dtypes (bool, bfloat16): broadcast the bytes.
   std::vector<at::Tensor> tensors{
-      at::from_blob(tensor.data_ptr(), {static_cast<int64_t>(tensor.nbytes())},
-                    at::TensorOptions().dtype(at::kByte))};
+      at::from_blob(tensor.data_ptr(), {static_cast<int64_t>(tensor.nbytes())}, at::TensorOptions().dtype(at::kByte))};
   c10d::BroadcastOptions opts;
   opts.rootRank = root;
   GlooWork(group_->broadcast(tensors, opts), nullptr).wait();
@@ -204,9 +203,7 @@ std::unique_ptr<Work> GlooCommunicator::all_reduce_async(at::Tensor& tensor, Red
   return std::make_unique<GlooWork>(work, std::move(after));
 }
 
-void GlooCommunicator::barrier() {
-  GlooWork(group_->barrier(), nullptr).wait();
-}
+void GlooCommunicator::barrier() { GlooWork(group_->barrier(), nullptr).wait(); }
 
 std::vector<double> GlooCommunicator::gather(const std::vector<double>& values) {
   auto dbl = at::TensorOptions().dtype(at::kDouble);

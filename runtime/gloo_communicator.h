@@ -9,7 +9,7 @@
 #include <cstddef>
 #include <memory>
 
-#include <nano/communicator.h>
+#include "runtime/peer_communicator.h"
 #include "runtime/shm_all_reduce.h"
 
 namespace c10d {
@@ -22,31 +22,26 @@ namespace nano {
 class SerialExecutor;
 class SharedMemory;
 
-class GlooCommunicator : public Communicator {
+class GlooCommunicator : public PeerCommunicator {
  public:
   /// Rendezvous through rank 0's store (runtime/rendezvous.h: its errors name the missing
   /// ranks). Every collective is bounded by context.collective_timeout.
   /// `shm_segment_bytes`: per-rank shared-memory area when context.local_world_size equals the
   /// world size (0 = always Gloo). The ranks use it only if every one of them could map it.
-  explicit GlooCommunicator(const Context& context,
-                            std::size_t shm_segment_bytes = ShmAllReduce::kDefaultAreaBytes);
+  explicit GlooCommunicator(const Context& context, std::size_t shm_segment_bytes = ShmAllReduce::kDefaultAreaBytes);
   ~GlooCommunicator() override;
 
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
   std::string name() const override { return "gloo"; }
   void broadcast(at::Tensor& tensor, int root = 0) override;
   std::unique_ptr<Work> all_reduce_async(at::Tensor& tensor, ReduceOp op) override;
   void barrier() override;
   std::vector<double> gather(const std::vector<double>& values) override;
   /// True when all-reduce uses shared memory (see the file comment).
-  bool uses_shared_memory() const { return shm_ != nullptr; }
+  bool uses_shared_memory() const override { return shm_ != nullptr; }
 
  private:
   void connect_shared_memory(const Context& context, std::size_t segment_bytes);
 
-  int rank_ = 0;
-  int size_ = 1;
   c10::intrusive_ptr<c10d::TCPStore> store_;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> group_;
   // Declared in teardown order's reverse: the thread stops before the memory goes.

@@ -7,7 +7,7 @@
 // it is MPI_Allreduce.
 #include <memory>
 
-#include <nano/communicator.h>
+#include "runtime/peer_communicator.h"
 #include "runtime/shm_all_reduce.h"
 
 namespace nano {
@@ -15,18 +15,15 @@ namespace nano {
 class MpiEngine;
 struct ShmArena;
 
-class MpiCommunicator : public Communicator {
+class MpiCommunicator : public PeerCommunicator {
  public:
   /// Initialises MPI once per process (MPI_Init_thread on the communication thread; it is
   /// finalised at process exit) and duplicates MPI_COMM_WORLD. Throws nano::Error when MPI's
   /// world disagrees with `context` (rank or size).
   /// `shm_segment_bytes`: per-rank shared window (0 = never use shared memory).
-  explicit MpiCommunicator(const Context& context,
-                           std::size_t shm_segment_bytes = ShmAllReduce::kDefaultAreaBytes);
+  explicit MpiCommunicator(const Context& context, std::size_t shm_segment_bytes = ShmAllReduce::kDefaultAreaBytes);
   ~MpiCommunicator() override;
 
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
   std::string name() const override { return "mpi"; }
   void broadcast(at::Tensor& tensor, int root = 0) override;
   std::unique_ptr<Work> all_reduce_async(at::Tensor& tensor, ReduceOp op) override;
@@ -36,14 +33,12 @@ class MpiCommunicator : public Communicator {
   /// (smaller ones always take MPI_Allreduce). False across hosts, with
   /// shm_segment_bytes 0, or when the window's backing directory (Open MPI: /dev/shm) has too
   /// little free space; rank 0 then prints one line saying so and MPI_Allreduce carries them.
-  bool uses_shared_memory() const { return shm_ != nullptr; }
+  bool uses_shared_memory() const override { return shm_ != nullptr; }
 
  private:
   std::shared_ptr<MpiEngine> engine_;
-  void* comm_ = nullptr;  // MPI_Comm, kept opaque so users need no <mpi.h>
+  void* comm_ = nullptr;           // MPI_Comm, kept opaque so users need no <mpi.h>
   std::shared_ptr<ShmArena> shm_;  // null when ranks span hosts
-  int rank_ = 0;
-  int size_ = 1;
 };
 
 }  // namespace nano

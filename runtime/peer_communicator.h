@@ -1,0 +1,20 @@
+#pragma once
+// What the MPI and the Gloo communicator share: a place in a world of peers, fixed when the
+// communicator connects, and an optional shared-memory path among the ranks of one host.
+#include <nano/communicator.h>
+
+namespace nano {
+
+class PeerCommunicator : public Communicator {
+ public:
+  int rank() const final { return rank_; }
+  int size() const final { return size_; }
+  /// True when all-reduces of ShmAllReduce::kMinBytes and more go through shared memory.
+  virtual bool uses_shared_memory() const = 0;
+
+ protected:
+  int rank_ = 0;  ///< set by the constructor of a derived class, once connected
+  int size_ = 1;
+};
+
+}  // namespace nano
