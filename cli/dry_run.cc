@@ -15,8 +15,8 @@ std::string format_dry_run_table(const DryRun& plan) {
   out << "backend: " << plan.backend << "\n";
   std::vector<std::vector<std::string>> rows = {{"rank", "host", "cpus", "numa", "threads"}};
   for (const auto& r : plan.ranks)
-    rows.push_back({std::to_string(r.rank), r.host.empty() ? "this machine" : r.host,
-                    format_cpu_list(r.cpus), format_cpu_list(r.numa_nodes), std::to_string(r.threads)});
+    rows.push_back({std::to_string(r.rank), r.host.empty() ? "this machine" : r.host, format_cpu_list(r.cpus),
+                    format_cpu_list(r.numa_nodes), std::to_string(r.threads)});
   std::vector<size_t> width(5, 0);
   for (const auto& row : rows)
     for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());

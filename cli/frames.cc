@@ -23,7 +23,8 @@ bool FrameDecoder::next(FrameType& type, std::string& payload) {
   if (buffer_.size() < 5) return false;
   char t = buffer_[0];
   if (std::string("hsoexkrb").find(t) == std::string::npos)
-    throw Error("bad frame type " + std::to_string(static_cast<int>(static_cast<unsigned char>(t))) + " on a rank shim link");
+    throw Error("bad frame type " + std::to_string(static_cast<int>(static_cast<unsigned char>(t))) +
+                " on a rank shim link");
   uint32_t n = 0;
   for (int i = 0; i < 4; ++i) n |= static_cast<uint32_t>(static_cast<unsigned char>(buffer_[1 + i])) << (8 * i);
   if (n > (16u << 20)) throw Error("oversized frame (" + std::to_string(n) + " bytes) on a rank shim link");
@@ -43,9 +44,7 @@ bool parse_hello(const std::string& payload, std::string& token, int& rank, std:
   return static_cast<bool>(in >> token >> rank >> host) && rank >= 0;
 }
 
-std::string exit_payload(int exit_code, int signal) {
-  return std::to_string(exit_code) + " " + std::to_string(signal);
-}
+std::string exit_payload(int exit_code, int signal) { return std::to_string(exit_code) + " " + std::to_string(signal); }
 
 bool parse_exit(const std::string& payload, int& exit_code, int& signal) {
   std::istringstream in(payload);

@@ -27,8 +27,8 @@ bool parse_positive(const std::string& text, int& out) {
 bool valid_host_name(const std::string& host) {
   if (host.empty()) return false;
   for (char c : host) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '-' || c == '.' || c == '_' || c == ':';
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
+              c == '_' || c == ':';
     if (!ok) return false;
   }
   return true;
@@ -64,8 +64,7 @@ std::vector<HostSlots> parse_hosts(const std::string& text) {
     int slots = 1;
     bool ok = valid_host_name(host) && host.find(':') == std::string::npos;
     if (ok && colon != std::string::npos) ok = parse_positive(entry.substr(colon + 1), slots);
-    if (!ok)
-      throw UsageError("invalid --hosts entry '" + entry + "': expected host:slots with slots >= 1");
+    if (!ok) throw UsageError("invalid --hosts entry '" + entry + "': expected host:slots with slots >= 1");
     add_host(hosts, host, slots);
   }
   if (!text.empty() && text.back() == ',')
@@ -101,8 +100,7 @@ std::vector<HostSlots> parse_hostfile(const std::string& contents, const std::st
       }
     }
     if (!ok)
-      throw UsageError("malformed hostfile " + name + " line " + std::to_string(line_number) +
-                       ": '" + trim(raw) + "'");
+      throw UsageError("malformed hostfile " + name + " line " + std::to_string(line_number) + ": '" + trim(raw) + "'");
     add_host(hosts, host, slots);
   }
   if (hosts.empty()) throw UsageError("hostfile " + name + " lists no hosts");

@@ -11,12 +11,12 @@
 #include <optional>
 #include <random>
 
+#include <nano/error.h>
 #include "cli/port.h"
-#include "cli/slurm.h"
 #include "cli/self_exe.h"
+#include "cli/slurm.h"
 #include "cli/subprocess.h"
 #include "env-init/cpulist.h"
-#include <nano/error.h>
 
 #ifndef NANO_RUN_BUILD_PATH
 #define NANO_RUN_BUILD_PATH ""
@@ -129,8 +129,7 @@ Setup prepare(const LaunchOptions& o, const std::vector<std::string>& argv, bool
     if (have_mpirun) {
       s.backend = LaunchBackend::kMpi;
     } else {
-      if (wants_hosts)
-        throw UsageError("--hosts and --hostfile need Open MPI's mpirun, which is not on PATH");
+      if (wants_hosts) throw UsageError("--hosts and --hostfile need Open MPI's mpirun, which is not on PATH");
       s.backend = LaunchBackend::kSubprocess;
       s.notes.push_back("nano-run: mpirun not found on PATH; using the subprocess backend");
     }
@@ -162,8 +161,9 @@ Setup prepare(const LaunchOptions& o, const std::vector<std::string>& argv, bool
     PlanOptions po = o.plan;
     if (po.num_processes > 0) {
       if (po.num_processes % node_part->nodes != 0)
-        throw UsageError(o.plan.names.num_processes + " " + std::to_string(po.num_processes) + " does not divide among the " +
-                         std::to_string(node_part->nodes) + " nodes of the Slurm step (each node's nano-run starts "
+        throw UsageError(o.plan.names.num_processes + " " + std::to_string(po.num_processes) +
+                         " does not divide among the " + std::to_string(node_part->nodes) +
+                         " nodes of the Slurm step (each node's nano-run starts "
                          "an equal part)");
       po.num_processes /= node_part->nodes;
     }
@@ -205,8 +205,9 @@ Setup prepare(const LaunchOptions& o, const std::vector<std::string>& argv, bool
       }
       next += size;
     }
-    s.notes.push_back("each host plans its own ranks against its own topology; shown: this "
-                      "machine's topology for every host");
+    s.notes.push_back(
+        "each host plans its own ranks against its own topology; shown: this "
+        "machine's topology for every host");
   }
   for (int r : o.output_ranks)
     if (r >= s.world_size)
@@ -228,7 +229,8 @@ Setup prepare(const LaunchOptions& o, const std::vector<std::string>& argv, bool
       try {
         check_port_free(s.master_port);
       } catch (const UsageError&) {
-        throw UsageError("the rendezvous port " + std::to_string(s.master_port) + " derived from the Slurm job is "
+        throw UsageError("the rendezvous port " + std::to_string(s.master_port) +
+                         " derived from the Slurm job is "
                          "busy on this node; choose one with --master-port");
       }
     }
@@ -251,11 +253,15 @@ Setup prepare(const LaunchOptions& o, const std::vector<std::string>& argv, bool
   for (const auto& g : s.groups) {
     for (int local = 0; local < g.size; ++local) {
       int rank = g.first_rank + local;
-      RankIdentity id{s.rank_offset + rank, local, s.world_total > 0 ? s.world_total : s.world_size, g.size,
-                      s.group_index >= 0 ? s.group_index : static_cast<int>(&g - s.groups.data()), s.master_addr,
+      RankIdentity id{s.rank_offset + rank,
+                      local,
+                      s.world_total > 0 ? s.world_total : s.world_size,
+                      g.size,
+                      s.group_index >= 0 ? s.group_index : static_cast<int>(&g - s.groups.data()),
+                      s.master_addr,
                       s.master_port};
-      s.envs.push_back(make_rank_environment(id, s.rank_plans[static_cast<size_t>(rank)], o.recipe,
-                                             current, find_installed_library, o.extra_env));
+      s.envs.push_back(make_rank_environment(id, s.rank_plans[static_cast<size_t>(rank)], o.recipe, current,
+                                             find_installed_library, o.extra_env));
     }
   }
   if (!s.envs.empty()) {

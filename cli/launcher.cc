@@ -13,6 +13,7 @@
 #include <chrono>
 #include <sstream>
 
+#include <nano/error.h>
 #include "cli/guardian.h"
 #include "cli/launch_setup.h"
 #include "cli/mpi_starter.h"
@@ -22,7 +23,6 @@
 #include "cli/signals.h"
 #include "cli/supervision_loop.h"
 #include "cli/supervisor.h"
-#include <nano/error.h>
 
 namespace nano {
 namespace {
@@ -159,7 +159,8 @@ LaunchResult launch(const LaunchOptions& options, const std::vector<std::string>
                 " in " + delay.str() + " s (attempt " + std::to_string(restarts + 1) + " ended with " +
                 std::to_string(result.exit_code) + ")");
     if (int sig = wait_before_restart(options.restart_delay, sink)) {
-      router.note("nano-run: stopped by " + signal_name(sig) + " before the restart; exit " + std::to_string(128 + sig));
+      router.note("nano-run: stopped by " + signal_name(sig) + " before the restart; exit " +
+                  std::to_string(128 + sig));
       result.exit_code = 128 + sig;
       result.interrupted_by = sig;
       result.failure.reset();
@@ -177,8 +178,6 @@ LaunchResult launch(const LaunchOptions& options, const std::vector<std::string>
   return result;
 }
 
-bool is_rank_shim_invocation(int argc, char** argv) {
-  return argc > 1 && std::string(argv[1]) == kRankShimFlag;
-}
+bool is_rank_shim_invocation(int argc, char** argv) { return argc > 1 && std::string(argv[1]) == kRankShimFlag; }
 
 }  // namespace nano

@@ -36,26 +36,26 @@ enum class LaunchBackend { kAutomatic, kSubprocess, kMpi };
 
 /// Everything a launch needs besides the program itself.
 struct LaunchOptions {
-  PlanOptions plan;                ///< plan.num_processes 0 = 1 (or the hosts' slots)
+  PlanOptions plan;  ///< plan.num_processes 0 = 1 (or the hosts' slots)
   RecipeOptions recipe;
   LaunchBackend backend = LaunchBackend::kAutomatic;  ///< automatic = mpi when mpirun is on PATH
-  std::string topology_xml;        ///< plan against this hwloc XML instead of this machine
-  std::string synthetic;           ///< plan against this hwloc synthetic description
-  std::string hostfile;            ///< mpi backend: Open MPI hostfile
-  std::string hosts;               ///< mpi backend: "host:slots,host:slots"
-  std::string master_addr;         ///< "" = 127.0.0.1 (or the first host)
-  int master_port = 0;             ///< 0 = a free port picked by the launcher
-  std::string log_dir;             ///< "" = no log files
-  std::vector<int> output_ranks;   ///< empty = every rank's output is shown
-  bool tag_output = true;          ///< prefix lines with "[rank N] "
-  std::chrono::milliseconds grace_period{5000};  ///< SIGTERM -> SIGKILL delay at teardown
+  std::string topology_xml;                           ///< plan against this hwloc XML instead of this machine
+  std::string synthetic;                              ///< plan against this hwloc synthetic description
+  std::string hostfile;                               ///< mpi backend: Open MPI hostfile
+  std::string hosts;                                  ///< mpi backend: "host:slots,host:slots"
+  std::string master_addr;                            ///< "" = 127.0.0.1 (or the first host)
+  int master_port = 0;                                ///< 0 = a free port picked by the launcher
+  std::string log_dir;                                ///< "" = no log files
+  std::vector<int> output_ranks;                      ///< empty = every rank's output is shown
+  bool tag_output = true;                             ///< prefix lines with "[rank N] "
+  std::chrono::milliseconds grace_period{5000};       ///< SIGTERM -> SIGKILL delay at teardown
   /// mpi backend: nano-run and every rank's shim exchange a heartbeat; a rank's shim not heard
   /// from this long counts as lost with its host (exit code kLostHostExitCode), and a shim that
   /// does not hear from nano-run this long ends its rank (a cut link leaves nothing behind).
   std::chrono::milliseconds heartbeat_timeout{30000};
   std::map<std::string, std::string> extra_env;  ///< added to every rank (TorchNano uses it)
-  std::string shim_executable;     ///< mpi backend: program run as the rank shim ("" = find nano-run)
-  std::string mpirun = "mpirun";   ///< mpi backend: mpirun name or path
+  std::string shim_executable;                   ///< mpi backend: program run as the rank shim ("" = find nano-run)
+  std::string mpirun = "mpirun";                 ///< mpi backend: mpirun name or path
   /// After a rank fails (non-zero exit or a signal), tear the world down as usual and start it
   /// again, this many times at most: same plan, a fresh rendezvous port (unless master_port is
   /// fixed), NANO_RESTART_COUNT=1, 2, ... in every rank. An interruption of the launcher
@@ -71,7 +71,7 @@ inline constexpr int kLostHostExitCode = 255;
 
 /// Why a launch failed: the first rank that failed (the root cause).
 struct RankFailure {
-  int rank = -1;            ///< -1 when mpirun itself failed before any rank did
+  int rank = -1;  ///< -1 when mpirun itself failed before any rank did
   std::string host;
   int exit_code = 0;        ///< the rank's exit code when it exited
   int signal = 0;           ///< the signal that killed it, 0 when it exited
@@ -84,8 +84,8 @@ struct RankFailure {
 struct LaunchResult {
   int exit_code = 0;
   std::optional<RankFailure> failure;  ///< of the last attempt
-  int interrupted_by = 0;  ///< the signal the launcher received (SIGINT, SIGTERM, SIGHUP); 0 = none
-  int attempts = 1;        ///< worlds started: 1 + restarts
+  int interrupted_by = 0;              ///< the signal the launcher received (SIGINT, SIGTERM, SIGHUP); 0 = none
+  int attempts = 1;                    ///< worlds started: 1 + restarts
 };
 
 /// Plans, starts and supervises the ranks of `argv` (argv[0] = the program). Blocks until all
@@ -97,15 +97,15 @@ LaunchResult launch(const LaunchOptions& options, const std::vector<std::string>
 /// What a launch would do, without starting anything (`nano-run --dry-run`).
 struct DryRunRank {
   int rank = 0;
-  std::string host;             ///< "" = this machine
+  std::string host;  ///< "" = this machine
   std::vector<int> cpus;
   std::vector<int> numa_nodes;
   int threads = 1;
   std::map<std::string, std::string> env;  ///< variables the launcher sets for this rank
 };
 struct DryRun {
-  std::string backend;                  ///< "subprocess" or "mpi"
-  std::vector<std::string> command;     ///< mpi: the mpirun command line
+  std::string backend;               ///< "subprocess" or "mpi"
+  std::vector<std::string> command;  ///< mpi: the mpirun command line
   std::vector<DryRunRank> ranks;
   std::vector<std::string> notes;
 };

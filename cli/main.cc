@@ -3,10 +3,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <nano/error.h>
 #include "cli/dry_run.h"
 #include "cli/launcher.h"
 #include "cli/options.h"
-#include <nano/error.h>
 
 int main(int argc, char** argv) {
   if (nano::is_rank_shim_invocation(argc, argv)) return nano::run_rank_shim(argc, argv);

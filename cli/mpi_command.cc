@@ -3,8 +3,8 @@
 namespace nano {
 
 std::vector<std::string> make_mpi_command(const MpiCommandInput& input) {
-  std::vector<std::string> cmd = {input.mpirun, "-np", std::to_string(input.num_processes),
-                                  "--bind-to", "none", "--map-by", "slot"};
+  std::vector<std::string> cmd = {input.mpirun, "-np", std::to_string(input.num_processes), "--bind-to", "none",
+                                  "--map-by",   "slot"};
   if (input.hosts.empty()) cmd.push_back("--oversubscribe");
   if (input.as_root) cmd.push_back("--allow-run-as-root");
   if (!input.hosts.empty()) {

@@ -12,10 +12,10 @@ namespace nano {
 struct MpiCommandInput {
   std::string mpirun = "mpirun";  ///< path of mpirun
   int num_processes = 1;
-  std::vector<HostSlots> hosts;   ///< empty = this machine only
-  bool as_root = false;           ///< add --allow-run-as-root (Open MPI refuses root otherwise)
-  std::vector<std::string> shim;         ///< per-rank shim command, e.g. {nano-run, --nano-rank-shim, ...}
-  std::vector<std::string> program;      ///< the user's program and its arguments
+  std::vector<HostSlots> hosts;      ///< empty = this machine only
+  bool as_root = false;              ///< add --allow-run-as-root (Open MPI refuses root otherwise)
+  std::vector<std::string> shim;     ///< per-rank shim command, e.g. {nano-run, --nano-rank-shim, ...}
+  std::vector<std::string> program;  ///< the user's program and its arguments
 };
 
 /// `mpirun -np N --bind-to none --map-by slot [--oversubscribe] [--allow-run-as-root]

@@ -18,9 +18,9 @@ namespace nano {
 
 void add_one_host_open_mpi_settings(const std::string& job_dir, Environment& env) {
   if (job_dir.empty()) return;
-  for (const char* name : {"OMPI_MCA_btl_vader_backing_directory", "OMPI_MCA_btl_sm_backing_directory",
-                           "OMPI_MCA_osc_sm_backing_directory", "OMPI_MCA_orte_tmpdir_base",
-                           "PRTE_MCA_prte_tmpdir_base"})
+  for (const char* name :
+       {"OMPI_MCA_btl_vader_backing_directory", "OMPI_MCA_btl_sm_backing_directory",
+        "OMPI_MCA_osc_sm_backing_directory", "OMPI_MCA_orte_tmpdir_base", "PRTE_MCA_prte_tmpdir_base"})
     env.emplace(name, job_dir);
   env.emplace("OMPI_MCA_btl", "^tcp");
 }

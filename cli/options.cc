@@ -5,10 +5,10 @@
 #include <cmath>
 #include <sstream>
 
+#include <nano/error.h>
 #include "cli/carried_env.h"
 #include "env-init/cpulist.h"
 #include "env-init/parse.h"
-#include <nano/error.h>
 
 namespace nano {
 namespace {
@@ -26,8 +26,7 @@ constexpr const char* kExamples = R"(Examples:
 Exit codes: 0 every rank succeeded; the failing rank's code; 128+signal when a rank was
 killed; 130 on Ctrl-C; 2 bad input (nothing started).)";
 
-int parse_int(const std::string& option, const std::string& text, int min, int max,
-              const std::string& expected) {
+int parse_int(const std::string& option, const std::string& text, int min, int max, const std::string& expected) {
   const std::optional<long long> value = parse_integer(text, min, max);
   if (!value) throw UsageError("invalid value '" + text + "' for " + option + ": expected " + expected);
   return static_cast<int>(*value);
@@ -49,8 +48,7 @@ std::vector<int> parse_rank_list(const std::string& option, const std::string& t
   try {
     return parse_cpu_list(text);
   } catch (const UsageError&) {
-    throw UsageError("invalid value '" + text + "' for " + option +
-                     ": expected rank numbers like 0,2-3");
+    throw UsageError("invalid value '" + text + "' for " + option + ": expected rank numbers like 0,2-3");
   }
 }
 
@@ -80,12 +78,10 @@ RunCommand parse_run_command(const std::vector<std::string>& args) {
   std::vector<std::string> env_specs, shim_env;
   bool version = false, no_tag = false;
   app.add_option("-n,--num-processes", n, "Number of ranks (default 1, or the hosts' slots)");
-  app.add_option("--cpu-for-each-process", cpu_lists,
-                 "Explicit CPU lists, one per rank: \"0-3;4-7\"");
+  app.add_option("--cpu-for-each-process", cpu_lists, "Explicit CPU lists, one per rank: \"0-3;4-7\"");
   app.add_option("--cores-per-process", cores_per, "Physical cores per rank (N derived if not given)");
   app.add_flag("--use-logical-cores", o.plan.use_logical_cores, "Give ranks every SMT thread");
-  app.add_flag("--use-efficiency-cores", o.plan.use_efficiency_cores,
-               "Also use efficiency cores of a hybrid CPU");
+  app.add_flag("--use-efficiency-cores", o.plan.use_efficiency_cores, "Also use efficiency cores of a hybrid CPU");
   app.add_flag("--oversubscribe", o.plan.oversubscribe, "Allow more ranks than cores");
   app.add_option("--topology", o.topology_xml, "Plan against an hwloc XML file");
   app.add_option("--synthetic", o.synthetic, "Plan against an hwloc synthetic description");
@@ -137,7 +133,8 @@ RunCommand parse_run_command(const std::vector<std::string>& args) {
     return cmd;
   }
   cmd.argv = app.remaining();
-  if (!cmd.argv.empty() && cmd.argv.front() == "--") cmd.argv.erase(cmd.argv.begin());
+  if (!cmd.argv.empty() && cmd.argv.front() == "--")
+    cmd.argv.erase(cmd.argv.begin());
   else if (!cmd.argv.empty() && cmd.argv.front().size() > 1 && cmd.argv.front()[0] == '-')
     throw UsageError("unknown option " + cmd.argv.front() + " (see nano-run --help)");
   if (cmd.argv.empty()) throw UsageError(std::string("missing PROGRAM (usage: ") + kUsage + ")");
@@ -157,21 +154,22 @@ RunCommand parse_run_command(const std::vector<std::string>& args) {
   }
   if (!cores_per.empty())
     o.plan.cores_per_process = parse_int("--cores-per-process", cores_per, 1, kMaxRanks, "a positive integer");
-  if (!threads.empty())
-    o.recipe.threads = parse_int("--threads", threads, 1, kMaxRanks, "a positive integer");
+  if (!threads.empty()) o.recipe.threads = parse_int("--threads", threads, 1, kMaxRanks, "a positive integer");
   if (!allocator.empty()) o.recipe.allocator = parse_allocator(allocator);
-  if (backend == "mpi") o.backend = LaunchBackend::kMpi;
-  else if (backend == "subprocess") o.backend = LaunchBackend::kSubprocess;
+  if (backend == "mpi")
+    o.backend = LaunchBackend::kMpi;
+  else if (backend == "subprocess")
+    o.backend = LaunchBackend::kSubprocess;
   else if (!backend.empty())
     throw UsageError("invalid value '" + backend + "' for --backend: expected mpi or subprocess");
-  if (!master_port.empty())
-    o.master_port = parse_int("--master-port", master_port, 1, 65535, "a port number 1-65535");
+  if (!master_port.empty()) o.master_port = parse_int("--master-port", master_port, 1, 65535, "a port number 1-65535");
   if (!grace.empty())
-    o.grace_period = std::chrono::milliseconds(
-        static_cast<long long>(std::llround(parse_seconds("--grace-period", grace) * 1000)));
+    o.grace_period =
+        std::chrono::milliseconds(static_cast<long long>(std::llround(parse_seconds("--grace-period", grace) * 1000)));
   if (!heartbeat.empty()) {
     const double seconds = parse_seconds("--heartbeat-timeout", heartbeat);
-    if (seconds < 1) throw UsageError("invalid value '" + heartbeat + "' for --heartbeat-timeout: expected seconds >= 1");
+    if (seconds < 1)
+      throw UsageError("invalid value '" + heartbeat + "' for --heartbeat-timeout: expected seconds >= 1");
     o.heartbeat_timeout = std::chrono::milliseconds(static_cast<long long>(std::llround(seconds * 1000)));
   }
   if (!max_restarts.empty())
@@ -198,8 +196,7 @@ RunCommand parse_run_command(const std::vector<std::string>& args) {
 
   if (!o.topology_xml.empty() && !o.synthetic.empty())
     throw UsageError("--topology and --synthetic cannot be used together");
-  if (!o.hosts.empty() && !o.hostfile.empty())
-    throw UsageError("--hosts and --hostfile cannot be used together");
+  if (!o.hosts.empty() && !o.hostfile.empty()) throw UsageError("--hosts and --hostfile cannot be used together");
   if (cmd.json && !cmd.dry_run) throw UsageError("--json needs --dry-run");
   return cmd;
 }

@@ -14,9 +14,9 @@ constexpr const char* kRankShimFlag = "--nano-rank-shim";
 
 /// Where an mpi-backend shim reports to (hidden options of the shim mode).
 struct ShimLink {
-  std::string launcher;          ///< "host:port" of the launcher's listener; "" = exec directly
-  std::string token;             ///< proves the shim belongs to this launch
-  std::vector<int> group_starts; ///< first global rank of every host ({0} for one host)
+  std::string launcher;           ///< "host:port" of the launcher's listener; "" = exec directly
+  std::string token;              ///< proves the shim belongs to this launch
+  std::vector<int> group_starts;  ///< first global rank of every host ({0} for one host)
   /// Variables every shim sets over its host's own environment (cli/carried_env.h), so ranks on
   /// other hosts run configured as on the launching one.
   std::map<std::string, std::string> env;
@@ -26,12 +26,12 @@ struct ShimLink {
 struct RunCommand {
   enum Kind { kRun, kHelp, kVersion };
   Kind kind = kRun;
-  std::string text;               ///< help or version text to print
+  std::string text;  ///< help or version text to print
   LaunchOptions launch;
   std::vector<std::string> argv;  ///< PROGRAM ARGS...
   bool dry_run = false;
   bool json = false;
-  bool rank_shim = false;         ///< started as the mpi backend's rank shim
+  bool rank_shim = false;  ///< started as the mpi backend's rank shim
   ShimLink link;
 };
 

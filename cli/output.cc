@@ -5,10 +5,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <poll.h>
 #include <algorithm>
 #include <filesystem>
 #include <system_error>
-#include <poll.h>
 
 #include <nano/error.h>
 
@@ -50,7 +50,8 @@ std::string StdioSink::drain(std::chrono::milliseconds limit) {
   for (const PendingWriter* w : {&out_, &err_}) {
     if (w->dropped() == 0) continue;
     note += std::string(note.empty() ? "" : "; ") + std::to_string(w->dropped()) + " bytes of " +
-            (w == &out_ ? "stdout" : "stderr") + (w->closed() ? " (its reader went away)" : " (its reader was too slow)");
+            (w == &out_ ? "stdout" : "stderr") +
+            (w->closed() ? " (its reader went away)" : " (its reader was too slow)");
   }
   if (!note.empty()) note = "nano-run: the terminal did not get " + note + "; --log-dir keeps every line";
   return note;
@@ -71,7 +72,8 @@ void OutputRouter::open_logs(const std::string& dir) {
     if (!*file) throw UsageError("cannot write --log-dir " + dir + ": " + name);
     return file;
   };
-  for (size_t r = 1; r < ranks_.size(); ++r) ranks_[r].log = open("rank-" + std::to_string(static_cast<int>(r) - 1 + config_.rank_offset) + ".log");
+  for (size_t r = 1; r < ranks_.size(); ++r)
+    ranks_[r].log = open("rank-" + std::to_string(static_cast<int>(r) - 1 + config_.rank_offset) + ".log");
   ranks_[0].log = open("mpirun.log");
 }
 
@@ -104,13 +106,16 @@ void OutputRouter::emit(int rank, Stream stream, const std::string& line) {
     *s.log << line << '\n';
     s.log->flush();
   }
-  bool shown = s.hidden ? false : rank == kMpirunStream || config_.show_ranks.empty() ||
-               std::find(config_.show_ranks.begin(), config_.show_ranks.end(), rank) !=
-                   config_.show_ranks.end();
+  bool shown =
+      s.hidden ? false
+               : rank == kMpirunStream || config_.show_ranks.empty() ||
+                     std::find(config_.show_ranks.begin(), config_.show_ranks.end(), rank) != config_.show_ranks.end();
   if (!shown) return;
   std::string text;
-  if (rank == kMpirunStream) text = "[mpirun] ";
-  else if (config_.tag) text = "[rank " + std::to_string(rank + config_.rank_offset) + "] ";
+  if (rank == kMpirunStream)
+    text = "[mpirun] ";
+  else if (config_.tag)
+    text = "[rank " + std::to_string(rank + config_.rank_offset) + "] ";
   text += line;
   text += '\n';
   sink_.write(stream, text);

@@ -13,8 +13,10 @@ namespace nano {
 PendingWriter::PendingWriter(int fd, std::size_t limit) : fd_(fd), limit_(limit) {
   struct stat st {};
   if (fstat(fd, &st) == 0) {
-    if (S_ISFIFO(st.st_mode)) kind_ = Kind::kPipe;
-    else if (S_ISSOCK(st.st_mode)) kind_ = Kind::kSocket;
+    if (S_ISFIFO(st.st_mode))
+      kind_ = Kind::kPipe;
+    else if (S_ISSOCK(st.st_mode))
+      kind_ = Kind::kSocket;
   } else {
     closed_ = true;  // nothing to write to (a closed descriptor)
   }

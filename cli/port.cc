@@ -79,8 +79,7 @@ void check_port_free(int port) {
 
 int listen_on_free_port(bool any_interface, int& port) {
   int fd = bind_socket(any_interface ? INADDR_ANY : INADDR_LOOPBACK, 0, false);
-  if (fd < 0 || listen(fd, 128) != 0)
-    throw Error(std::string("cannot listen for rank shims: ") + strerror(errno));
+  if (fd < 0 || listen(fd, 128) != 0) throw Error(std::string("cannot listen for rank shims: ") + strerror(errno));
   port = bound_port(fd);
   return fd;
 }

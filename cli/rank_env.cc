@@ -5,8 +5,8 @@
 namespace nano {
 
 RankEnvironment make_rank_environment(const RankIdentity& identity, const RankPlan& plan,
-                                      const RecipeOptions& recipe_options,
-                                      const Environment& current, const LibraryFinder& finder,
+                                      const RecipeOptions& recipe_options, const Environment& current,
+                                      const LibraryFinder& finder,
                                       const std::map<std::string, std::string>& extra_env) {
   RankEnvironment out;
   Recipe recipe = make_recipe(plan.threads, plan.cpus, recipe_options, current, finder);

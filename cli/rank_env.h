@@ -35,9 +35,8 @@ struct RankEnvironment {
 /// A recipe variable the user exported with a different value keeps the user's value
 /// (LD_PRELOAD is always appended to; OMP_NUM_THREADS follows an explicit `--threads`).
 RankEnvironment make_rank_environment(const RankIdentity& identity, const RankPlan& plan,
-                                      const RecipeOptions& recipe_options,
-                                      const Environment& current, const LibraryFinder& finder,
-                                      const std::map<std::string, std::string>& extra_env);
+                                      const RecipeOptions& recipe_options, const Environment& current,
+                                      const LibraryFinder& finder, const std::map<std::string, std::string>& extra_env);
 
 /// The one warning printed for `user_kept` names ("" when empty), e.g.
 /// "nano-run: keeping your exported OMP_NUM_THREADS=8 instead of the planned value for every rank".

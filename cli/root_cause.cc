@@ -38,8 +38,9 @@ EndReport report_end(const EndFacts& facts) {
     std::string who = rc->rank >= 0 ? "rank " + std::to_string(rc->rank + facts.rank_offset) : std::string("mpirun");
     if (rc->rank >= 0 && !facts.lost[static_cast<size_t>(rc->rank)].empty()) {
       f.lost = facts.lost[static_cast<size_t>(rc->rank)];
-      report.lines.push_back("nano-run: root cause: " + describe_lost(rc->rank, facts.hosts, facts.lost, facts.this_host) +
-                             "; nano-run exits with " + std::to_string(facts.exit_code));
+      report.lines.push_back(
+          "nano-run: root cause: " + describe_lost(rc->rank, facts.hosts, facts.lost, facts.this_host) +
+          "; nano-run exits with " + std::to_string(facts.exit_code));
     } else {
       report.lines.push_back("nano-run: root cause: " + who + " on " + f.host + " " +
                              describe_end(rc->exit_code, rc->signal) + "; nano-run exits with " +

@@ -24,14 +24,14 @@ std::string describe_lost(int rank, const std::vector<std::string>& hosts, const
 
 /// What the report is made from.
 struct EndFacts {
-  std::optional<RootCause> root_cause;  ///< the first failure (rank -1: mpirun); none = no failure
-  int interrupted_by = 0;               ///< the signal nano-run received first; 0 = none
-  int exit_code = 0;                    ///< nano-run's exit code (Supervisor::exit_code)
-  int rank_offset = 0;                  ///< added to printed ranks (one node's part of a Slurm step)
-  std::vector<std::string> hosts;       ///< by rank: where it ran
-  std::vector<std::string> lost;        ///< by rank: why its host counts as lost ("" = not)
-  std::string this_host;                ///< nano-run's host (mpirun's)
-  std::vector<std::string> stderr_tail; ///< the root cause's last stderr lines
+  std::optional<RootCause> root_cause;   ///< the first failure (rank -1: mpirun); none = no failure
+  int interrupted_by = 0;                ///< the signal nano-run received first; 0 = none
+  int exit_code = 0;                     ///< nano-run's exit code (Supervisor::exit_code)
+  int rank_offset = 0;                   ///< added to printed ranks (one node's part of a Slurm step)
+  std::vector<std::string> hosts;        ///< by rank: where it ran
+  std::vector<std::string> lost;         ///< by rank: why its host counts as lost ("" = not)
+  std::string this_host;                 ///< nano-run's host (mpirun's)
+  std::vector<std::string> stderr_tail;  ///< the root cause's last stderr lines
 };
 
 /// The failure to return and the lines nano-run prints at the end.

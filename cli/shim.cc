@@ -16,11 +16,12 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <climits>
 #include <chrono>
+#include <climits>
 #include <cstdlib>
 #include <iostream>
 
+#include <nano/error.h>
 #include "cli/frames.h"
 #include "cli/hosts.h"
 #include "cli/launch_setup.h"
@@ -30,7 +31,6 @@
 #include "cli/rank_env.h"
 #include "cli/signals.h"
 #include "cli/subprocess.h"
-#include <nano/error.h>
 #include "env-init/parse.h"
 #include "env-init/topology.h"
 
@@ -39,7 +39,8 @@ namespace {
 
 int env_int(const char* name) {
   const char* v = std::getenv(name);
-  if (!v || !*v) throw UsageError(std::string("nano-run ") + kRankShimFlag + " must run under mpirun (" + name + " is not set)");
+  if (!v || !*v)
+    throw UsageError(std::string("nano-run ") + kRankShimFlag + " must run under mpirun (" + name + " is not set)");
   const std::optional<long long> value = parse_integer(v, 0, INT_MAX);
   if (!value) throw UsageError(std::string("invalid ") + name + " '" + v + "'");
   return static_cast<int>(*value);
@@ -62,8 +63,10 @@ struct ShimRun {
   int rank = 0;
 
   void send(FrameType type, const std::string& payload) {
-    if (link >= 0) send_all(link, encode_frame(type, payload));
-    else send_all(type == FrameType::kOut ? 1 : 2, payload);
+    if (link >= 0)
+      send_all(link, encode_frame(type, payload));
+    else
+      send_all(type == FrameType::kOut ? 1 : 2, payload);
   }
 };
 
@@ -181,8 +184,9 @@ int run_rank_shim(int argc, char** argv) {
           // host than the launcher's, this job's Open MPI daemon (our parent) goes too: it has
           // lost its mpirun and would wait for it for many minutes.
           std::cerr << "nano-run: rank " << rank << " on " << host_name() << ": no word from nano-run at "
-                    << cmd.link.launcher << " for " << std::chrono::duration_cast<std::chrono::seconds>(now - heard).count()
-                    << " s; ending the rank" << std::endl;
+                    << cmd.link.launcher << " for "
+                    << std::chrono::duration_cast<std::chrono::seconds>(now - heard).count() << " s; ending the rank"
+                    << std::endl;
           killpg(child.pid, SIGKILL);
           if (launcher_host != host_name() && launcher_host != "127.0.0.1") kill(parent, SIGKILL);
           _exit(137);
@@ -204,8 +208,10 @@ int run_rank_shim(int argc, char** argv) {
           FrameType type;
           std::string payload;
           while (commands.next(type, payload)) {
-            if (type == FrameType::kSignal) deliver(std::atoi(payload.c_str()));
-            else if (type == FrameType::kRelease) released = true;
+            if (type == FrameType::kSignal)
+              deliver(std::atoi(payload.c_str()));
+            else if (type == FrameType::kRelease)
+              released = true;
           }
         }
       }

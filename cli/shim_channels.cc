@@ -4,13 +4,16 @@
 
 #include <cstdlib>
 
-#include "cli/port.h"
 #include <nano/error.h>
+#include "cli/port.h"
 
 namespace nano {
 
 ShimChannels::ShimChannels(int world_size, bool one_host, OutputRouter& router, ShimEvents& events)
-    : world_size_(world_size), one_host_(one_host), router_(router), events_(events),
+    : world_size_(world_size),
+      one_host_(one_host),
+      router_(router),
+      events_(events),
       hosts_(static_cast<size_t>(world_size), host_name()),
       shims_(static_cast<size_t>(world_size), nullptr),
       groups_(static_cast<size_t>(world_size), -1),

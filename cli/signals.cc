@@ -38,7 +38,7 @@ SignalPipe::SignalPipe(const std::vector<int>& signals) : signals_(signals) {
   g_write_fd = fds[1];
   previous_.resize(signals.size());
   for (size_t i = 0; i < signals.size(); ++i) {
-    struct sigaction action{};
+    struct sigaction action {};
     action.sa_handler = on_signal;
     sigemptyset(&action.sa_mask);
     action.sa_flags = SA_RESTART | (signals[i] == SIGCHLD ? SA_NOCLDSTOP : 0);

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <climits>
 
-#include "env-init/parse.h"
 #include <nano/error.h>
+#include "env-init/parse.h"
 
 namespace nano {
 namespace {
@@ -139,7 +139,8 @@ std::optional<SlurmNodePart> slurm_node_part(const Environment& env) {
                      "allocation (in the sbatch script or under salloc)");
   }
   const std::vector<std::string> list = expand_slurm_nodelist(get("SLURM_STEP_NODELIST"));
-  if (list.empty()) throw UsageError("SLURM_STEP_NODELIST is empty in a Slurm step of " + std::to_string(nodes) + " nodes");
+  if (list.empty())
+    throw UsageError("SLURM_STEP_NODELIST is empty in a Slurm step of " + std::to_string(nodes) + " nodes");
   SlurmNodePart part;
   part.node = node;
   part.nodes = nodes;

@@ -11,8 +11,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "env-init/cpulist.h"
 #include <nano/error.h>
+#include "env-init/cpulist.h"
 
 namespace nano {
 namespace {
@@ -40,8 +40,10 @@ std::string errno_text(int err) { return strerror(err); }
 void decode_wait_status(int status, int& exit_code, int& signal) {
   exit_code = 0;
   signal = 0;
-  if (WIFEXITED(status)) exit_code = WEXITSTATUS(status);
-  else if (WIFSIGNALED(status)) signal = WTERMSIG(status);
+  if (WIFEXITED(status))
+    exit_code = WEXITSTATUS(status);
+  else if (WIFSIGNALED(status))
+    signal = WTERMSIG(status);
 }
 
 std::string resolve_program(const std::string& name, const std::string& path_env) {
@@ -77,7 +79,10 @@ void check_runnable(const std::string& path, const std::string& path_env) {
   close(fd);
   if (n < 0) return;
   const std::string text(head, static_cast<size_t>(n));
-  if (text.compare(0, 4, "\x7f" "ELF") == 0) return;
+  if (text.compare(0, 4,
+                   "\x7f"
+                   "ELF") == 0)
+    return;
   if (text.compare(0, 2, "#!") != 0) throw UsageError("cannot run " + path + ": it has no #! line and is not a binary");
   // "#! /interp [arg]": the interpreter, then (for env) the program it looks up.
   std::vector<std::string> words;
@@ -130,8 +135,7 @@ Spawned spawn_process(const SpawnRequest& request) {
 
   int status_pipe[2], out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
   if (pipe2(status_pipe, O_CLOEXEC) != 0) throw Error("pipe: " + errno_text(errno));
-  if (request.capture_output &&
-      (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0))
+  if (request.capture_output && (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0))
     throw Error("pipe: " + errno_text(errno));
   int devnull = request.null_stdin ? open("/dev/null", O_RDONLY | O_CLOEXEC) : -1;
 
@@ -143,13 +147,14 @@ Spawned spawn_process(const SpawnRequest& request) {
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
-    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGPIPE, SIGQUIT, SIGUSR1, SIGUSR2})
-      signal(sig, SIG_DFL);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGPIPE, SIGQUIT, SIGUSR1, SIGUSR2}) signal(sig, SIG_DFL);
     setpgid(0, 0);
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(127);
-    if (devnull >= 0 && dup2(devnull, 0) < 0) { report(st, kSetup, errno); _exit(127); }
-    if (request.capture_output &&
-        (dup2(out_pipe[1], 1) < 0 || dup2(err_pipe[1], 2) < 0)) {
+    if (devnull >= 0 && dup2(devnull, 0) < 0) {
+      report(st, kSetup, errno);
+      _exit(127);
+    }
+    if (request.capture_output && (dup2(out_pipe[1], 1) < 0 || dup2(err_pipe[1], 2) < 0)) {
       report(st, kSetup, errno);
       _exit(127);
     }
@@ -157,8 +162,7 @@ Spawned spawn_process(const SpawnRequest& request) {
       report(st, kAffinity, errno);
       _exit(127);
     }
-    if (!request.numa_nodes.empty() &&
-        syscall(SYS_set_mempolicy, kMpolBind, nodemask, kMaxNumaWords * 64 + 1) != 0) {
+    if (!request.numa_nodes.empty() && syscall(SYS_set_mempolicy, kMpolBind, nodemask, kMaxNumaWords * 64 + 1) != 0) {
       report(st, kMempolicy, errno);  // not fatal: the rank runs with the default policy
     }
     execve(argv[0], argv.data(), envp.data());
@@ -184,12 +188,11 @@ Spawned spawn_process(const SpawnRequest& request) {
     if (n < 0 && errno == EINTR) continue;
     if (n != static_cast<ssize_t>(sizeof r)) break;
     if (r.stage == kMempolicy) {
-      spawned.warnings.push_back("cannot bind memory to NUMA node(s) " +
-                                 format_cpu_list(request.numa_nodes) + " (set_mempolicy: " +
-                                 errno_text(r.err) + "); ranks use the default memory policy");
+      spawned.warnings.push_back("cannot bind memory to NUMA node(s) " + format_cpu_list(request.numa_nodes) +
+                                 " (set_mempolicy: " + errno_text(r.err) + "); ranks use the default memory policy");
     } else if (r.stage == kAffinity) {
-      failure = "cannot bind " + request.argv[0] + " to CPUs " + format_cpu_list(request.cpus) +
-                ": " + errno_text(r.err);
+      failure =
+          "cannot bind " + request.argv[0] + " to CPUs " + format_cpu_list(request.cpus) + ": " + errno_text(r.err);
     } else if (r.stage == kExec) {
       failure = "cannot run " + request.argv[0] + ": " + errno_text(r.err);
     } else {

@@ -11,12 +11,12 @@ namespace nano {
 
 /// What to start and how to bind it.
 struct SpawnRequest {
-  std::vector<std::string> argv;   ///< argv[0] is the program's path (no PATH search)
-  std::vector<std::string> env;    ///< complete environment, "NAME=VALUE"
-  std::vector<int> cpus;           ///< OS indexes to bind to; empty = inherit
-  std::vector<int> numa_nodes;     ///< memory policy MPOL_BIND to these; empty = leave as is
-  bool capture_output = true;      ///< stdout/stderr go to pipes returned in Spawned
-  bool null_stdin = true;          ///< stdin from /dev/null (ranks run in their own group)
+  std::vector<std::string> argv;  ///< argv[0] is the program's path (no PATH search)
+  std::vector<std::string> env;   ///< complete environment, "NAME=VALUE"
+  std::vector<int> cpus;          ///< OS indexes to bind to; empty = inherit
+  std::vector<int> numa_nodes;    ///< memory policy MPOL_BIND to these; empty = leave as is
+  bool capture_output = true;     ///< stdout/stderr go to pipes returned in Spawned
+  bool null_stdin = true;         ///< stdin from /dev/null (ranks run in their own group)
 };
 
 /// A started process. The caller owns the pipe read ends.

@@ -6,9 +6,9 @@
 
 #include <algorithm>
 
+#include <nano/error.h>
 #include "cli/rank_starter.h"
 #include "cli/subprocess.h"
-#include <nano/error.h>
 
 namespace nano {
 namespace {

@@ -17,7 +17,12 @@ namespace nano {
 
 SupervisionLoop::SupervisionLoop(const LaunchOptions& o, const Setup& s, OutputRouter& router, StdioSink& sink,
                                  Guardian& guardian)
-    : o_(o), s_(s), router_(router), sink_(sink), guardian_(guardian), supervisor_(s.world_size),
+    : o_(o),
+      s_(s),
+      router_(router),
+      sink_(sink),
+      guardian_(guardian),
+      supervisor_(s.world_size),
       shims_(s.world_size, s.hosts.empty(), router, *this),
       lost_(static_cast<size_t>(s.world_size)) {}
 
@@ -83,8 +88,8 @@ void SupervisionLoop::apply(const Decision& d) {
 }
 
 void SupervisionLoop::rank_ended(int rank, int code, int sig) {
-  bool first_failure = !supervisor_.root_cause() && !supervisor_.tearing_down() &&
-                       supervisor_.interrupted_by() == 0 && (code != 0 || sig != 0);
+  bool first_failure = !supervisor_.root_cause() && !supervisor_.tearing_down() && supervisor_.interrupted_by() == 0 &&
+                       (code != 0 || sig != 0);
   if (first_failure) {
     const std::string what = lost_[static_cast<size_t>(rank)].empty()
                                  ? "rank " + std::to_string(rank + s_.rank_offset) + " " + describe_end(code, sig)
@@ -135,8 +140,10 @@ bool SupervisionLoop::read_channel(Channel& ch) {
   ssize_t n = read(ch.fd, buf, sizeof buf);
   if (n < 0 && (errno == EINTR || errno == EAGAIN)) return false;
   if (n <= 0) {
-    if (!ch.shim) router_.finish(ch.rank, ch.stream);
-    else shims_.ended(ch);
+    if (!ch.shim)
+      router_.finish(ch.rank, ch.stream);
+    else
+      shims_.ended(ch);
     return true;
   }
   if (!ch.shim) {

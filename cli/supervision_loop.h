@@ -69,7 +69,7 @@ class SupervisionLoop : private ShimEvents {
   RankStarter* starter_ = nullptr;
   std::vector<std::string> lost_;  // by rank: why its host counts as lost ("" = not)
   Clock::time_point last_beat_{};
-  pid_t backend_pid_ = -1;         // mpirun, when the backend runs one
+  pid_t backend_pid_ = -1;  // mpirun, when the backend runs one
   std::optional<Clock::time_point> mpirun_deadline_;
   std::vector<Child> children_;
   std::vector<std::unique_ptr<Channel>> channels_;

@@ -11,7 +11,7 @@ namespace nano {
 struct Decision {
   enum Kind { kNone, kSignalAll, kKillAll };
   Kind kind = kNone;
-  int signal = 0;          ///< for signal_all: the signal to send every remaining rank
+  int signal = 0;            ///< for signal_all: the signal to send every remaining rank
   bool start_grace = false;  ///< arm the grace timer (SIGKILL when it expires)
 };
 

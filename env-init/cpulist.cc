@@ -9,9 +9,7 @@
 namespace nano {
 namespace {
 
-[[noreturn]] void malformed(const std::string& text) {
-  throw UsageError("malformed CPU list \"" + text + "\"");
-}
+[[noreturn]] void malformed(const std::string& text) { throw UsageError("malformed CPU list \"" + text + "\""); }
 
 // Reads a non-negative decimal number from item[pos..]; digits only, so "-1" and "+1" fail.
 int read_number(const std::string& text, const std::string& item, std::size_t& pos) {
@@ -38,8 +36,7 @@ std::vector<int> parse_cpu_list(const std::string& text) {
   std::size_t start = 0;
   while (true) {
     const auto comma = body.find(',', start);
-    const std::string item = body.substr(start, comma == std::string::npos ? std::string::npos
-                                                                           : comma - start);
+    const std::string item = body.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     std::size_t pos = 0;
     const int low = read_number(text, item, pos);
     int high = low;

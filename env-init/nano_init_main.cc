@@ -11,8 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "env-init/cpulist.h"
 #include <nano/error.h>
+#include "env-init/cpulist.h"
 #include "env-init/planner.h"
 #include "env-init/recipe.h"
 #include "env-init/shell.h"
@@ -45,8 +45,7 @@ void setup_init(CLI::App& app, InitOptions& o) {
   app.description(
       "Prints the environment that makes a libtorch process run well on this machine's CPUs:\n"
       "OpenMP threads, OpenMP binding policy and a preloaded memory allocator.");
-  auto* shell = app.add_option("--shell", o.shell, "shell syntax: bash, zsh, sh or fish")
-                    ->capture_default_str();
+  auto* shell = app.add_option("--shell", o.shell, "shell syntax: bash, zsh, sh or fish")->capture_default_str();
   auto* json = app.add_flag("--json", o.json,
                             "print a JSON object of name -> value instead (with --show-topology: "
                             "the machine as one JSON object)");
@@ -55,8 +54,7 @@ void setup_init(CLI::App& app, InitOptions& o) {
   auto* je = app.add_flag("-j,--jemalloc", o.jemalloc, "preload jemalloc (default when installed)");
   auto* tc = app.add_flag("-t,--tcmalloc", o.tcmalloc, "preload tcmalloc");
   auto* sys = app.add_flag("-c,--system-allocator", o.system_allocator, "use glibc malloc");
-  auto* alloc =
-      app.add_option("--allocator", o.allocator, "jemalloc, tcmalloc, system or auto");
+  auto* alloc = app.add_option("--allocator", o.allocator, "jemalloc, tcmalloc, system or auto");
   je->excludes(tc, sys, alloc);
   tc->excludes(sys, alloc);
   sys->excludes(alloc);
@@ -64,27 +62,26 @@ void setup_init(CLI::App& app, InitOptions& o) {
   app.add_option("-r,--threads", o.threads, "OMP_NUM_THREADS (default: physical cores)");
   app.add_option("--openmp", o.openmp, "OpenMP runtime: gnu (libgomp), intel (libiomp5) or auto")
       ->capture_default_str();
-  auto* xml = app.add_option("--topology", o.topology_xml, "describe the machine in this hwloc "
-                                                           "XML file (lstopo file.xml)");
+  auto* xml = app.add_option("--topology", o.topology_xml,
+                             "describe the machine in this hwloc "
+                             "XML file (lstopo file.xml)");
   auto* syn = app.add_option("--synthetic", o.synthetic,
                              "describe a machine in hwloc synthetic form, e.g. "
                              "\"pack:2 numa:2 core:8 pu:2\"");
   xml->excludes(syn);
   app.add_option("--allowed-cpus", o.allowed_cpus,
                  "only these CPUs are usable (as a cpuset would say), e.g. 0-7,16-23");
-  auto* show = app.add_flag("--show-topology", o.show_topology,
-                            "print the machine and exit (with --json: as one JSON object)");
+  auto* show =
+      app.add_flag("--show-topology", o.show_topology, "print the machine and exit (with --json: as one JSON object)");
   auto* plan = app.add_option("--plan", o.plan, "print how N ranks would share the machine");
-  app.add_option("--cores-per-process", o.plan_options.cores_per_process,
-                 "with --plan: physical cores per rank");
+  app.add_option("--cores-per-process", o.plan_options.cores_per_process, "with --plan: physical cores per rank");
   app.add_option("--cpu-for-each-process", o.cpu_lists,
                  "with --plan: explicit CPU lists, ranks separated by ';' (\"0-3;4-7\")");
   app.add_flag("--use-logical-cores", o.plan_options.use_logical_cores,
                "give ranks every hardware thread, not one per core");
   app.add_flag("--use-efficiency-cores", o.plan_options.use_efficiency_cores,
                "also use the efficiency cores of a hybrid CPU");
-  app.add_flag("--oversubscribe", o.plan_options.oversubscribe,
-               "with --plan: allow more ranks than cores");
+  app.add_flag("--oversubscribe", o.plan_options.oversubscribe, "with --plan: allow more ranks than cores");
   json->excludes(unset, shell);
   show->excludes(unset, plan);
   app.set_version_flag("--version", std::string("nano-init ") + NANO_VERSION);
@@ -110,8 +107,7 @@ nano::Topology load_topology(const InitOptions& o) {
   std::vector<int> wanted = nano::parse_cpu_list(o.allowed_cpus);
   for (int cpu : wanted)
     if (!std::binary_search(t.present_pus.begin(), t.present_pus.end(), cpu))
-      throw nano::UsageError("--allowed-cpus: CPU " + std::to_string(cpu) +
-                             " does not exist on this machine");
+      throw nano::UsageError("--allowed-cpus: CPU " + std::to_string(cpu) + " does not exist on this machine");
   std::vector<nano::Core> kept;
   std::vector<int> allowed;
   for (nano::Core c : t.cores) {
@@ -124,8 +120,7 @@ nano::Topology load_topology(const InitOptions& o) {
     allowed.insert(allowed.end(), pus.begin(), pus.end());
     kept.push_back(c);
   }
-  if (kept.empty())
-    throw nano::UsageError("--allowed-cpus: none of CPUs " + o.allowed_cpus + " is usable here");
+  if (kept.empty()) throw nano::UsageError("--allowed-cpus: none of CPUs " + o.allowed_cpus + " is usable here");
   std::sort(allowed.begin(), allowed.end());
   t.cores = kept;
   t.allowed_pus = allowed;
@@ -232,8 +227,8 @@ int run_init(const InitOptions& o) {
   const nano::Plan plan = nano::make_plan(topology, whole);
   const nano::RankPlan& scope = plan.ranks.front();
   const nano::Environment env = nano::current_environment();
-  const nano::Recipe recipe = nano::make_recipe(scope.threads, scope.cpus, recipe_options, env,
-                                                nano::find_installed_library);
+  const nano::Recipe recipe =
+      nano::make_recipe(scope.threads, scope.cpus, recipe_options, env, nano::find_installed_library);
   for (const std::string& w : recipe.warnings) std::cerr << "nano-init: warning: " << w << '\n';
   if (o.json) {
     std::cout << nano::render_json(recipe);
@@ -242,8 +237,7 @@ int run_init(const InitOptions& o) {
   } else {
     if (o.explain) {
       std::cout << "# nano-init for " << topology.source << ": " << topology.cores.size()
-                << " usable physical cores, CPUs " << nano::format_cpu_list(topology.allowed_pus)
-                << '\n';
+                << " usable physical cores, CPUs " << nano::format_cpu_list(topology.allowed_pus) << '\n';
       // Span notes matter for ranks, not for one process that owns the whole machine.
       for (const std::string& note : plan.notes)
         if (note.rfind("rank ", 0) != 0) std::cout << "# note: " << note << '\n';

@@ -6,8 +6,8 @@
 #include <set>
 #include <tuple>
 
-#include "env-init/cpulist.h"
 #include <nano/error.h>
+#include "env-init/cpulist.h"
 
 namespace nano {
 namespace {
@@ -77,9 +77,8 @@ std::vector<CoreList> assign_cores(const CoreList& cores, int n, int per_rank) {
       continue;
     std::vector<CoreList> out;
     for (const CoreList& group : groups) {
-      const std::vector<int> sizes =
-          per_rank > 0 ? std::vector<int>(ranks_per_group, per_rank)
-                       : even_split(static_cast<int>(group.size()), ranks_per_group);
+      const std::vector<int> sizes = per_rank > 0 ? std::vector<int>(ranks_per_group, per_rank)
+                                                  : even_split(static_cast<int>(group.size()), ranks_per_group);
       std::size_t at = 0;
       for (int size : sizes) {
         out.emplace_back(group.begin() + at, group.begin() + at + size);
@@ -88,14 +87,13 @@ std::vector<CoreList> assign_cores(const CoreList& cores, int n, int per_rank) {
     }
     if (grouping.must_balance) {
       const auto [low, high] = std::minmax_element(
-          out.begin(), out.end(),
-          [](const CoreList& a, const CoreList& b) { return a.size() < b.size(); });
+          out.begin(), out.end(), [](const CoreList& a, const CoreList& b) { return a.size() < b.size(); });
       if (high->size() - low->size() > 1) continue;
     }
     return out;
   }
-  const std::vector<int> sizes = per_rank > 0 ? std::vector<int>(n, per_rank)
-                                              : even_split(static_cast<int>(cores.size()), n);
+  const std::vector<int> sizes =
+      per_rank > 0 ? std::vector<int>(n, per_rank) : even_split(static_cast<int>(cores.size()), n);
   std::vector<CoreList> out;
   std::size_t at = 0;
   for (int size : sizes) {
@@ -127,8 +125,7 @@ void note_spans(Plan& plan, const std::vector<CoreList>& rank_cores) {
   for (std::size_t i = 0; i < rank_cores.size(); ++i) {
     const RankPlan& r = plan.ranks[i];
     if (r.numa_nodes.size() > 1) {
-      plan.notes.push_back("rank " + std::to_string(r.rank) + " spans NUMA nodes " +
-                           join_and(r.numa_nodes));
+      plan.notes.push_back("rank " + std::to_string(r.rank) + " spans NUMA nodes " + join_and(r.numa_nodes));
       continue;
     }
     std::set<int> packages;
@@ -156,8 +153,7 @@ Plan explicit_plan(const Topology& topo, const PlanOptions& options) {
   Plan plan;
   std::vector<CoreList> rank_cores;
   for (int rank = 0; rank < n; ++rank) {
-    if (lists[rank].empty())
-      throw UsageError(flag + ": the CPU list of rank " + std::to_string(rank) + " is empty");
+    if (lists[rank].empty()) throw UsageError(flag + ": the CPU list of rank " + std::to_string(rank) + " is empty");
     std::vector<int> cpus = lists[rank];
     std::sort(cpus.begin(), cpus.end());
     cpus.erase(std::unique(cpus.begin(), cpus.end()), cpus.end());
@@ -167,14 +163,13 @@ Plan explicit_plan(const Topology& topo, const PlanOptions& options) {
         throw UsageError(flag + ": CPU " + std::to_string(cpu) + " does not exist on this machine");
       auto found = core_of.find(cpu);
       if (found == core_of.end())
-        throw UsageError(flag + ": CPU " + std::to_string(cpu) + " is not allowed (allowed: " +
-                         format_cpu_list(topo.allowed_pus) + ")");
+        throw UsageError(flag + ": CPU " + std::to_string(cpu) +
+                         " is not allowed (allowed: " + format_cpu_list(topo.allowed_pus) + ")");
       auto [it, fresh] = owner.emplace(cpu, rank);
       if (!fresh)
-        throw UsageError(flag + ": CPU " + std::to_string(cpu) + " is listed for rank " +
-                         std::to_string(it->second) + " and rank " + std::to_string(rank));
-      if (std::find(cores.begin(), cores.end(), found->second) == cores.end())
-        cores.push_back(found->second);
+        throw UsageError(flag + ": CPU " + std::to_string(cpu) + " is listed for rank " + std::to_string(it->second) +
+                         " and rank " + std::to_string(rank));
+      if (std::find(cores.begin(), cores.end(), found->second) == cores.end()) cores.push_back(found->second);
     }
     RankPlan r;
     r.rank = rank;
@@ -214,16 +209,14 @@ PlanSettingNames plan_flag_names() {
 }
 
 void check_num_processes(int num_processes, const std::string& setting) {
-  if (num_processes < 1)
-    throw UsageError(setting + " must be at least 1, got " + std::to_string(num_processes));
+  if (num_processes < 1) throw UsageError(setting + " must be at least 1, got " + std::to_string(num_processes));
 }
 
 Plan make_plan(const Topology& topo, const PlanOptions& options) {
   const PlanSettingNames& names = options.names;
   if (options.num_processes < 0) check_num_processes(options.num_processes, names.num_processes);
   if (options.cores_per_process < 0)
-    throw UsageError(names.cores_per_process + " must be at least 1, got " +
-                     std::to_string(options.cores_per_process));
+    throw UsageError(names.cores_per_process + " must be at least 1, got " + std::to_string(options.cores_per_process));
   if (topo.cores.empty()) throw Error("no usable CPU on " + topo.source);
   if (!options.cpu_for_each_process.empty()) return explicit_plan(topo, options);
 
@@ -241,27 +234,24 @@ Plan make_plan(const Topology& topo, const PlanOptions& options) {
     left_out.clear();
   }
   if (!left_out.empty())
-    plan.notes.push_back("efficiency cores (CPUs " + format_cpu_list(left_out) +
-                         ") are left out; " + names.use_efficiency_cores + " uses them");
+    plan.notes.push_back("efficiency cores (CPUs " + format_cpu_list(left_out) + ") are left out; " +
+                         names.use_efficiency_cores + " uses them");
 
   const int cores = static_cast<int>(usable.size());
-  const std::string usable_text = std::to_string(cores) + " usable physical " +
-                                  (cores == 1 ? "core" : "cores");
+  const std::string usable_text = std::to_string(cores) + " usable physical " + (cores == 1 ? "core" : "cores");
   const int k = options.cores_per_process;
   int n = options.num_processes;
   if (n == 0) {
     if (k > cores)
-      throw UsageError(names.cores_per_process + " " + std::to_string(k) + " is more than the " +
-                       usable_text);
+      throw UsageError(names.cores_per_process + " " + std::to_string(k) + " is more than the " + usable_text);
     n = k > 0 ? cores / k : 1;
   } else if (k == 0 && n > cores && !options.oversubscribe) {
-    throw UsageError(names.num_processes + " " + std::to_string(n) + " is more than the " + usable_text +
-                     " (use " + names.oversubscribe + " to share cores)");
+    throw UsageError(names.num_processes + " " + std::to_string(n) + " is more than the " + usable_text + " (use " +
+                     names.oversubscribe + " to share cores)");
   } else if (k > 0 && n * k > cores && !options.oversubscribe) {
     throw UsageError(names.num_processes + " " + std::to_string(n) + " with " + names.cores_per_process + " " +
-                     std::to_string(k) + " needs " + std::to_string(n * k) +
-                     " physical cores but there are only " + usable_text +
-                     " (use " + names.oversubscribe + " to share cores)");
+                     std::to_string(k) + " needs " + std::to_string(n * k) + " physical cores but there are only " +
+                     usable_text + " (use " + names.oversubscribe + " to share cores)");
   }
 
   const int per_rank = std::min(std::max(k, 1), cores);
@@ -270,8 +260,7 @@ Plan make_plan(const Topology& topo, const PlanOptions& options) {
     // Oversubscribed: deal cores round-robin so the sharing is spread evenly.
     for (int r = 0; r < n; ++r) {
       CoreList list;
-      for (int j = 0; j < per_rank; ++j)
-        list.push_back(usable[(static_cast<long>(r) * per_rank + j) % cores]);
+      for (int j = 0; j < per_rank; ++j) list.push_back(usable[(static_cast<long>(r) * per_rank + j) % cores]);
       rank_cores.push_back(std::move(list));
     }
     plan.notes.push_back(std::to_string(n) + " ranks share " + usable_text +
@@ -279,11 +268,9 @@ Plan make_plan(const Topology& topo, const PlanOptions& options) {
   } else {
     rank_cores = assign_cores(usable, n, k);
     const auto [low, high] = std::minmax_element(
-        rank_cores.begin(), rank_cores.end(),
-        [](const CoreList& a, const CoreList& b) { return a.size() < b.size(); });
+        rank_cores.begin(), rank_cores.end(), [](const CoreList& a, const CoreList& b) { return a.size() < b.size(); });
     if (high->size() - low->size() > 1)
-      plan.notes.push_back("ranks get " + std::to_string(low->size()) + " to " +
-                           std::to_string(high->size()) +
+      plan.notes.push_back("ranks get " + std::to_string(low->size()) + " to " + std::to_string(high->size()) +
                            " cores so that each stays inside its NUMA node (the nodes have "
                            "unequal usable cores)");
     if (k > 0 && n * k < cores) {
@@ -292,13 +279,12 @@ Plan make_plan(const Topology& topo, const PlanOptions& options) {
       for (const CoreList& l : rank_cores) used.insert(l.begin(), l.end());
       for (const Core* c : usable)
         if (!used.count(c)) idle.push_back(c->pus.front());
-      plan.notes.push_back(std::to_string(cores - n * k) + " of the " + usable_text +
-                           " stay idle (CPUs " + format_cpu_list(idle) + "): " +
-                           std::to_string(n) + " ranks x " + std::to_string(k) + " cores");
+      plan.notes.push_back(std::to_string(cores - n * k) + " of the " + usable_text + " stay idle (CPUs " +
+                           format_cpu_list(idle) + "): " + std::to_string(n) + " ranks x " + std::to_string(k) +
+                           " cores");
     }
   }
-  for (int r = 0; r < n; ++r)
-    plan.ranks.push_back(rank_from_cores(r, rank_cores[r], options.use_logical_cores));
+  for (int r = 0; r < n; ++r) plan.ranks.push_back(rank_from_cores(r, rank_cores[r], options.use_logical_cores));
   note_spans(plan, rank_cores);
   return plan;
 }

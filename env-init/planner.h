@@ -23,8 +23,8 @@ PlanSettingNames plan_flag_names();
 
 /// What the user asked for. Zero means "not given".
 struct PlanOptions {
-  int num_processes = 0;              ///< N; 0 = derive from cores_per_process, else 1
-  int cores_per_process = 0;          ///< K physical cores per rank; 0 = split evenly
+  int num_processes = 0;      ///< N; 0 = derive from cores_per_process, else 1
+  int cores_per_process = 0;  ///< K physical cores per rank; 0 = split evenly
   /// One CPU list (OS indexes) per rank, e.g. {{0, 1}, {2, 3}}; empty = plan automatically.
   /// Text forms ("0-1;2-3") are parsed by the front ends (parse_cpu_lists).
   std::vector<std::vector<int>> cpu_for_each_process;

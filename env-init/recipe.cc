@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <cstdlib>
 
-#include "env-init/cpulist.h"
 #include <nano/error.h>
+#include "env-init/cpulist.h"
 
 extern char** environ;
 
@@ -106,8 +106,7 @@ std::vector<std::string> library_dirs() {
     dirs.push_back("/usr/lib/" + triplet);
     dirs.push_back("/lib/" + triplet);
   }
-  for (const char* dir : {"/usr/local/lib", "/usr/lib64", "/lib64", "/usr/lib", "/lib"})
-    dirs.push_back(dir);
+  for (const char* dir : {"/usr/local/lib", "/usr/lib64", "/lib64", "/usr/lib", "/lib"}) dirs.push_back(dir);
   return dirs;
 }
 
@@ -138,29 +137,26 @@ std::string find_installed_library(const std::vector<std::string>& names) {
 
 Recipe make_recipe(int physical_cores, const std::vector<int>& cpus, const RecipeOptions& options,
                    const Environment& current, const LibraryFinder& find_library) {
-  if (options.threads < 0)
-    throw UsageError("--threads must be at least 1, got " + std::to_string(options.threads));
+  if (options.threads < 0) throw UsageError("--threads must be at least 1, got " + std::to_string(options.threads));
   Recipe recipe;
   auto add = [&](const std::string& name, const std::string& value, const std::string& reason) {
     recipe.set.push_back({name, value, reason});
     if (name != "LD_PRELOAD") recipe.unset_names.push_back(name);
   };
   const std::vector<std::string> preload = split_preload(get(current, "LD_PRELOAD"));
-  const std::string scope = cpus.empty() ? std::string("the machine")
-                                         : "CPUs " + format_cpu_list(cpus);
+  const std::string scope = cpus.empty() ? std::string("the machine") : "CPUs " + format_cpu_list(cpus);
 
   if (!options.disable_openmp) {
     const int threads = options.threads > 0 ? options.threads : std::max(physical_cores, 1);
     add("OMP_NUM_THREADS", std::to_string(threads),
         options.threads > 0
             ? "set by --threads"
-            : "one OpenMP thread per physical core of " + scope + " (" +
-                  std::to_string(std::max(physical_cores, 1)) +
+            : "one OpenMP thread per physical core of " + scope + " (" + std::to_string(std::max(physical_cores, 1)) +
                   "); SMT siblings share a core's floating-point units");
     OpenMpRuntime runtime = options.openmp;
     if (runtime == OpenMpRuntime::kAutomatic)
-      runtime = std::any_of(preload.begin(), preload.end(), is_intel_openmp) ? OpenMpRuntime::kIntel
-                                                                             : OpenMpRuntime::kGnu;
+      runtime =
+          std::any_of(preload.begin(), preload.end(), is_intel_openmp) ? OpenMpRuntime::kIntel : OpenMpRuntime::kGnu;
     // No OpenMP binding on purpose. Measured on this project's 2-core Debian 12 machine with a
     // small OpenMP reduction (libgomp 12 and LLVM libomp as libiomp5): OMP_PROC_BIND=true,
     // OMP_PROC_BIND=close|spread + OMP_PLACES=cores, GOMP_CPU_AFFINITY=0-1 and
@@ -193,8 +189,7 @@ Recipe make_recipe(int physical_cores, const std::vector<int>& cpus, const Recip
     library = find_library({"libjemalloc.so.2", "libjemalloc.so"});
     allocator_name = "jemalloc";
     if (library.empty() && options.allocator == Allocator::kJemalloc)
-      throw UsageError(
-          "--allocator jemalloc: libjemalloc.so.2 is not installed (Debian package libjemalloc2)");
+      throw UsageError("--allocator jemalloc: libjemalloc.so.2 is not installed (Debian package libjemalloc2)");
   } else if (options.allocator == Allocator::kTcmalloc) {
     library = find_library({"libtcmalloc.so.4", "libtcmalloc.so"});
     allocator_name = "tcmalloc";
@@ -207,9 +202,8 @@ Recipe make_recipe(int physical_cores, const std::vector<int>& cpus, const Recip
   // in one process would fight over every malloc. (The very library the recipe would add is
   // taken as the recipe's own, from an earlier nano-init, so the recipe stays idempotent.)
   if (options.allocator == Allocator::kAutomatic) {
-    auto own = std::find_if(preload.begin(), preload.end(), [&](const std::string& item) {
-      return is_allocator_library(item) && item != library;
-    });
+    auto own = std::find_if(preload.begin(), preload.end(),
+                            [&](const std::string& item) { return is_allocator_library(item) && item != library; });
     if (own != preload.end()) {
       recipe.warnings.push_back("your LD_PRELOAD already loads an allocator (" + *own + "); " +
                                 (library.empty() ? std::string("none") : allocator_name) +
@@ -226,15 +220,13 @@ Recipe make_recipe(int physical_cores, const std::vector<int>& cpus, const Recip
     }
     if (std::find(kept.begin(), kept.end(), item) == kept.end()) kept.push_back(item);
   }
-  if (!library.empty() && std::find(kept.begin(), kept.end(), library) == kept.end())
-    kept.push_back(library);
+  if (!library.empty() && std::find(kept.begin(), kept.end(), library) == kept.end()) kept.push_back(library);
   if (!library.empty() || !preload.empty()) {
-    const std::string reason =
-        library.empty() ? "system allocator: other allocators taken out, your own preloads kept"
-                        : allocator_name + " (" + library +
-                              ") replaces glibc malloc: fewer page faults and less lock "
-                              "contention for many-threaded tensor allocation; your own "
-                              "preloads are kept";
+    const std::string reason = library.empty() ? "system allocator: other allocators taken out, your own preloads kept"
+                                               : allocator_name + " (" + library +
+                                                     ") replaces glibc malloc: fewer page faults and less lock "
+                                                     "contention for many-threaded tensor allocation; your own "
+                                                     "preloads are kept";
     add("LD_PRELOAD", join_preload(kept), reason);
   }
   if (allocator_name == "jemalloc" && !library.empty())

@@ -7,8 +7,7 @@
 namespace nano {
 
 Shell parse_shell(const std::string& text) {
-  if (text == "bash" || text == "zsh" || text == "sh" || text == "dash" || text == "posix")
-    return Shell::kPosix;
+  if (text == "bash" || text == "zsh" || text == "sh" || text == "dash" || text == "posix") return Shell::kPosix;
   if (text == "fish") return Shell::kFish;
   throw UsageError("unknown shell \"" + text + "\" (choose bash, zsh, sh or fish)");
 }

@@ -10,8 +10,8 @@
 #include <set>
 #include <sstream>
 
-#include "env-init/cpulist.h"
 #include <nano/error.h>
+#include "env-init/cpulist.h"
 
 namespace nano {
 namespace {
@@ -63,16 +63,14 @@ int efficiency_kind(hwloc_topology_t t) {
     hwloc_info_s* infos = nullptr;
     if (hwloc_cpukinds_get_info(t, k, nullptr, &efficiency, &nr_infos, &infos, 0) != 0) continue;
     for (unsigned i = 0; i < nr_infos; ++i) {
-      if (std::strcmp(infos[i].name, "CoreType") == 0 &&
-          std::strcmp(infos[i].value, "IntelAtom") == 0)
-        return k;
+      if (std::strcmp(infos[i].name, "CoreType") == 0 && std::strcmp(infos[i].value, "IntelAtom") == 0) return k;
     }
   }
   return 0;  // unranked and unnamed: hwloc's first kind is the conventional guess
 }
 
-Topology read(hwloc_topology_t t, const std::string& source, const std::string& allowed_text,
-              const std::string& what, bool this_process = false) {
+Topology read(hwloc_topology_t t, const std::string& source, const std::string& allowed_text, const std::string& what,
+              bool this_process = false) {
   Topology topo;
   topo.source = source;
 
@@ -84,8 +82,7 @@ Topology read(hwloc_topology_t t, const std::string& source, const std::string& 
     // hwloc's allowed set reflects cgroup cpusets (docker --cpuset-cpus) but not taskset or
     // sched_setaffinity; this thread's binding (inherited from the process) covers those.
     BitmapPtr bound(hwloc_bitmap_alloc());
-    if (hwloc_get_cpubind(t, bound.get(), HWLOC_CPUBIND_THREAD) == 0 &&
-        !hwloc_bitmap_iszero(bound.get()))
+    if (hwloc_get_cpubind(t, bound.get(), HWLOC_CPUBIND_THREAD) == 0 && !hwloc_bitmap_iszero(bound.get()))
       hwloc_bitmap_and(allowed.get(), allowed.get(), bound.get());
   }
   if (!allowed_text.empty()) {
@@ -98,8 +95,8 @@ Topology read(hwloc_topology_t t, const std::string& source, const std::string& 
     BitmapPtr narrow(hwloc_bitmap_alloc());
     for (int cpu : wanted) {
       if (!std::binary_search(topo.present_pus.begin(), topo.present_pus.end(), cpu))
-        throw UsageError("allowed CPUs \"" + allowed_text + "\": CPU " + std::to_string(cpu) +
-                         " does not exist on " + what);
+        throw UsageError("allowed CPUs \"" + allowed_text + "\": CPU " + std::to_string(cpu) + " does not exist on " +
+                         what);
       hwloc_bitmap_set(narrow.get(), cpu);
     }
     hwloc_bitmap_and(allowed.get(), allowed.get(), narrow.get());
@@ -110,8 +107,7 @@ Topology read(hwloc_topology_t t, const std::string& source, const std::string& 
   const int e_kind = efficiency_kind(t);
   topo.hybrid = e_kind != -1;
   BitmapPtr e_cpus(hwloc_bitmap_alloc());
-  if (topo.hybrid)
-    hwloc_cpukinds_get_info(t, e_kind, e_cpus.get(), nullptr, nullptr, nullptr, 0);
+  if (topo.hybrid) hwloc_cpukinds_get_info(t, e_kind, e_cpus.get(), nullptr, nullptr, nullptr, 0);
 
   const int numa_count = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_NUMANODE);
   std::set<int> packages, numas, l3s;
@@ -158,10 +154,8 @@ Topology read(hwloc_topology_t t, const std::string& source, const std::string& 
   topo.l3_domains = static_cast<int>(l3s.size());
   // A hybrid machine whose allowed set holds only one kind plans like a plain one.
   if (topo.hybrid) {
-    const bool any_e = std::any_of(topo.cores.begin(), topo.cores.end(),
-                                   [](const Core& c) { return c.efficiency; });
-    const bool any_p = std::any_of(topo.cores.begin(), topo.cores.end(),
-                                   [](const Core& c) { return !c.efficiency; });
+    const bool any_e = std::any_of(topo.cores.begin(), topo.cores.end(), [](const Core& c) { return c.efficiency; });
+    const bool any_p = std::any_of(topo.cores.begin(), topo.cores.end(), [](const Core& c) { return !c.efficiency; });
     topo.hybrid = any_e && any_p;
   }
   return topo;
@@ -178,8 +172,7 @@ class IoPluginsOff {
 
  public:
   IoPluginsOff()
-      : active_(std::getenv("HWLOC_PLUGINS_BLACKLIST") == nullptr &&
-                std::getenv("HWLOC_COMPONENTS") == nullptr) {
+      : active_(std::getenv("HWLOC_PLUGINS_BLACKLIST") == nullptr && std::getenv("HWLOC_COMPONENTS") == nullptr) {
     if (active_) setenv("HWLOC_PLUGINS_BLACKLIST", kIoPlugins, 1);
   }
   ~IoPluginsOff() {
@@ -209,8 +202,7 @@ TopologyPtr start(Kind kind, const std::string& input) {
   }
   if (hwloc_topology_load(raw) != 0) {
     if (kind == Kind::xml) throw UsageError("cannot read hwloc XML topology \"" + input + "\"");
-    if (kind == Kind::synthetic)
-      throw UsageError("invalid hwloc synthetic topology \"" + input + "\"");
+    if (kind == Kind::synthetic) throw UsageError("invalid hwloc synthetic topology \"" + input + "\"");
     throw Error("hwloc: cannot read this machine's topology");
   }
   return t;
@@ -236,8 +228,7 @@ Topology load_xml_topology(const std::string& path, const std::string& allowed) 
 
 Topology load_synthetic_topology(const std::string& description, const std::string& allowed) {
   TopologyPtr t = start(Kind::synthetic, description);
-  return read(t.get(), "synthetic: " + description, allowed,
-              "the synthetic machine \"" + description + "\"");
+  return read(t.get(), "synthetic: " + description, allowed, "the synthetic machine \"" + description + "\"");
 }
 
 std::string describe_topology(const Topology& topo) {
@@ -248,20 +239,16 @@ std::string describe_topology(const Topology& topo) {
   for (const Core& c : topo.cores) e_cores += c.efficiency ? 1 : 0;
   out << "machine:      " << topo.source << '\n';
   out << "packages:     " << topo.packages << '\n';
-  out << "NUMA nodes:   " << topo.numa_nodes.size() << " (" << format_cpu_list(topo.numa_nodes)
-      << ")\n";
+  out << "NUMA nodes:   " << topo.numa_nodes.size() << " (" << format_cpu_list(topo.numa_nodes) << ")\n";
   out << "L3 domains:   " << topo.l3_domains << '\n';
   out << "cores:        " << topo.cores.size() << " usable physical cores\n";
-  out << "SMT:          " << (topo.smt() > 1 ? std::to_string(topo.smt()) + " threads per core"
-                                              : std::string("off (1 thread per core)"))
+  out << "SMT:          "
+      << (topo.smt() > 1 ? std::to_string(topo.smt()) + " threads per core" : std::string("off (1 thread per core)"))
       << '\n';
-  out << "present CPUs: " << format_cpu_list(topo.present_pus) << " (" << topo.present_pus.size()
-      << ")\n";
-  out << "allowed CPUs: " << format_cpu_list(topo.allowed_pus) << " (" << topo.allowed_pus.size()
-      << ")\n";
+  out << "present CPUs: " << format_cpu_list(topo.present_pus) << " (" << topo.present_pus.size() << ")\n";
+  out << "allowed CPUs: " << format_cpu_list(topo.allowed_pus) << " (" << topo.allowed_pus.size() << ")\n";
   if (topo.hybrid)
-    out << "core kinds:   hybrid: " << topo.cores.size() - e_cores << " performance, " << e_cores
-        << " efficiency\n";
+    out << "core kinds:   hybrid: " << topo.cores.size() - e_cores << " performance, " << e_cores << " efficiency\n";
   else
     out << "core kinds:   1 (not hybrid)\n";
   // Per NUMA node: which cores and PUs, so a plan can be checked by eye.
@@ -275,9 +262,8 @@ std::string describe_topology(const Topology& topo) {
       pkgs.insert(c.package);
       pus.insert(pus.end(), c.pus.begin(), c.pus.end());
     }
-    out << "  NUMA node " << node << ": package "
-        << format_cpu_list(std::vector<int>(pkgs.begin(), pkgs.end())) << ", " << count
-        << " cores, CPUs " << format_cpu_list(pus) << '\n';
+    out << "  NUMA node " << node << ": package " << format_cpu_list(std::vector<int>(pkgs.begin(), pkgs.end())) << ", "
+        << count << " cores, CPUs " << format_cpu_list(pus) << '\n';
   }
   return out.str();
 }

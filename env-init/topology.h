@@ -9,26 +9,26 @@ namespace nano {
 
 /// One physical core with its usable hardware threads.
 struct Core {
-  int os_index = 0;          ///< hwloc's OS index of the core (may repeat across packages)
-  int logical_index = 0;     ///< position of the core in machine order, 0..cores-1
-  int package = 0;           ///< logical index of its package (socket)
-  int numa_node = 0;         ///< OS index of its NUMA node
-  int l3 = 0;                ///< logical index of its L3 domain (package index when unknown)
-  bool efficiency = false;   ///< true for an efficiency core of a hybrid CPU
-  std::vector<int> pus;      ///< OS indexes of its allowed PUs, sorted (first = primary)
+  int os_index = 0;         ///< hwloc's OS index of the core (may repeat across packages)
+  int logical_index = 0;    ///< position of the core in machine order, 0..cores-1
+  int package = 0;          ///< logical index of its package (socket)
+  int numa_node = 0;        ///< OS index of its NUMA node
+  int l3 = 0;               ///< logical index of its L3 domain (package index when unknown)
+  bool efficiency = false;  ///< true for an efficiency core of a hybrid CPU
+  std::vector<int> pus;     ///< OS indexes of its allowed PUs, sorted (first = primary)
 };
 
 /// A machine as nano sees it. Only allowed PUs (cgroup cpuset, taskset, docker --cpuset-cpus)
 /// appear in `cores`; a core with no allowed PU is left out entirely.
 struct Topology {
-  std::string source;              ///< "this machine", "synthetic: <desc>", "xml: <path>"
-  int packages = 0;                ///< number of packages with at least one allowed PU
-  std::vector<int> numa_nodes;     ///< OS indexes of NUMA nodes with at least one allowed PU
-  int l3_domains = 0;              ///< number of L3 domains with at least one allowed PU
-  std::vector<Core> cores;         ///< usable physical cores, in machine (logical) order
-  std::vector<int> present_pus;    ///< every PU the machine has, allowed or not, sorted
-  std::vector<int> allowed_pus;    ///< PUs this process may use, sorted
-  bool hybrid = false;             ///< more than one core kind was reported
+  std::string source;            ///< "this machine", "synthetic: <desc>", "xml: <path>"
+  int packages = 0;              ///< number of packages with at least one allowed PU
+  std::vector<int> numa_nodes;   ///< OS indexes of NUMA nodes with at least one allowed PU
+  int l3_domains = 0;            ///< number of L3 domains with at least one allowed PU
+  std::vector<Core> cores;       ///< usable physical cores, in machine (logical) order
+  std::vector<int> present_pus;  ///< every PU the machine has, allowed or not, sorted
+  std::vector<int> allowed_pus;  ///< PUs this process may use, sorted
+  bool hybrid = false;           ///< more than one core kind was reported
 
   /// Largest number of allowed PUs on one core (1 = no SMT in use).
   int smt() const;

@@ -12,12 +12,12 @@
 #include <memory>
 
 #include <nano/error.h>
+#include <nano/nano.h>
 #include "examples/common/models.h"
 #include "examples/common/options.h"
 #include "examples/common/progress.h"
 #include "examples/common/throughput.h"
 #include "examples/common/train.h"
-#include <nano/nano.h>
 
 namespace ex = nano::examples;
 
@@ -33,7 +33,7 @@ int run(const ex::ExampleOptions& o) {
                            " does not launch ranks itself; start several with nano-run -n " +
                            std::to_string(o.num_processes));
   if (!o.checkpoint_dir.empty()) nano::prepare_checkpoint_dir(o.checkpoint_dir);  // a bad folder: exit 2 now
-  nano::World world = nano::init();  // a world of one when started plainly
+  nano::World world = nano::init();                                               // a world of one when started plainly
   torch::manual_seed(0);
   ex::ResNet18 model;
   // DDP broadcasts rank 0's weights, averages gradients during backward and, before each
@@ -62,11 +62,11 @@ int run(const ex::ExampleOptions& o) {
   auto loader = nano::make_sharded_loader(data.map(torch::data::transforms::Stack<>()), world,
                                           static_cast<size_t>(o.batch_size), shard);
   if (world.is_main())
-    std::printf("%s: ResNet-18 (%lld parameters), synthetic 3x32x32, batch %lld per rank, %lld timed steps after %lld "
-                "warm-up, %d ranks x %d threads\n",
-                kProgram, static_cast<long long>(ex::count_parameters(*model)), static_cast<long long>(o.batch_size),
-                static_cast<long long>(o.steps), static_cast<long long>(kWarmupSteps), world.size(),
-                at::get_num_threads());
+    std::printf(
+        "%s: ResNet-18 (%lld parameters), synthetic 3x32x32, batch %lld per rank, %lld timed steps after %lld "
+        "warm-up, %d ranks x %d threads\n",
+        kProgram, static_cast<long long>(ex::count_parameters(*model)), static_cast<long long>(o.batch_size),
+        static_cast<long long>(o.steps), static_cast<long long>(kWarmupSteps), world.size(), at::get_num_threads());
 
   ex::StepTimer timer(kWarmupSteps);
   ex::ProgressPrinter progress(stdout, 1, 1, steps, world.is_main());
@@ -99,7 +99,8 @@ int run(const ex::ExampleOptions& o) {
                 static_cast<long long>(images), timer.seconds(), world.size(),
                 timer.steps() > 0 ? loss_sum / static_cast<double>(timer.steps()) : 0.0, rate);
     std::printf("%s\n", ex::format_nano_result(rate, world.size(), at::get_num_threads(), std::nullopt,
-                                                 o.step_times ? timer.step_milliseconds() : std::vector<double>{}).c_str());
+                                               o.step_times ? timer.step_milliseconds() : std::vector<double>{})
+                            .c_str());
     std::fflush(stdout);
   }
   return 0;
@@ -111,7 +112,9 @@ int main(int argc, char** argv) {
   ex::ExampleOptions defaults;
   defaults.lr = 0.05;
   defaults.steps = 50;
-  return ex::run_example_main(argc, argv, defaults,
-                               {kProgram, "Measure ResNet-18 training throughput on synthetic 3x32x32 images (nano-run -n k for k ranks).", false, false, true, false, true},
-                               run);
+  return ex::run_example_main(
+      argc, argv, defaults,
+      {kProgram, "Measure ResNet-18 training throughput on synthetic 3x32x32 images (nano-run -n k for k ranks).",
+       false, false, true, false, true},
+      run);
 }

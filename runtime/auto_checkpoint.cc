@@ -6,9 +6,9 @@
 #include <iostream>
 #include <set>
 
-#include <nano/error.h>
 #include <nano/auto_lr.h>
 #include <nano/communicator.h>
+#include <nano/error.h>
 
 namespace nano {
 
@@ -58,8 +58,9 @@ struct AutoCheckpoint::State {
     }
     loaders[index] = &sampler;
     if (!checkpointer) {
-      throw UsageError("nano: checkpoint_dir is set, but a loader handed out a batch before setup(model, ...): "
-                       "set up the model and optimizers first");
+      throw UsageError(
+          "nano: checkpoint_dir is set, but a loader handed out a batch before setup(model, ...): "
+          "set up the model and optimizers first");
     }
     if (!restore_done) restore();
     if (saved_loaders && applied.insert(index).second) {
@@ -96,7 +97,8 @@ void AutoCheckpoint::track(torch::nn::Module& model, const std::vector<torch::op
   s.checkpointer.reset();  // waits for a write under way
   s.checkpointer = std::make_unique<Checkpointer>(s.dir, s.comm, s.options);
   s.checkpointer->track("model", model);
-  for (std::size_t i = 0; i < optimizers.size(); ++i) s.checkpointer->track("optimizer-" + std::to_string(i), *optimizers[i]);
+  for (std::size_t i = 0; i < optimizers.size(); ++i)
+    s.checkpointer->track("optimizer-" + std::to_string(i), *optimizers[i]);
   for (std::size_t i = 0; i < warmups.size(); ++i) s.checkpointer->track("warmup-" + std::to_string(i), *warmups[i]);
   std::weak_ptr<State> weak = state_;
   s.checkpointer->track(

@@ -13,8 +13,7 @@ namespace nano {
 
 int64_t auto_lr_length(const AutoLrOptions& o) {
   if (o.warmup_epochs < 0) {
-    throw UsageError("nano: auto_lr: bad warmup_epochs=" + std::to_string(o.warmup_epochs) +
-                     ": expected >= 0");
+    throw UsageError("nano: auto_lr: bad warmup_epochs=" + std::to_string(o.warmup_epochs) + ": expected >= 0");
   }
   if (o.warmup_epochs > 0) {
     if (o.steps_per_epoch <= 0) {
@@ -24,8 +23,7 @@ int64_t auto_lr_length(const AutoLrOptions& o) {
     return o.warmup_epochs * o.steps_per_epoch;
   }
   if (o.warmup_steps <= 0) {
-    throw UsageError("nano: auto_lr: bad warmup_steps=" + std::to_string(o.warmup_steps) +
-                     ": expected > 0");
+    throw UsageError("nano: auto_lr: bad warmup_steps=" + std::to_string(o.warmup_steps) + ": expected > 0");
   }
   return o.warmup_steps;
 }
@@ -33,8 +31,7 @@ int64_t auto_lr_length(const AutoLrOptions& o) {
 double auto_lr_ratio(int64_t step, int world_size, int64_t length) {
   if (world_size <= 1 || length <= 0) return 1.0;
   const int64_t s = std::clamp<int64_t>(step, 0, length);
-  return 1.0 + static_cast<double>(world_size - 1) * static_cast<double>(s) /
-                   static_cast<double>(length);
+  return 1.0 + static_cast<double>(world_size - 1) * static_cast<double>(s) / static_cast<double>(length);
 }
 
 AutoLr::AutoLr(torch::optim::Optimizer& optimizer, int world_size, AutoLrOptions options)
@@ -55,8 +52,7 @@ void AutoLr::step() {
 double AutoLr::base_lr(std::size_t group) const {
   auto& groups = optimizer_->param_groups();
   if (group >= groups.size()) {
-    throw Error("nano: auto_lr: bad param group " + std::to_string(group) + " of " +
-                std::to_string(groups.size()));
+    throw Error("nano: auto_lr: bad param group " + std::to_string(group) + " of " + std::to_string(groups.size()));
   }
   const double lr = groups[group].options().get_lr();
   if (group < base_.size() && lr == last_set_[group]) return base_[group];
@@ -91,7 +87,7 @@ void AutoLr::apply() {
   for (std::size_t g = 0; g < groups.size(); ++g) {
     auto& opts = groups[g].options();
     const double base = base_lr(g);  // exact while the user leaves the rate alone
-    if (g >= base_.size()) {  // a group added later starts unscaled
+    if (g >= base_.size()) {         // a group added later starts unscaled
       base_.resize(g + 1, 0.0);
       last_set_.resize(g + 1, 0.0);
       applied_.resize(g + 1, 1.0);

@@ -8,8 +8,8 @@ std::vector<std::vector<std::size_t>> assign_buckets(const std::vector<GradientS
   std::size_t used = 0;  // bytes in the last bucket
   for (std::size_t j = gradients.size(); j-- > 0;) {
     const GradientSpec& g = gradients[j];
-    const bool start_new = buckets.empty() || gradients[buckets.back().front()].dtype != g.dtype ||
-                           used + g.bytes > cap_bytes;
+    const bool start_new =
+        buckets.empty() || gradients[buckets.back().front()].dtype != g.dtype || used + g.bytes > cap_bytes;
     if (start_new) {
       buckets.emplace_back();
       used = 0;

@@ -18,7 +18,6 @@ struct GradientSpec {
 /// backward); a new bucket starts when the element type changes or when the next gradient would
 /// take the bucket past `cap_bytes`. A gradient larger than the cap gets a bucket of its own.
 /// Every rank computes the same assignment from the same model, so no rank has to tell another.
-std::vector<std::vector<std::size_t>> assign_buckets(const std::vector<GradientSpec>& gradients,
-                                                     std::size_t cap_bytes);
+std::vector<std::vector<std::size_t>> assign_buckets(const std::vector<GradientSpec>& gradients, std::size_t cap_bytes);
 
 }  // namespace nano

@@ -20,9 +20,9 @@
 #include <iostream>
 #include <sstream>
 
-#include <nano/error.h>
 #include <nano/auto_lr.h>
 #include <nano/communicator.h>
+#include <nano/error.h>
 #include "runtime/rendezvous.h"  // first_line
 
 namespace nano {
@@ -53,8 +53,8 @@ std::string make_header(int64_t step, int world, const std::string& payload) {
   char sum[32];
   snprintf(sum, sizeof sum, "%016llx", static_cast<unsigned long long>(fnv1a64(payload.data(), payload.size())));
   std::ostringstream h;
-  h << kMagic << "\nstep " << step << "\nworld " << world << "\ntorch " << TORCH_VERSION << "\nbytes "
-    << payload.size() << "\nfnv1a64 " << sum << "\n\n";
+  h << kMagic << "\nstep " << step << "\nworld " << world << "\ntorch " << TORCH_VERSION << "\nbytes " << payload.size()
+    << "\nfnv1a64 " << sum << "\n\n";
   return h.str();
 }
 
@@ -70,11 +70,16 @@ bool parse_header(const std::string& text, Header& h) {
     std::istringstream kv(line);
     std::string key;
     kv >> key;
-    if (key == "step") kv >> h.step;
-    else if (key == "world") kv >> h.world;
-    else if (key == "torch") kv >> h.torch;
-    else if (key == "bytes") kv >> h.bytes;
-    else if (key == "fnv1a64") kv >> std::hex >> h.sum;
+    if (key == "step")
+      kv >> h.step;
+    else if (key == "world")
+      kv >> h.world;
+    else if (key == "torch")
+      kv >> h.torch;
+    else if (key == "bytes")
+      kv >> h.bytes;
+    else if (key == "fnv1a64")
+      kv >> std::hex >> h.sum;
   }
   h.payload_at = end + 2;
   return h.step >= 0 && h.world > 0;
@@ -118,7 +123,8 @@ void write_durable(const std::string& dir, const std::string& path, const std::s
   while (left > 0 && failure.empty()) {
     const ssize_t n = write(fd, p, left);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) failure = n < 0 ? errno_text() : "short write";
+    if (n <= 0)
+      failure = n < 0 ? errno_text() : "short write";
     else {
       p += n;
       left -= static_cast<size_t>(n);
@@ -201,7 +207,8 @@ Checkpointer::Checkpointer(std::string dir, std::shared_ptr<Communicator> comm, 
     : dir_(std::move(dir)), comm_(std::move(comm)), options_(options), last_save_(std::chrono::steady_clock::now()) {
   if (dir_.empty()) throw UsageError("nano: the checkpoint folder is empty");
   while (dir_.size() > 1 && dir_.back() == '/') dir_.pop_back();
-  if (options_.keep < 1) throw UsageError("nano: checkpoint keep must be at least 1, got " + std::to_string(options_.keep));
+  if (options_.keep < 1)
+    throw UsageError("nano: checkpoint keep must be at least 1, got " + std::to_string(options_.keep));
   if (options_.every_steps < 0)
     throw UsageError("nano: checkpoint every_steps must be >= 0, got " + std::to_string(options_.every_steps));
   if (!(options_.every_seconds >= 0))
@@ -224,29 +231,27 @@ void Checkpointer::wait_writer() {
 }
 
 Checkpointer& Checkpointer::track(const std::string& name, torch::nn::Module& module) {
-  entries_.push_back(
-      {name,
-       [&module](torch::serialize::OutputArchive& a) {
-         for (const auto& p : module.named_parameters()) a.write(key_of(p.key()), p.value().detach());
-         for (const auto& b : module.named_buffers()) a.write(key_of(b.key()), b.value(), true);
-       },
-       [&module](torch::serialize::InputArchive& a) {
-         std::vector<std::pair<at::Tensor, at::Tensor>> copies;
-         for (const auto& p : module.named_parameters())
-           copies.emplace_back(p.value(), read_checked(a, "parameter", p.key(), p.value(), false));
-         for (const auto& b : module.named_buffers())
-           copies.emplace_back(b.value(), read_checked(a, "buffer", b.key(), b.value(), true));
-         return std::function<void()>([copies] {
-           at::NoGradGuard no_grad;
-           for (const auto& [target, value] : copies) const_cast<at::Tensor&>(target).copy_(value);
-         });
-       }});
+  entries_.push_back({name,
+                      [&module](torch::serialize::OutputArchive& a) {
+                        for (const auto& p : module.named_parameters()) a.write(key_of(p.key()), p.value().detach());
+                        for (const auto& b : module.named_buffers()) a.write(key_of(b.key()), b.value(), true);
+                      },
+                      [&module](torch::serialize::InputArchive& a) {
+                        std::vector<std::pair<at::Tensor, at::Tensor>> copies;
+                        for (const auto& p : module.named_parameters())
+                          copies.emplace_back(p.value(), read_checked(a, "parameter", p.key(), p.value(), false));
+                        for (const auto& b : module.named_buffers())
+                          copies.emplace_back(b.value(), read_checked(a, "buffer", b.key(), b.value(), true));
+                        return std::function<void()>([copies] {
+                          at::NoGradGuard no_grad;
+                          for (const auto& [target, value] : copies) const_cast<at::Tensor&>(target).copy_(value);
+                        });
+                      }});
   return *this;
 }
 
-Checkpointer& Checkpointer::track(const std::string& name,
-                                           std::function<void(torch::serialize::OutputArchive&)> save,
-                                           std::function<void(torch::serialize::InputArchive&)> load) {
+Checkpointer& Checkpointer::track(const std::string& name, std::function<void(torch::serialize::OutputArchive&)> save,
+                                  std::function<void(torch::serialize::InputArchive&)> load) {
   entries_.push_back({name, std::move(save), [load = std::move(load)](torch::serialize::InputArchive& a) {
                         // libtorch loads these objects only in place: done after every check.
                         auto sub = std::make_shared<torch::serialize::InputArchive>(std::move(a));
@@ -270,7 +275,8 @@ void load_optimizer(torch::optim::Optimizer& optimizer, torch::serialize::InputA
   if (static_cast<std::size_t>(rates.numel()) != groups.size())
     throw Error("nano: the saved optimizer has " + std::to_string(rates.numel()) + " param groups, this one " +
                 std::to_string(groups.size()));
-  for (std::size_t g = 0; g < groups.size(); ++g) groups[g].options().set_lr(rates[static_cast<int64_t>(g)].item<double>());
+  for (std::size_t g = 0; g < groups.size(); ++g)
+    groups[g].options().set_lr(rates[static_cast<int64_t>(g)].item<double>());
 }
 
 Checkpointer& Checkpointer::track(const std::string& name, torch::optim::Optimizer& optimizer) {
@@ -395,9 +401,11 @@ std::optional<int64_t> Checkpointer::restore() {
       if (!archive.try_read(e.name, sub)) throw Error("it has no '" + e.name + "'");
       apply.push_back(e.load(sub));
     }
-    if (!archive.try_read("nano|rng", rng) || !archive.try_read("nano|steps", steps)) throw Error("it has no step or RNG state");
+    if (!archive.try_read("nano|rng", rng) || !archive.try_read("nano|steps", steps))
+      throw Error("it has no step or RNG state");
   } catch (const c10::Error& e) {
-    throw Error("nano: checkpoint " + path + " does not fit what is tracked: " + first_line(e.what_without_backtrace()));
+    throw Error("nano: checkpoint " + path +
+                " does not fit what is tracked: " + first_line(e.what_without_backtrace()));
   } catch (const Error& e) {
     throw Error("nano: checkpoint " + path + " does not fit what is tracked: " + e.what());
   }

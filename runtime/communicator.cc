@@ -18,20 +18,18 @@ void check_broadcastable(const at::Tensor& tensor, int root, int world_size) {
     throw Error("nano: broadcast: expected a contiguous CPU tensor");
   }
   if (root < 0 || root >= world_size) {
-    throw Error("nano: broadcast: bad root " + std::to_string(root) + " in a world of " +
-                std::to_string(world_size));
+    throw Error("nano: broadcast: bad root " + std::to_string(root) + " in a world of " + std::to_string(world_size));
   }
 }
 
 void check_reducible(const at::Tensor& tensor, const char* what) {
   const auto type = tensor.scalar_type();
-  const bool dtype_ok =
-      type == at::kFloat || type == at::kDouble || type == at::kBFloat16;
+  const bool dtype_ok = type == at::kFloat || type == at::kDouble || type == at::kBFloat16;
   if (!tensor.defined() || !dtype_ok || !tensor.is_contiguous() || !tensor.device().is_cpu()) {
-    std::string desc = !tensor.defined() ? std::string("undefined")
-                                         : std::string(c10::toString(type)) +
-                                               (tensor.is_contiguous() ? "" : ", non-contiguous") +
-                                               (tensor.device().is_cpu() ? "" : ", not on CPU");
+    std::string desc = !tensor.defined()
+                           ? std::string("undefined")
+                           : std::string(c10::toString(type)) + (tensor.is_contiguous() ? "" : ", non-contiguous") +
+                                 (tensor.device().is_cpu() ? "" : ", not on CPU");
     throw Error(std::string("nano: ") + what + ": unsupported tensor (" + desc +
                 "): expected a contiguous CPU tensor of Float, Double or BFloat16");
   }
@@ -61,8 +59,8 @@ std::shared_ptr<Communicator> make_communicator(const Context& context) {
     constexpr long long kMaxBytes = 1LL << 50;
     const std::optional<long long> bytes = parse_integer(text, 0, kMaxBytes);
     if (!bytes || (*bytes > 0 && *bytes < 64)) {
-      throw UsageError(std::string("nano: bad NANO_SHM_BYTES='") + text +
-                       "': expected 0 or a byte count from 64 to " + std::to_string(kMaxBytes));
+      throw UsageError(std::string("nano: bad NANO_SHM_BYTES='") + text + "': expected 0 or a byte count from 64 to " +
+                       std::to_string(kMaxBytes));
     }
     shm_bytes = static_cast<std::size_t>(*bytes);
   }

@@ -11,9 +11,9 @@
 
 #include <nano/error.h>
 
+#include <nano/communicator.h>
 #include "env-init/parse.h"
 #include "env-init/recipe.h"
-#include <nano/communicator.h>
 
 namespace nano {
 
@@ -28,8 +28,8 @@ long parse_int(const EnvMap& env, const std::string& key, long min, long max) {
   const std::string& text = *find(env, key);
   const std::optional<long long> value = parse_integer(text, min, max);
   if (!value) {
-    throw UsageError("nano: bad " + key + "='" + text + "': expected an integer in [" +
-                     std::to_string(min) + ", " + std::to_string(max) + "]");
+    throw UsageError("nano: bad " + key + "='" + text + "': expected an integer in [" + std::to_string(min) + ", " +
+                     std::to_string(max) + "]");
   }
   return static_cast<long>(*value);
 }
@@ -71,27 +71,21 @@ Context context_from_env(const EnvMap& env, int affinity_cpus, const InitOptions
     c.world_size = static_cast<int>(parse_int(env, "WORLD_SIZE", 1, INT_MAX));
     c.rank = static_cast<int>(parse_int(env, "RANK", 0, c.world_size - 1));
     c.local_rank = static_cast<int>(get_int(env, "LOCAL_RANK", 0, c.world_size - 1).value_or(c.rank));
-    c.local_world_size = static_cast<int>(
-        get_int(env, "LOCAL_WORLD_SIZE", 1, c.world_size).value_or(c.world_size));
+    c.local_world_size = static_cast<int>(get_int(env, "LOCAL_WORLD_SIZE", 1, c.world_size).value_or(c.world_size));
     c.launcher = find(env, "NANO_CPUS") ? Launcher::kNanoRun : Launcher::kTorchrun;
   }
   if (has_mpi) {
     int size = static_cast<int>(parse_int(env, "OMPI_COMM_WORLD_SIZE", 1, INT_MAX));
-    int rank = static_cast<int>(
-        get_int(env, "OMPI_COMM_WORLD_RANK", 0, size - 1).value_or(0));
+    int rank = static_cast<int>(get_int(env, "OMPI_COMM_WORLD_RANK", 0, size - 1).value_or(0));
     if (has_torchrun && (size != c.world_size || rank != c.rank)) {
-      throw UsageError("nano: RANK/WORLD_SIZE=" + std::to_string(c.rank) + "/" +
-                       std::to_string(c.world_size) +
-                       " disagree with OMPI_COMM_WORLD_RANK/SIZE=" + std::to_string(rank) + "/" +
-                       std::to_string(size));
+      throw UsageError("nano: RANK/WORLD_SIZE=" + std::to_string(c.rank) + "/" + std::to_string(c.world_size) +
+                       " disagree with OMPI_COMM_WORLD_RANK/SIZE=" + std::to_string(rank) + "/" + std::to_string(size));
     }
     if (!has_torchrun) {
       c.world_size = size;
       c.rank = rank;
-      c.local_rank = static_cast<int>(
-          get_int(env, "OMPI_COMM_WORLD_LOCAL_RANK", 0, size - 1).value_or(rank));
-      c.local_world_size = static_cast<int>(
-          get_int(env, "OMPI_COMM_WORLD_LOCAL_SIZE", 1, size).value_or(size));
+      c.local_rank = static_cast<int>(get_int(env, "OMPI_COMM_WORLD_LOCAL_RANK", 0, size - 1).value_or(rank));
+      c.local_world_size = static_cast<int>(get_int(env, "OMPI_COMM_WORLD_LOCAL_SIZE", 1, size).value_or(size));
       c.launcher = Launcher::kMpirun;
     }
   }
@@ -118,8 +112,10 @@ Context context_from_env(const EnvMap& env, int affinity_cpus, const InitOptions
     backend = c.world_size == 1 ? CommBackend::kSelf : has_mpi ? CommBackend::kMpi : CommBackend::kGloo;
   }
   if (backend == CommBackend::kMpi && !has_mpi && c.world_size > 1) {
-    throw UsageError("nano: backend mpi needs a launch under mpirun (OMPI_COMM_WORLD_SIZE is unset)"
-                     " for a world of " + std::to_string(c.world_size));
+    throw UsageError(
+        "nano: backend mpi needs a launch under mpirun (OMPI_COMM_WORLD_SIZE is unset)"
+        " for a world of " +
+        std::to_string(c.world_size));
   }
   if (backend == CommBackend::kGloo && c.world_size > 1 && c.master_port == 0) {
     throw UsageError("nano: MASTER_PORT is unset: the gloo communicator needs it for a world of " +

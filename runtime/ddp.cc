@@ -85,7 +85,7 @@ struct Bucket {
 
 struct Reducer : std::enable_shared_from_this<Reducer> {
   std::shared_ptr<Communicator> comm;
-  std::vector<at::Tensor> params;     // parameters that require grad
+  std::vector<at::Tensor> params;         // parameters that require grad
   std::vector<std::size_t> module_index;  // position in module->parameters()
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
   std::vector<Bucket> buckets;
@@ -94,8 +94,8 @@ struct Reducer : std::enable_shared_from_this<Reducer> {
   std::size_t next_to_launch = 0;
   bool callback_queued = false;
   bool sync = true;
-  double weight = 1.0;        // this rank's gradients are scaled by it before averaging
-  double wait_seconds = 0;    // total time finish() spent waiting for the all-reduces
+  double weight = 1.0;      // this rank's gradients are scaled by it before averaging
+  double wait_seconds = 0;  // total time finish() spent waiting for the all-reduces
 
   void reset_iteration() {
     std::fill(ready.begin(), ready.end(), 0);
@@ -185,8 +185,7 @@ struct Reducer : std::enable_shared_from_this<Reducer> {
 }  // namespace detail
 
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Module> module,
-                                                 std::shared_ptr<Communicator> comm,
-                                                 DdpOptions options)
+                                                 std::shared_ptr<Communicator> comm, DdpOptions options)
     : module_(std::move(module)), comm_(std::move(comm)), options_(options) {
   if (!module_) throw Error("nano: DistributedDataParallel: null module");
   if (!comm_) throw Error("nano: DistributedDataParallel: null communicator");
@@ -237,8 +236,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
   for (std::size_t j = 0; j < r.params.size(); ++j) {
     auto acc = torch::autograd::impl::grad_accumulator(r.params[j]);
     acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
-        [weak, j](const torch::autograd::variable_list& outputs,
-                  const torch::autograd::variable_list&) {
+        [weak, j](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
           if (auto self = weak.lock()) self->on_grad_ready(j);
           return outputs;
         }));
@@ -255,8 +253,7 @@ void DistributedDataParallel::sync_buffers() {
   broadcast_coalesced(*comm_, tensors, 0);
 }
 
-DistributedDataParallel::NoSync::NoSync(detail::Reducer* reducer)
-    : reducer_(reducer), previous_(reducer->sync) {
+DistributedDataParallel::NoSync::NoSync(detail::Reducer* reducer) : reducer_(reducer), previous_(reducer->sync) {
   reducer_->sync = false;
 }
 
@@ -269,9 +266,7 @@ DistributedDataParallel::NoSync::~NoSync() {
   if (reducer_) reducer_->sync = previous_;
 }
 
-DistributedDataParallel::NoSync DistributedDataParallel::no_sync() {
-  return NoSync(reducer_.get());
-}
+DistributedDataParallel::NoSync DistributedDataParallel::no_sync() { return NoSync(reducer_.get()); }
 
 void DistributedDataParallel::set_gradient_weight(double weight) {
   if (!std::isfinite(weight) || weight <= 0) {

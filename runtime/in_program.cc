@@ -62,10 +62,12 @@ CheckpointOptions checkpoint_options_of(const TorchNanoOptions& o) {
     throw UsageError("nano: checkpoint_every_steps must be >= 0, got " + std::to_string(o.checkpoint_every_steps));
   if (!(o.checkpoint_every_seconds >= 0))
     throw UsageError("nano: checkpoint_every_seconds must be >= 0, got " + std::to_string(o.checkpoint_every_seconds));
-  if (o.checkpoint_keep < 1) throw UsageError("nano: checkpoint_keep must be at least 1, got " + std::to_string(o.checkpoint_keep));
+  if (o.checkpoint_keep < 1)
+    throw UsageError("nano: checkpoint_keep must be at least 1, got " + std::to_string(o.checkpoint_keep));
   CheckpointOptions c;
   c.every_steps = o.checkpoint_every_steps;
-  c.every_seconds = o.checkpoint_every_steps == 0 && o.checkpoint_every_seconds == 0 ? 300.0 : o.checkpoint_every_seconds;
+  c.every_seconds =
+      o.checkpoint_every_steps == 0 && o.checkpoint_every_seconds == 0 ? 300.0 : o.checkpoint_every_seconds;
   c.keep = o.checkpoint_keep;
   return c;
 }
@@ -86,15 +88,13 @@ struct Session::Hook {
   AutoCheckpoint* checkpoints = nullptr;
 };
 
-Session::Session(TorchNanoOptions options)
-    : options_(std::move(options)), role_(role_from_env(current_env())) {
+Session::Session(TorchNanoOptions options) : options_(std::move(options)), role_(role_from_env(current_env())) {
   const int index = ++g_trainings_reached;
   if (role_ == Role::kLaunchedRank) {
     const std::string marker = env_or_empty(current_env(), kMarkerVar);
     if (marker != std::to_string(index)) {
       throw UsageError("nano: this rank was launched for in-program training #" + marker +
-                       " but the re-executed program reached training #" +
-                       std::to_string(index) +
+                       " but the re-executed program reached training #" + std::to_string(index) +
                        " first; the program must reach the same training call on every run");
     }
   }
@@ -179,8 +179,7 @@ void Session::load_trained(torch::nn::Module& model, const std::vector<torch::op
   for (std::size_t i = 0; i < report_names_.size(); ++i) {
     auto it = mine.find(report_names_[i]);
     if (it == mine.end()) {
-      throw Error("nano: the caller's model has no " + report_names_[i].substr(2) +
-                  " (rank 0's model has)");
+      throw Error("nano: the caller's model has no " + report_names_[i].substr(2) + " (rank 0's model has)");
     }
     if (!it->second.sizes().equals(report_tensors_[i].sizes())) {
       throw Error("nano: " + report_names_[i].substr(2) + " has another shape in the caller's model");
@@ -199,8 +198,8 @@ World& Session::world() {
   if (!world_) {
     world_ = nano::init();
     if (!options_.checkpoint_dir.empty()) {
-      checkpoints_ = std::make_unique<AutoCheckpoint>(options_.checkpoint_dir, world_->comm,
-                                                      checkpoint_options_of(options_));
+      checkpoints_ =
+          std::make_unique<AutoCheckpoint>(options_.checkpoint_dir, world_->comm, checkpoint_options_of(options_));
     }
   }
   return *world_;
@@ -236,8 +235,7 @@ std::shared_ptr<BatchBalancer> Session::make_batch_balancer(std::size_t per_rank
                                          ddp_balance_hooks([link = ddp_link_] { return *link; }));
 }
 
-void Session::attach(std::shared_ptr<torch::nn::Module> model,
-                     std::vector<torch::optim::Optimizer*> optimizers) {
+void Session::attach(std::shared_ptr<torch::nn::Module> model, std::vector<torch::optim::Optimizer*> optimizers) {
   detach();
   model_ = std::move(model);
   World& w = world();
@@ -383,9 +381,18 @@ void Session::read_report(const std::string& path) {
   }
   archive.read("result_kind", v);
   switch (v.toInt()) {
-    case 1: archive.read("result", v); result_ = v.toDouble(); break;
-    case 2: archive.read("result", v); result_ = v.toInt(); break;
-    case 3: archive.read("result", v); result_ = v.toStringRef(); break;
+    case 1:
+      archive.read("result", v);
+      result_ = v.toDouble();
+      break;
+    case 2:
+      archive.read("result", v);
+      result_ = v.toInt();
+      break;
+    case 3:
+      archive.read("result", v);
+      result_ = v.toStringRef();
+      break;
     case 4: {
       at::Tensor t;
       archive.read("result_tensor", t, true);

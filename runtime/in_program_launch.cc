@@ -26,8 +26,8 @@ std::string failure_line(int rank, const std::string& host, int exit_code, int s
 }
 }  // namespace
 
-RankFailedError::RankFailedError(int rank, std::string host, int exit_code, int signal,
-                                 std::string stderr_tail, int launch_exit_code)
+RankFailedError::RankFailedError(int rank, std::string host, int exit_code, int signal, std::string stderr_tail,
+                                 int launch_exit_code)
     : Error(failure_line(rank, host, exit_code, signal)),
       rank_(rank),
       host_(std::move(host)),
@@ -69,8 +69,8 @@ void launch_self(const LaunchOptions& o) {
   LaunchResult r = launch(o, self_argv());
   if (r.exit_code == 0) return;
   if (r.failure) {
-    throw RankFailedError(r.failure->rank, r.failure->host, r.failure->exit_code,
-                          r.failure->signal, r.failure->stderr_tail, r.exit_code);
+    throw RankFailedError(r.failure->rank, r.failure->host, r.failure->exit_code, r.failure->signal,
+                          r.failure->stderr_tail, r.exit_code);
   }
   throw RankFailedError(-1, "", r.exit_code, 0, "", r.exit_code);
 }

@@ -17,7 +17,7 @@ struct TorchNanoOptions;
 namespace in_program {
 
 /// Environment variables of the in-program contract (set by the caller in every rank).
-inline constexpr const char* kMarkerVar = "NANO_IN_PROGRAM";        ///< launch index, "1"...
+inline constexpr const char* kMarkerVar = "NANO_IN_PROGRAM";         ///< launch index, "1"...
 inline constexpr const char* kResultVar = "NANO_IN_PROGRAM_RESULT";  ///< file rank 0 writes
 
 /// The one conversion of TorchNanoOptions' launch fields into the launcher's options; the

@@ -8,9 +8,9 @@
 #include <numeric>
 #include <string>
 
-#include <nano/error.h>
 #include <nano/communicator.h>
 #include <nano/ddp.h>
+#include <nano/error.h>
 
 namespace nano {
 

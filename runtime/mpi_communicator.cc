@@ -217,8 +217,8 @@ std::string shared_window_shortfall(int64_t data_bytes, int ranks) {
   const u64 n = static_cast<u64>(std::max(ranks, 1));
   const u64 needed = area > std::numeric_limits<u64>::max() / n ? std::numeric_limits<u64>::max() : area * n;
   if (free_bytes >= needed) return "";
-  return "nano: cannot place the shared-memory all-reduce in " + dir + ": " + std::to_string(ranks) +
-         " ranks need " + std::to_string(needed) + " bytes, " + std::to_string(free_bytes) + " are free";
+  return "nano: cannot place the shared-memory all-reduce in " + dir + ": " + std::to_string(ranks) + " ranks need " +
+         std::to_string(needed) + " bytes, " + std::to_string(free_bytes) + " are free";
 }
 }  // namespace
 
@@ -234,70 +234,71 @@ MpiCommunicator::MpiCommunicator(const Context& context, std::size_t shm_segment
   engine_ = MpiEngine::instance(context);
   MPI_Comm comm = MPI_COMM_NULL;
   const auto timeout = context.collective_timeout;
-  engine_->run([&] {
-    check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &comm), "MPI_Comm_dup");
-    MPI_Comm_rank(comm, &rank_);
-    MPI_Comm_size(comm, &size_);
-    if (size_ == 1 || shm_segment_bytes == 0) return;
-    MPI_Comm node = MPI_COMM_NULL;
-    check_mpi(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
-              "MPI_Comm_split_type");
-    int node_size = 0;
-    MPI_Comm_size(node, &node_size);
-    const int64_t data_bytes = static_cast<int64_t>(shm_segment_bytes);
-    const std::string shortfall = shared_window_shortfall(data_bytes, node_size);
-    // Every rank must take the same path: all on one host, and room for the window everywhere.
-    int mine_ok[2] = {node_size == size_, shortfall.empty()}, all_ok[2] = {0, 0};
-    check_mpi(MPI_Allreduce(mine_ok, all_ok, 2, MPI_INT, MPI_MIN, comm), "MPI_Allreduce");
-    if (!all_ok[0] || !all_ok[1]) {
-      if (all_ok[0] && rank_ == 0) {
-        // Say why once: the job still runs, but every all-reduce now goes through MPI's own.
-        std::cerr << (shortfall.empty() ? "nano: another rank found too little room for the shared-memory "
-                                          "all-reduce"
-                                        : shortfall)
-                  << "; all-reduce goes through MPI_Allreduce instead (NANO_SHM_BYTES=0 chooses that quietly)"
-                  << std::endl;
-      }
-      if (!all_ok[0] && rank_ == 0) {
-        const char* btl = std::getenv("OMPI_MCA_btl");
-        std::cerr << "nano: mpi communicator: " << size_ << " ranks on several hosts; all-reduce through "
-                  << "MPI_Allreduce, on Open MPI's transports (shared memory within a host; between hosts "
-                  << (btl ? std::string("btl=") + btl : std::string("its tcp btl, or the fabric it finds")) << ")"
-                  << std::endl;
-      }
-      MPI_Comm_free(&node);
-      return;
-    }
-    auto arena = std::make_shared<ShmArena>();
-    arena->comm = node;
-    int node_rank = 0;
-    MPI_Comm_rank(node, &node_rank);
-    char* mine = nullptr;
-    check_mpi(MPI_Win_allocate_shared(data_bytes + ShmAllReduce::kHeaderBytes, 1, MPI_INFO_NULL, node, &mine,
-                                      &arena->win),
-              "MPI_Win_allocate_shared");
-    ShmAllReduce::init_header(mine);
-    std::vector<char*> areas;
-    for (int q = 0; q < node_size; ++q) {
-      MPI_Aint bytes = 0;
-      int disp = 0;
-      char* ptr = nullptr;
-      check_mpi(MPI_Win_shared_query(arena->win, q, &bytes, &disp, &ptr), "MPI_Win_shared_query");
-      areas.push_back(ptr);
-    }
-    arena->reduce = std::make_unique<ShmAllReduce>(std::move(areas), data_bytes, node_rank, timeout);
-    check_mpi(MPI_Win_lock_all(MPI_MODE_NOCHECK, arena->win), "MPI_Win_lock_all");
-    MPI_Win_sync(arena->win);
-    check_mpi(MPI_Barrier(node), "MPI_Barrier");  // every header is initialised
-    shm_ = std::move(arena);
-  }, "the MPI communicator's set-up");
+  engine_->run(
+      [&] {
+        check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &comm), "MPI_Comm_dup");
+        MPI_Comm_rank(comm, &rank_);
+        MPI_Comm_size(comm, &size_);
+        if (size_ == 1 || shm_segment_bytes == 0) return;
+        MPI_Comm node = MPI_COMM_NULL;
+        check_mpi(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
+        int node_size = 0;
+        MPI_Comm_size(node, &node_size);
+        const int64_t data_bytes = static_cast<int64_t>(shm_segment_bytes);
+        const std::string shortfall = shared_window_shortfall(data_bytes, node_size);
+        // Every rank must take the same path: all on one host, and room for the window everywhere.
+        int mine_ok[2] = {node_size == size_, shortfall.empty()}, all_ok[2] = {0, 0};
+        check_mpi(MPI_Allreduce(mine_ok, all_ok, 2, MPI_INT, MPI_MIN, comm), "MPI_Allreduce");
+        if (!all_ok[0] || !all_ok[1]) {
+          if (all_ok[0] && rank_ == 0) {
+            // Say why once: the job still runs, but every all-reduce now goes through MPI's own.
+            std::cerr << (shortfall.empty() ? "nano: another rank found too little room for the shared-memory "
+                                              "all-reduce"
+                                            : shortfall)
+                      << "; all-reduce goes through MPI_Allreduce instead (NANO_SHM_BYTES=0 chooses that quietly)"
+                      << std::endl;
+          }
+          if (!all_ok[0] && rank_ == 0) {
+            const char* btl = std::getenv("OMPI_MCA_btl");
+            std::cerr << "nano: mpi communicator: " << size_ << " ranks on several hosts; all-reduce through "
+                      << "MPI_Allreduce, on Open MPI's transports (shared memory within a host; between hosts "
+                      << (btl ? std::string("btl=") + btl : std::string("its tcp btl, or the fabric it finds")) << ")"
+                      << std::endl;
+          }
+          MPI_Comm_free(&node);
+          return;
+        }
+        auto arena = std::make_shared<ShmArena>();
+        arena->comm = node;
+        int node_rank = 0;
+        MPI_Comm_rank(node, &node_rank);
+        char* mine = nullptr;
+        check_mpi(MPI_Win_allocate_shared(data_bytes + ShmAllReduce::kHeaderBytes, 1, MPI_INFO_NULL, node, &mine,
+                                          &arena->win),
+                  "MPI_Win_allocate_shared");
+        ShmAllReduce::init_header(mine);
+        std::vector<char*> areas;
+        for (int q = 0; q < node_size; ++q) {
+          MPI_Aint bytes = 0;
+          int disp = 0;
+          char* ptr = nullptr;
+          check_mpi(MPI_Win_shared_query(arena->win, q, &bytes, &disp, &ptr), "MPI_Win_shared_query");
+          areas.push_back(ptr);
+        }
+        arena->reduce = std::make_unique<ShmAllReduce>(std::move(areas), data_bytes, node_rank, timeout);
+        check_mpi(MPI_Win_lock_all(MPI_MODE_NOCHECK, arena->win), "MPI_Win_lock_all");
+        MPI_Win_sync(arena->win);
+        check_mpi(MPI_Barrier(node), "MPI_Barrier");  // every header is initialised
+        shm_ = std::move(arena);
+      },
+      "the MPI communicator's set-up");
   // Every rank is past MPI_Init (MPI_Comm_dup is collective): the store may go.
   store.reset();
   comm_ = reinterpret_cast<void*>(comm);
   if (rank_ != context.rank || size_ != context.world_size) {
-    throw Error("nano: MPI world (rank " + std::to_string(rank_) + " of " +
-                std::to_string(size_) + ") disagrees with the environment (rank " +
-                std::to_string(context.rank) + " of " + std::to_string(context.world_size) + ")");
+    throw Error("nano: MPI world (rank " + std::to_string(rank_) + " of " + std::to_string(size_) +
+                ") disagrees with the environment (rank " + std::to_string(context.rank) + " of " +
+                std::to_string(context.world_size) + ")");
   }
 }
 
@@ -313,12 +314,14 @@ void MpiCommunicator::broadcast(at::Tensor& tensor, int root) {
   char* data = static_cast<char*>(tensor.data_ptr());
   int64_t bytes = tensor.nbytes();
   MPI_Comm comm = as_comm(comm_);
-  engine_->run([&] {
-    for (int64_t off = 0; off < bytes; off += kMaxCount) {
-      int count = static_cast<int>(std::min(kMaxCount, bytes - off));
-      check_mpi(MPI_Bcast(data + off, count, MPI_BYTE, root, comm), "MPI_Bcast");
-    }
-  }, "broadcast");
+  engine_->run(
+      [&] {
+        for (int64_t off = 0; off < bytes; off += kMaxCount) {
+          int count = static_cast<int>(std::min(kMaxCount, bytes - off));
+          check_mpi(MPI_Bcast(data + off, count, MPI_BYTE, root, comm), "MPI_Bcast");
+        }
+      },
+      "broadcast");
 }
 
 std::unique_ptr<Work> MpiCommunicator::all_reduce_async(at::Tensor& tensor, ReduceOp op) {
@@ -327,8 +330,15 @@ std::unique_ptr<Work> MpiCommunicator::all_reduce_async(at::Tensor& tensor, Redu
   MPI_Op mpi_op = MPI_SUM;
   size_t elem = 4;
   switch (tensor.scalar_type()) {
-    case at::kDouble: type = MPI_DOUBLE; elem = 8; break;
-    case at::kBFloat16: type = engine_->bf16_type(); mpi_op = engine_->bf16_sum_op(); elem = 2; break;
+    case at::kDouble:
+      type = MPI_DOUBLE;
+      elem = 8;
+      break;
+    case at::kBFloat16:
+      type = engine_->bf16_type();
+      mpi_op = engine_->bf16_sum_op();
+      elem = 2;
+      break;
     default: break;
   }
   MPI_Comm comm = as_comm(comm_);
@@ -347,11 +357,11 @@ std::unique_ptr<Work> MpiCommunicator::all_reduce_async(at::Tensor& tensor, Redu
     }
     for (int64_t off = 0; off < n; off += kMaxCount) {
       int count = static_cast<int>(std::min(kMaxCount, n - off));
-      check_mpi(MPI_Allreduce(MPI_IN_PLACE, data + off * elem, count, type, mpi_op, comm),
-                "MPI_Allreduce");
+      check_mpi(MPI_Allreduce(MPI_IN_PLACE, data + off * elem, count, type, mpi_op, comm), "MPI_Allreduce");
     }
     if (op == ReduceOp::kAverage && size > 1) tensor.div_(size);
-  }), engine_->executor(), limit, "all_reduce");
+  }),
+                                          engine_->executor(), limit, "all_reduce");
 }
 
 void MpiCommunicator::barrier() {
@@ -363,11 +373,13 @@ std::vector<double> MpiCommunicator::gather(const std::vector<double>& values) {
   std::vector<double> in = values;
   std::vector<double> out(rank_ == 0 ? values.size() * size_ : 0);
   MPI_Comm comm = as_comm(comm_);
-  engine_->run([&] {
-    check_mpi(MPI_Gather(in.data(), static_cast<int>(in.size()), MPI_DOUBLE, out.data(),
-                         static_cast<int>(in.size()), MPI_DOUBLE, 0, comm),
-              "MPI_Gather");
-  }, "gather");
+  engine_->run(
+      [&] {
+        check_mpi(MPI_Gather(in.data(), static_cast<int>(in.size()), MPI_DOUBLE, out.data(),
+                             static_cast<int>(in.size()), MPI_DOUBLE, 0, comm),
+                  "MPI_Gather");
+      },
+      "gather");
   return out;
 }
 

@@ -1,7 +1,7 @@
 #include "runtime/rendezvous.h"
 
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/version.h>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <chrono>
 #include <sstream>
@@ -32,9 +32,9 @@ std::string rendezvous_timeout_message(const std::string& address, int port, dou
                                        const std::vector<int>& missing, int world_size) {
   std::string list;
   for (size_t i = 0; i < missing.size(); ++i) list += (i ? "," : "") + std::to_string(missing[i]);
-  return "nano: rendezvous at " + address + ":" + std::to_string(port) + " timed out after " +
-         format_seconds(seconds) + " s: " + std::to_string(missing.size()) + " of " +
-         std::to_string(world_size) + " ranks did not join (missing: " + list + ")";
+  return "nano: rendezvous at " + address + ":" + std::to_string(port) + " timed out after " + format_seconds(seconds) +
+         " s: " + std::to_string(missing.size()) + " of " + std::to_string(world_size) +
+         " ranks did not join (missing: " + list + ")";
 }
 
 c10::intrusive_ptr<c10d::TCPStore> rendezvous(const Context& context, const std::string& prefix) {
@@ -69,8 +69,8 @@ c10::intrusive_ptr<c10d::TCPStore> rendezvous(const Context& context, const std:
     }
     // Refused long before the timeout: rank 0 is not hosting the store (it failed to, or
     // failed before); its own line says why.
-    throw Error("nano: rendezvous at " + where + " failed: rank 0 did not host the store (" +
-                first_line(e.what()) + "); see rank 0's error");
+    throw Error("nano: rendezvous at " + where + " failed: rank 0 did not host the store (" + first_line(e.what()) +
+                "); see rank 0's error");
   }
   std::vector<int> missing;
   try {
@@ -87,8 +87,8 @@ c10::intrusive_ptr<c10d::TCPStore> rendezvous(const Context& context, const std:
     throw Error("nano: rendezvous at " + where + " failed: " + first_line(e.what()));
   }
   if (!missing.empty()) {
-    throw Error(rendezvous_timeout_message(context.master_addr, context.master_port, seconds, missing,
-                                           context.world_size));
+    throw Error(
+        rendezvous_timeout_message(context.master_addr, context.master_port, seconds, missing, context.world_size));
   }
   return store;
 }

@@ -42,7 +42,8 @@ bool Completion::wait_for(std::chrono::milliseconds limit) {
 std::string collective_timeout_message(const std::string& what, std::chrono::milliseconds limit) {
   std::ostringstream seconds;
   seconds << limit.count() / 1000.0;
-  return "nano: " + what + " did not finish within " + seconds.str() + " s: a peer rank stopped making progress (NANO_COLLECTIVE_TIMEOUT sets this bound)";
+  return "nano: " + what + " did not finish within " + seconds.str() +
+         " s: a peer rank stopped making progress (NANO_COLLECTIVE_TIMEOUT sets this bound)";
 }
 
 CompletionWork::~CompletionWork() {
@@ -71,8 +72,10 @@ SerialExecutor::~SerialExecutor() {
     join = state_->abandoned.empty();
     state_->cv.notify_all();
   }
-  if (join) thread_.join();
-  else thread_.detach();
+  if (join)
+    thread_.join();
+  else
+    thread_.detach();
 }
 
 std::shared_ptr<Completion> SerialExecutor::submit(std::function<void()> task) {

@@ -6,9 +6,9 @@
 
 namespace nano {
 
-EpochShardSampler::EpochShardSampler(std::size_t size, int rank, int world_size, bool shuffle,
-                                     bool allow_duplicates, std::shared_ptr<BatchBalancer> balancer, bool drop_last,
-                                     std::size_t max_batches, SamplerHook hook)
+EpochShardSampler::EpochShardSampler(std::size_t size, int rank, int world_size, bool shuffle, bool allow_duplicates,
+                                     std::shared_ptr<BatchBalancer> balancer, bool drop_last, std::size_t max_batches,
+                                     SamplerHook hook)
     : max_batches_(max_batches),
       hook_(std::move(hook)),
       shuffle_(shuffle),
@@ -190,8 +190,9 @@ void EpochShardSampler::load(torch::serialize::InputArchive& archive) {
                   " (a balanced loader's can)");
     }
     if (read_count(archive, "nano_balanced_position")) {
-      throw Error("nano: EpochShardSampler: the position was saved by a balanced sampler; resume with a batch "
-                  "balancer too");
+      throw Error(
+          "nano: EpochShardSampler: the position was saved by a balanced sampler; resume with a batch "
+          "balancer too");
     }
     const auto samples = read_count(archive, "nano_pass_samples");
     if (!samples) {

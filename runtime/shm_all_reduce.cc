@@ -28,7 +28,7 @@ namespace {
 struct Header {
   std::atomic<uint32_t> counter;
   int32_t pid;
-  uint64_t pid_namespace;  // inode of /proc/self/ns/pid; 0 when unknown
+  uint64_t pid_namespace;      // inode of /proc/self/ns/pid; 0 when unknown
   std::atomic<uint32_t> left;  // 1: the owner's communicator is gone; it joins no more collectives
 };
 static_assert(sizeof(Header) <= ShmAllReduce::kHeaderBytes, "header outgrew its cache line");
@@ -125,12 +125,12 @@ void ShmAllReduce::await_peer(int q) {
     // it at once.)
     if (peer->pid_namespace != 0 && peer->pid_namespace == pid_namespace() && kill(peer->pid, 0) != 0 &&
         errno == ESRCH) {
-      throw Error("nano: shared-memory all-reduce: rank " + std::to_string(q) + " (pid " +
-                  std::to_string(peer->pid) + ") exited during the collective");
+      throw Error("nano: shared-memory all-reduce: rank " + std::to_string(q) + " (pid " + std::to_string(peer->pid) +
+                  ") exited during the collective");
     }
     if (left && std::chrono::steady_clock::now() - left_since > std::chrono::seconds(3)) {
-      throw Error("nano: shared-memory all-reduce: rank " + std::to_string(q) + " (pid " +
-                  std::to_string(peer->pid) + ") left the world during the collective (its communicator was destroyed)");
+      throw Error("nano: shared-memory all-reduce: rank " + std::to_string(q) + " (pid " + std::to_string(peer->pid) +
+                  ") left the world during the collective (its communicator was destroyed)");
     }
     // A peer that is alive but does not arrive (stopped, stuck): bounded by the timeout.
     // Checked only after the first sleeps, so the clock is not read on the fast path.
@@ -141,8 +141,8 @@ void ShmAllReduce::await_peer(int q) {
     } else if (now >= deadline) {
       std::ostringstream seconds;
       seconds << timeout_.count() / 1000.0;
-      throw Error("nano: shared-memory all-reduce: rank " + std::to_string(q) + " (pid " +
-                  std::to_string(peer->pid) + ") did not reach the collective within " + seconds.str() +
+      throw Error("nano: shared-memory all-reduce: rank " + std::to_string(q) + " (pid " + std::to_string(peer->pid) +
+                  ") did not reach the collective within " + seconds.str() +
                   " s (stopped or stuck; NANO_COLLECTIVE_TIMEOUT sets this bound)");
     }
   }
@@ -204,8 +204,7 @@ void ShmAllReduce::all_reduce(at::Tensor& tensor, double scale) {
                           reinterpret_cast<const c10::BFloat16* const*>(srcs.data()), n, len,
                           static_cast<float>(scale));
         break;
-      default:
-        throw Error(std::string("nano: shared-memory all-reduce: unsupported dtype ") + c10::toString(type));
+      default: throw Error(std::string("nano: shared-memory all-reduce: unsupported dtype ") + c10::toString(type));
     }
     fence();
     for (int q = 0; q < n; ++q) {

@@ -14,16 +14,14 @@ TorchNano::TorchNano(TorchNanoOptions options)
       uncaught_at_construction_(std::uncaught_exceptions()) {}
 
 TorchNano::~TorchNano() {
-  if (is_caller() && !session_->launch_attempted() &&
-      std::uncaught_exceptions() == uncaught_at_construction_) {
+  if (is_caller() && !session_->launch_attempted() && std::uncaught_exceptions() == uncaught_at_construction_) {
     std::cerr << "nano: warning: TorchNano: train() called no nano helper (setup, "
                  "setup_dataloader, backward, print0, set_result), so no ranks were started"
               << std::endl;
   }
   // A launched rank ends with its TorchNano (the seed's worker ends with train()). When an
   // exception is unwinding through here, let it reach main: a non-zero exit is the report.
-  if (session_->role() == in_program::Role::kLaunchedRank &&
-      std::uncaught_exceptions() == uncaught_at_construction_) {
+  if (session_->role() == in_program::Role::kLaunchedRank && std::uncaught_exceptions() == uncaught_at_construction_) {
     in_program::end_launched_rank(session_->finish_launched_rank(/*optimizers_alive=*/false));
   }
 }

@@ -20,11 +20,11 @@ FashionMnistTensors decode_fashion_mnist(const std::string& images_gz, const std
   const IdxArray images = parse_idx(gunzip(images_gz, images_name), images_name, kIdxImagesMagic);
   const IdxArray labels = parse_idx(gunzip(labels_gz, labels_name), labels_name, kIdxLabelsMagic);
   if (images.dims[1] != 28 || images.dims[2] != 28)
-    throw Error(images_name + ": images are " + std::to_string(images.dims[1]) + "x" +
-                std::to_string(images.dims[2]) + ", expected 28x28");
+    throw Error(images_name + ": images are " + std::to_string(images.dims[1]) + "x" + std::to_string(images.dims[2]) +
+                ", expected 28x28");
   if (images.dims[0] != labels.dims[0])
-    throw Error(images_name + " has " + std::to_string(images.dims[0]) + " images but " + labels_name +
-                " has " + std::to_string(labels.dims[0]) + " labels");
+    throw Error(images_name + " has " + std::to_string(images.dims[0]) + " images but " + labels_name + " has " +
+                std::to_string(labels.dims[0]) + " labels");
   const int64_t n = labels.dims[0];
   for (int64_t i = 0; i < n; ++i) {
     const auto label = static_cast<unsigned char>(labels.data[i]);

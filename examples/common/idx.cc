@@ -56,7 +56,8 @@ std::string gunzip(const std::string& compressed, const std::string& name) {
   if (rc == Z_BUF_ERROR)
     throw Error(name + ": truncated gzip stream (" + std::to_string(compressed.size()) +
                 " bytes read, stream not finished)");
-  throw Error(name + ": not a gzip file or corrupt gzip data (" + (msg.empty() ? "zlib error " + std::to_string(rc) : msg) + ")");
+  throw Error(name + ": not a gzip file or corrupt gzip data (" +
+              (msg.empty() ? "zlib error " + std::to_string(rc) : msg) + ")");
 }
 
 std::string read_file_bytes(const std::string& path) {
@@ -93,8 +94,8 @@ IdxArray parse_idx(const std::string& bytes, const std::string& name, uint32_t e
     throw Error(name + ": truncated IDX data: header says " + shape + " = " + std::to_string(count) +
                 " bytes, file has " + std::to_string(have));
   if (have > static_cast<size_t>(count))
-    throw Error(name + ": " + std::to_string(have - count) + " bytes of trailing data after " +
-                std::to_string(count) + " bytes of IDX data");
+    throw Error(name + ": " + std::to_string(have - count) + " bytes of trailing data after " + std::to_string(count) +
+                " bytes of IDX data");
   arr.data = bytes.substr(header);
   return arr;
 }

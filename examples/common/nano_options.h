@@ -4,10 +4,10 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "examples/common/options.h"
-#include "examples/common/train.h"
 #include <nano/context.h>
 #include <nano/in_program.h>
+#include "examples/common/options.h"
+#include "examples/common/train.h"
 
 namespace nano::examples {
 

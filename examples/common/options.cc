@@ -6,9 +6,9 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <sstream>
 #include <stdexcept>
 #include <type_traits>
-#include <sstream>
 
 #include <nano/error.h>
 

@@ -9,21 +9,21 @@ namespace nano::examples {
 
 /// The examples' options; the values set before parsing are the defaults.
 struct ExampleOptions {
-  int epochs = 3;                    ///< --epochs, >= 1
-  int64_t batch_size = 64;           ///< --batch-size (per rank), >= 1
-  double lr = 1e-3;                  ///< --lr, > 0
-  int num_processes = 1;             ///< --num-processes, >= 1
-  std::string data_dir;              ///< --data-dir, empty = the dataset's default folder
-  int64_t max_steps_per_epoch = 0;   ///< --max-steps-per-epoch, 0 = the whole epoch
-  int64_t steps = 100;               ///< --steps (throughput programs only), >= 1
-  int64_t test_limit = 0;            ///< --test-limit: evaluate the first N test images, 0 = all
-  bool auto_lr = true;               ///< --no-auto-lr turns nano's learning-rate warm-up off
-  bool balance = true;               ///< --equal-batches: no splitting of each step's samples by rank speed
-  bool step_times = false;           ///< --step-times: the result line also lists each timed step's ms
+  int epochs = 3;                      ///< --epochs, >= 1
+  int64_t batch_size = 64;             ///< --batch-size (per rank), >= 1
+  double lr = 1e-3;                    ///< --lr, > 0
+  int num_processes = 1;               ///< --num-processes, >= 1
+  std::string data_dir;                ///< --data-dir, empty = the dataset's default folder
+  int64_t max_steps_per_epoch = 0;     ///< --max-steps-per-epoch, 0 = the whole epoch
+  int64_t steps = 100;                 ///< --steps (throughput programs only), >= 1
+  int64_t test_limit = 0;              ///< --test-limit: evaluate the first N test images, 0 = all
+  bool auto_lr = true;                 ///< --no-auto-lr turns nano's learning-rate warm-up off
+  bool balance = true;                 ///< --equal-batches: no splitting of each step's samples by rank speed
+  bool step_times = false;             ///< --step-times: the result line also lists each timed step's ms
   std::string backend = "subprocess";  ///< --backend: how --num-processes ranks start (subprocess | mpi)
-  std::string checkpoint_dir;        ///< --checkpoint-dir: checkpoint here and resume from here ("" = none)
-  int64_t checkpoint_every = 100;    ///< --checkpoint-every: steps between checkpoints, >= 1
-  int max_restarts = 0;              ///< --max-restarts (in-program launchers): start failed ranks again
+  std::string checkpoint_dir;          ///< --checkpoint-dir: checkpoint here and resume from here ("" = none)
+  int64_t checkpoint_every = 100;      ///< --checkpoint-every: steps between checkpoints, >= 1
+  int max_restarts = 0;                ///< --max-restarts (in-program launchers): start failed ranks again
 };
 
 /// Which options a program offers.

@@ -9,13 +9,13 @@ namespace nano::examples {
 
 /// Where an epoch stands; everything the display needs.
 struct ProgressState {
-  int epoch = 1;              ///< 1-based
+  int epoch = 1;  ///< 1-based
   int epochs = 1;
-  int64_t done = 0;           ///< batches finished this epoch
-  int64_t total = 0;          ///< batches this epoch
-  int64_t images = 0;         ///< images finished this epoch
-  double elapsed_s = 0;       ///< seconds since the epoch started
-  double running_loss = 0;    ///< mean loss of the batches so far
+  int64_t done = 0;         ///< batches finished this epoch
+  int64_t total = 0;        ///< batches this epoch
+  int64_t images = 0;       ///< images finished this epoch
+  double elapsed_s = 0;     ///< seconds since the epoch started
+  double running_loss = 0;  ///< mean loss of the batches so far
 };
 
 /// "mm:ss" below an hour, "h:mm:ss" from an hour on (tqdm's style); negative or

@@ -57,7 +57,8 @@ std::string format_nano_result(double images_per_sec, int world_size, int thread
   char acc[32] = "null";
   if (accuracy) std::snprintf(acc, sizeof acc, "%.4f", *accuracy);
   char buf[160];
-  std::snprintf(buf, sizeof buf, "nano-result: {\"images_per_sec\": %.1f, \"world_size\": %d, \"threads\": %d, \"accuracy\": %s",
+  std::snprintf(buf, sizeof buf,
+                "nano-result: {\"images_per_sec\": %.1f, \"world_size\": %d, \"threads\": %d, \"accuracy\": %s",
                 images_per_sec, world_size, threads, acc);
   std::string line = buf;
   if (!step_ms.empty()) {

@@ -25,7 +25,7 @@ class StepTimer {
   void step_end(int64_t images);
   /// Pauses the clock.
   void epoch_end();
-  int64_t images() const { return images_; }   ///< images of the timed steps
+  int64_t images() const { return images_; }  ///< images of the timed steps
   int64_t steps() const { return timed_steps_; }
   double seconds() const { return seconds_; }  ///< wall time of the timed steps
   /// Each timed step's wall time in milliseconds, in order (together about seconds() x 1000).

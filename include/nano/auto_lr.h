@@ -17,10 +17,10 @@ class OutputArchive;
 namespace nano {
 
 struct AutoLrOptions {
-  bool enabled = true;              ///< only has an effect when world_size > 1
-  int64_t warmup_steps = 1000;      ///< L, in optimizer steps (used when warmup_epochs == 0)
-  int64_t warmup_epochs = 0;        ///< > 0: L = warmup_epochs * steps_per_epoch
-  int64_t steps_per_epoch = 0;      ///< required with warmup_epochs
+  bool enabled = true;          ///< only has an effect when world_size > 1
+  int64_t warmup_steps = 1000;  ///< L, in optimizer steps (used when warmup_epochs == 0)
+  int64_t warmup_epochs = 0;    ///< > 0: L = warmup_epochs * steps_per_epoch
+  int64_t steps_per_epoch = 0;  ///< required with warmup_epochs
 };
 
 /// Pure: the warm-up length in steps; throws UsageError naming a bad value.

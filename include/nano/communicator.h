@@ -36,12 +36,9 @@ class Communicator {
   /// Copies `root`'s tensor into every rank's tensor (same shape and dtype on every rank).
   virtual void broadcast(at::Tensor& tensor, int root = 0) = 0;
   /// Starts an in-place all-reduce; the tensor must stay alive until wait() returns.
-  virtual std::unique_ptr<Work> all_reduce_async(at::Tensor& tensor,
-                                                 ReduceOp op = ReduceOp::kSum) = 0;
+  virtual std::unique_ptr<Work> all_reduce_async(at::Tensor& tensor, ReduceOp op = ReduceOp::kSum) = 0;
   /// In-place all-reduce, blocking.
-  void all_reduce(at::Tensor& tensor, ReduceOp op = ReduceOp::kSum) {
-    all_reduce_async(tensor, op)->wait();
-  }
+  void all_reduce(at::Tensor& tensor, ReduceOp op = ReduceOp::kSum) { all_reduce_async(tensor, op)->wait(); }
   /// Returns when every rank has entered the barrier.
   virtual void barrier() = 0;
   /// Gathers `values` (the same count on every rank) to rank 0: there the result holds

@@ -25,9 +25,9 @@ struct Context {
   int local_rank = 0;
   int local_world_size = 1;
   std::string master_addr = "127.0.0.1";
-  int master_port = 0;             ///< 0 = not given
-  std::string cpus;                ///< NANO_CPUS ("" when not under nano-run)
-  int threads = 0;                 ///< intra-op threads to use; 0 = leave libtorch's default
+  int master_port = 0;  ///< 0 = not given
+  std::string cpus;     ///< NANO_CPUS ("" when not under nano-run)
+  int threads = 0;      ///< intra-op threads to use; 0 = leave libtorch's default
   Launcher launcher = Launcher::kNone;
   CommBackend backend = CommBackend::kSelf;  ///< resolved: never kAuto
   std::chrono::milliseconds rendezvous_timeout{300000};
@@ -54,8 +54,7 @@ struct InitOptions {
 /// OMPI_COMM_WORLD_*; both present and different is an error. Threads: OMP_NUM_THREADS, else
 /// the affinity mask size, only when launched by something (a world of one launched by nobody
 /// keeps libtorch's default). Throws UsageError naming the bad variable and value.
-Context context_from_env(const EnvMap& env, int affinity_cpus = 0,
-                         const InitOptions& options = {});
+Context context_from_env(const EnvMap& env, int affinity_cpus = 0, const InitOptions& options = {});
 
 /// The process environment as an EnvMap.
 EnvMap current_env();

@@ -37,13 +37,12 @@ struct Reducer;
 /// without a local gradient receive the average too.
 class DistributedDataParallel {
  public:
-  DistributedDataParallel(std::shared_ptr<torch::nn::Module> module,
-                          std::shared_ptr<Communicator> comm, DdpOptions options = {});
+  DistributedDataParallel(std::shared_ptr<torch::nn::Module> module, std::shared_ptr<Communicator> comm,
+                          DdpOptions options = {});
   template <class M>
-  DistributedDataParallel(const torch::nn::ModuleHolder<M>& module,
-                          std::shared_ptr<Communicator> comm, DdpOptions options = {})
-      : DistributedDataParallel(std::shared_ptr<torch::nn::Module>(module.ptr()),
-                                std::move(comm), options) {}
+  DistributedDataParallel(const torch::nn::ModuleHolder<M>& module, std::shared_ptr<Communicator> comm,
+                          DdpOptions options = {})
+      : DistributedDataParallel(std::shared_ptr<torch::nn::Module>(module.ptr()), std::move(comm), options) {}
   ~DistributedDataParallel();
   DistributedDataParallel(const DistributedDataParallel&) = delete;
   DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;

@@ -18,8 +18,8 @@
 #include <nano/auto_lr.h>
 #include <nano/context.h>
 #include <nano/ddp.h>
-#include <nano/load_balance.h>
 #include <nano/in_program_error.h>
+#include <nano/load_balance.h>
 
 namespace nano {
 
@@ -42,15 +42,15 @@ struct TorchNanoOptions {
   std::string distributed_backend = "subprocess";
   /// Linear warm-up of the learning rate to N times (on by default; no effect with N = 1).
   AutoLrSetting auto_lr;
-  bool oversubscribe = false;   ///< allow more ranks than cores
-  std::string hostfile;         ///< mpi: Open MPI hostfile
-  std::string hosts;            ///< mpi: "host:slots,host:slots"
-  std::string log_dir;          ///< one log per rank ("" = none)
-  int grace_period_ms = 5000;   ///< SIGTERM -> SIGKILL delay when a rank fails
+  bool oversubscribe = false;  ///< allow more ranks than cores
+  std::string hostfile;        ///< mpi: Open MPI hostfile
+  std::string hosts;           ///< mpi: "host:slots,host:slots"
+  std::string log_dir;         ///< one log per rank ("" = none)
+  int grace_period_ms = 5000;  ///< SIGTERM -> SIGKILL delay when a rank fails
   /// Start the ranks again after one fails, at most this many times (nano-run's
   /// --max-restarts; NANO_RESTART_COUNT tells the ranks which attempt they are).
   int max_restarts = 0;
-  DdpOptions ddp;               ///< gradient bucket size etc.
+  DdpOptions ddp;  ///< gradient bucket size etc.
   /// Split each global batch among the ranks by their measured speed (runtime/load_balance.h),
   /// so a slower core does not hold back the others; gradients are weighted by each rank's
   /// share, which keeps the update that of an equal split for a loss that is a mean over the
@@ -64,11 +64,11 @@ struct TorchNanoOptions {
   /// newest: finished epochs run empty and the interrupted one goes on where it stopped.
   /// Together with max_restarts a failed rank costs at most the steps since the last one.
   std::string checkpoint_dir;
-  int64_t checkpoint_every_steps = 0;   ///< a checkpoint every this many steps (0 = not by steps)
+  int64_t checkpoint_every_steps = 0;  ///< a checkpoint every this many steps (0 = not by steps)
   /// ... and/or at the first step this long after the last one (0 = not by time). With
   /// checkpoint_dir set and neither frequency: every 300 s.
   double checkpoint_every_seconds = 0;
-  int checkpoint_keep = 2;              ///< checkpoints kept (the newest)
+  int checkpoint_keep = 2;  ///< checkpoints kept (the newest)
 };
 
 /// Pure: the checkpoint settings of `options` (the 300 s default applied); throws UsageError
@@ -81,8 +81,7 @@ using TrainResult = std::variant<std::monostate, double, int64_t, std::string, a
 namespace detail {
 template <class T>
 constexpr bool is_result_type_v =
-    std::is_void_v<T> || std::is_arithmetic_v<T> || std::is_same_v<T, std::string> ||
-    std::is_same_v<T, at::Tensor>;
+    std::is_void_v<T> || std::is_arithmetic_v<T> || std::is_same_v<T, std::string> || std::is_same_v<T, at::Tensor>;
 
 template <class T>
 TrainResult to_result(const T& value) {
@@ -104,12 +103,11 @@ const char* result_kind(const TrainResult& result);
 
 template <class T>
 T from_result(const TrainResult& result) {
-  using Held = std::conditional_t<
-      std::is_integral_v<T>, int64_t,
-      std::conditional_t<std::is_floating_point_v<T>, double, T>>;
+  using Held =
+      std::conditional_t<std::is_integral_v<T>, int64_t, std::conditional_t<std::is_floating_point_v<T>, double, T>>;
   if (const Held* v = std::get_if<Held>(&result)) return static_cast<T>(*v);
-  throw Error(std::string("nano: rank 0's result is ") + result_kind(result) +
-              ", not the type asked for (" + result_kind(TrainResult(Held{})) + ")");
+  throw Error(std::string("nano: rank 0's result is ") + result_kind(result) + ", not the type asked for (" +
+              result_kind(TrainResult(Held{})) + ")");
 }
 }  // namespace detail
 
@@ -117,9 +115,9 @@ namespace in_program {
 
 /// Who this process is in an in-program launch.
 enum class Role {
-  kCaller,         ///< a plain process: launches the ranks and waits
-  kLaunchedRank,   ///< a rank re-executed by a caller (NANO_IN_PROGRAM set)
-  kExternalRank,   ///< a rank of a world started by nano-run, mpirun or torchrun: joins it
+  kCaller,        ///< a plain process: launches the ranks and waits
+  kLaunchedRank,  ///< a rank re-executed by a caller (NANO_IN_PROGRAM set)
+  kExternalRank,  ///< a rank of a world started by nano-run, mpirun or torchrun: joins it
 };
 
 /// Pure: the role from the environment (rank variables and the in-program marker).
@@ -162,8 +160,7 @@ class Session {
   /// Wraps `model` for gradient averaging (DDP on the same module object: a plain
   /// loss.backward() averages) and applies auto_lr to `optimizers`: the rate moves at every
   /// backward after the first, i.e. before each optimizer.step() (one backward per step).
-  void attach(std::shared_ptr<torch::nn::Module> model,
-              std::vector<torch::optim::Optimizer*> optimizers);
+  void attach(std::shared_ptr<torch::nn::Module> model, std::vector<torch::optim::Optimizer*> optimizers);
   DistributedDataParallel* ddp() { return ddp_.get(); }
   /// A batch balancer for one loader of `per_rank_batch` samples per rank, wired to this
   /// session's DDP (made by attach(), before or after this call); null when
@@ -208,7 +205,7 @@ class Session {
   struct Hook;
   std::shared_ptr<Hook> hook_;
   TrainResult result_;
-  std::vector<std::string> report_names_;   // caller: rank 0's parameter and buffer names
+  std::vector<std::string> report_names_;  // caller: rank 0's parameter and buffer names
   std::vector<at::Tensor> report_tensors_;
   std::vector<std::shared_ptr<torch::serialize::InputArchive>> report_optimizers_;
   std::vector<std::string> optimizer_snapshot_;  // rank 0's optimizers, serialised

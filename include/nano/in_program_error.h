@@ -13,12 +13,11 @@ namespace nano {
 /// (mpirun failed, Ctrl-C: launch_exit_code 130) before any rank failed.
 class RankFailedError : public Error {
  public:
-  RankFailedError(int rank, std::string host, int exit_code, int signal, std::string stderr_tail,
-                  int launch_exit_code);
-  int rank() const { return rank_; }                     ///< -1: mpirun failed before any rank
+  RankFailedError(int rank, std::string host, int exit_code, int signal, std::string stderr_tail, int launch_exit_code);
+  int rank() const { return rank_; }  ///< -1: mpirun failed before any rank
   const std::string& host() const { return host_; }
-  int exit_code() const { return exit_code_; }           ///< 0 when killed by a signal
-  int signal() const { return signal_; }                 ///< 0 when it exited
+  int exit_code() const { return exit_code_; }  ///< 0 when killed by a signal
+  int signal() const { return signal_; }        ///< 0 when it exited
   const std::string& stderr_tail() const { return stderr_tail_; }
   int launch_exit_code() const { return launch_exit_code_; }  ///< nano-run's contract code
 

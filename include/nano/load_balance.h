@@ -102,12 +102,12 @@ class BatchBalancer {
   BalanceOptions options_;
   std::vector<int64_t> split_;
   std::vector<double> cost_;
-  int64_t steps_ = 0;           // next_step() calls since construction
-  bool have_last_ = false;      // a previous call in this epoch to measure from
+  int64_t steps_ = 0;       // next_step() calls since construction
+  bool have_last_ = false;  // a previous call in this epoch to measure from
   double last_time_ = 0;
   double last_wait_ = 0;
-  int64_t last_count_ = 0;      // samples this rank took at the previous call
-  double window_seconds_ = 0;   // this rank's measured work since the last exchange
+  int64_t last_count_ = 0;     // samples this rank took at the previous call
+  double window_seconds_ = 0;  // this rank's measured work since the last exchange
   int64_t window_samples_ = 0;
 };
 

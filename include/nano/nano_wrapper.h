@@ -14,8 +14,8 @@
 // main() up to this same call, joins the world, wraps the model (DDP on the same module
 // object), runs the function and exits; afterwards the caller's model holds rank 0's trained
 // parameters and buffers, its optimizers hold rank 0's optimizer state, and the call returns
-// rank 0's return value (void, a number, std::string or at::Tensor). A failed rank throws nano::RankFailedError. Under nano-run,
-// mpirun or torchrun the call joins that world and returns each rank's own value.
+// rank 0's return value (void, a number, std::string or at::Tensor). A failed rank throws nano::RankFailedError. Under
+// nano-run, mpirun or torchrun the call joins that world and returns each rank's own value.
 #include <cstdio>
 #include <functional>
 #include <memory>
@@ -143,8 +143,8 @@ std::false_type holder_test(...);
 /// A model: a ModuleHolder (torch::nn::Linear, TORCH_MODULE(Net)) or shared_ptr<Module>,
 /// except libtorch's loss modules (torch::nn::MSELoss...), which are passed through.
 template <class T>
-constexpr bool is_model_v = decltype(holder_test(std::declval<std::decay_t<T>*>()))::value ||
-                            is_shared_module<std::decay_t<T>>::value;
+constexpr bool is_model_v =
+    decltype(holder_test(std::declval<std::decay_t<T>*>()))::value || is_shared_module<std::decay_t<T>>::value;
 
 template <class T>
 struct optimizer_pointee {
@@ -163,8 +163,7 @@ struct optimizer_pointee<std::unique_ptr<O, D>> {
 template <class T>
 constexpr bool is_optimizer_v =
     std::is_base_of_v<torch::optim::Optimizer, std::decay_t<T>> ||
-    std::is_base_of_v<torch::optim::Optimizer,
-                      typename optimizer_pointee<std::decay_t<T>>::type>;
+    std::is_base_of_v<torch::optim::Optimizer, typename optimizer_pointee<std::decay_t<T>>::type>;
 
 template <class T>
 struct is_shardable_loader : std::false_type {};
@@ -213,8 +212,7 @@ torch::optim::Optimizer* optimizer_of(T& optimizer) {
 template <class F>
 class NanoFunction {
  public:
-  NanoFunction(TorchNanoOptions options, F function)
-      : options_(std::move(options)), function_(std::move(function)) {}
+  NanoFunction(TorchNanoOptions options, F function) : options_(std::move(options)), function_(std::move(function)) {}
 
   template <class... Args>
   auto operator()(Args&&... args) {

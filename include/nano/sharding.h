@@ -13,8 +13,8 @@
 #include <utility>
 #include <vector>
 
-#include <nano/error.h>
 #include <nano/context.h>
+#include <nano/error.h>
 #include <nano/load_balance.h>
 
 namespace nano {
@@ -29,8 +29,8 @@ enum class SamplerEvent { kPassStart, kBatch, kPassEnd, kGone };
 using SamplerHook = std::function<void(EpochShardSampler&, SamplerEvent)>;
 
 struct ShardOptions {
-  bool shuffle = true;            ///< DistributedRandomSampler (reshuffled per epoch), else sequential
-  bool allow_duplicates = true;   ///< pad so every rank gets ceil(size/N) samples (same step count)
+  bool shuffle = true;           ///< DistributedRandomSampler (reshuffled per epoch), else sequential
+  bool allow_duplicates = true;  ///< pad so every rank gets ceil(size/N) samples (same step count)
   bool drop_last = false;
   std::size_t workers = 0;
   /// Hand out at most this many batches per pass (epoch), like a capped loop but known to the
@@ -60,9 +60,9 @@ struct ShardOptions {
 class EpochShardSampler : public torch::data::samplers::Sampler<> {
  public:
   /// `max_batches` per pass (0 = all); `hook` as in ShardOptions.
-  EpochShardSampler(std::size_t size, int rank, int world_size, bool shuffle,
-                    bool allow_duplicates = true, std::shared_ptr<BatchBalancer> balancer = nullptr,
-                    bool drop_last = false, std::size_t max_batches = 0, SamplerHook hook = nullptr);
+  EpochShardSampler(std::size_t size, int rank, int world_size, bool shuffle, bool allow_duplicates = true,
+                    std::shared_ptr<BatchBalancer> balancer = nullptr, bool drop_last = false,
+                    std::size_t max_batches = 0, SamplerHook hook = nullptr);
   EpochShardSampler(EpochShardSampler&&) = default;
   EpochShardSampler& operator=(EpochShardSampler&&) = default;
   /// Calls the hook with kGone once it has been called for this object.
@@ -88,13 +88,13 @@ class EpochShardSampler : public torch::data::samplers::Sampler<> {
   void load_progress(torch::serialize::InputArchive& archive);
   std::size_t max_batches_;
   SamplerHook hook_;
-  bool hooked_ = false;          // the hook has seen this object (so it also hears kGone)
+  bool hooked_ = false;  // the hook has seen this object (so it also hears kGone)
   std::size_t passes_ = 0;
-  std::size_t batches_ = 0;      // batches of the current pass handed out
+  std::size_t batches_ = 0;       // batches of the current pass handed out
   std::size_t pass_samples_ = 0;  // equal shards: samples of the current pass handed out
   std::size_t pass_epoch_ = 0;    // equal shards: the shuffle seed of the current pass
-  bool resume_pending_ = false;  // load() happened; the next reset() continues the loaded pass
-  std::size_t replay_ = 0;       // empty passes still to hand out before the loaded one
+  bool resume_pending_ = false;   // load() happened; the next reset() continues the loaded pass
+  std::size_t replay_ = 0;        // empty passes still to hand out before the loaded one
   bool empty_pass_ = false;
   bool shuffle_;
   std::size_t epoch_ = 0;
@@ -119,8 +119,8 @@ template <class Dataset>
 auto make_sharded_loader(Dataset dataset, int rank, int world_size, std::size_t batch_size,
                          const ShardOptions& options = {}) {
   if (world_size < 1 || rank < 0 || rank >= world_size) {
-    throw UsageError("nano: make_sharded_loader: bad rank " + std::to_string(rank) +
-                     " of world " + std::to_string(world_size));
+    throw UsageError("nano: make_sharded_loader: bad rank " + std::to_string(rank) + " of world " +
+                     std::to_string(world_size));
   }
   if (batch_size == 0) throw UsageError("nano: make_sharded_loader: bad batch_size=0: expected > 0");
   if (options.balancer && options.workers > 0) {
@@ -129,11 +129,10 @@ auto make_sharded_loader(Dataset dataset, int rank, int world_size, std::size_t 
   }
   if (options.balancer && (options.balancer->ranks() != world_size || options.balancer->rank() != rank ||
                            options.balancer->global_batch() != static_cast<int64_t>(batch_size) * world_size)) {
-    throw UsageError("nano: make_sharded_loader: the batch balancer splits " +
-                     std::to_string(options.balancer->global_batch()) + " samples over " +
-                     std::to_string(options.balancer->ranks()) + " ranks, but the loader is rank " +
-                     std::to_string(rank) + " of " + std::to_string(world_size) + " with batch_size " +
-                     std::to_string(batch_size));
+    throw UsageError(
+        "nano: make_sharded_loader: the batch balancer splits " + std::to_string(options.balancer->global_batch()) +
+        " samples over " + std::to_string(options.balancer->ranks()) + " ranks, but the loader is rank " +
+        std::to_string(rank) + " of " + std::to_string(world_size) + " with batch_size " + std::to_string(batch_size));
   }
   const auto size = dataset.size();
   if (!size.has_value()) {
@@ -144,8 +143,9 @@ auto make_sharded_loader(Dataset dataset, int rank, int world_size, std::size_t 
       EpochShardSampler(*size, rank, world_size, options.shuffle, options.allow_duplicates, options.balancer,
                         options.drop_last, options.max_batches, options.hook),
       // A balanced sampler hands out uneven batches and applies drop_last itself.
-      torch::data::DataLoaderOptions(batch_size).workers(options.workers).drop_last(options.drop_last &&
-                                                                                    !options.balancer));
+      torch::data::DataLoaderOptions(batch_size)
+          .workers(options.workers)
+          .drop_last(options.drop_last && !options.balancer));
 }
 
 /// The same for a World from nano::init().

@@ -73,8 +73,7 @@ class TorchNano {
       session_->load_trained(*module, {&optimizer_of(optimizers)...});
       return;
     }
-    session_->attach(std::move(module),
-                     std::vector<torch::optim::Optimizer*>{&optimizer_of(optimizers)...});
+    session_->attach(std::move(module), std::vector<torch::optim::Optimizer*>{&optimizer_of(optimizers)...});
   }
 
   /// A DataLoader over this rank's disjoint shard of `dataset` (batch_size per rank,
@@ -87,12 +86,13 @@ class TorchNano {
   auto setup_dataloader(Dataset dataset, std::size_t batch_size, ShardOptions options = {}) {
     if (is_caller()) {
       session_->launch();
-      return torch::data::make_data_loader(
-          std::move(dataset), EpochShardSampler(0, 0, 1, options.shuffle, options.allow_duplicates),
-          torch::data::DataLoaderOptions(batch_size).workers(options.workers));
+      return torch::data::make_data_loader(std::move(dataset),
+                                           EpochShardSampler(0, 0, 1, options.shuffle, options.allow_duplicates),
+                                           torch::data::DataLoaderOptions(batch_size).workers(options.workers));
     }
     World& w = session_->world();
-    return make_sharded_loader(std::move(dataset), w, batch_size, session_->loader_options(std::move(options), batch_size));
+    return make_sharded_loader(std::move(dataset), w, batch_size,
+                               session_->loader_options(std::move(options), batch_size));
   }
 
   /// loss.backward() on a rank (gradients arrive averaged); nothing in the caller.

@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include <nano/error.h>
 #include <nano/communicator.h>
 #include <nano/context.h>
+#include <nano/error.h>
 
 namespace {
 
@@ -23,9 +23,7 @@ double median(std::vector<double> v) {
 }
 
 double now_ms() {
-  return std::chrono::duration<double, std::milli>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 }  // namespace
@@ -57,8 +55,8 @@ int main(int argc, char** argv) {
         const double t1 = now_ms();
         if (i >= 2) copies.push_back(t1 - t0);
       }
-      std::printf("RESULT memcpy %.2f %.2f %d\n", median(copies),
-                  *std::min_element(copies.begin(), copies.end()), int(b[n]));
+      std::printf("RESULT memcpy %.2f %.2f %d\n", median(copies), *std::min_element(copies.begin(), copies.end()),
+                  int(b[n]));
     }
     world.comm->barrier();
   } catch (const nano::Error& e) {

@@ -5,17 +5,17 @@
 // Usage: nano_bench_checkpoint DIR [REPEATS]   (prints one table)
 #include <torch/optim/adam.h>
 
+#include <sys/stat.h>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
-#include <sys/stat.h>
 #include <vector>
 
-#include "runtime/bench/models.h"
 #include <nano/checkpoint.h>
 #include <nano/communicator.h>
+#include "runtime/bench/models.h"
 
 namespace {
 

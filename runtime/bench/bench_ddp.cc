@@ -20,17 +20,15 @@
 #include <string>
 #include <vector>
 
-#include <nano/error.h>
-#include "runtime/bench/models.h"
 #include <nano/context.h>
 #include <nano/ddp.h>
+#include <nano/error.h>
+#include "runtime/bench/models.h"
 
 namespace {
 
 double now_ms() {
-  return std::chrono::duration<double, std::milli>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 template <class Model>
@@ -90,9 +88,8 @@ int main(int argc, char** argv) {
     rusage usage{};
     getrusage(RUSAGE_SELF, &usage);
     if (!ddp) ms.first = ms.second;
-    std::printf("RESULT %s %s %s %d %.2f %.2f %.1f\n", model.c_str(), mode.c_str(),
-                world.comm->name().c_str(), world.rank(), ms.first, ms.second,
-                usage.ru_maxrss / 1024.0);
+    std::printf("RESULT %s %s %s %d %.2f %.2f %.1f\n", model.c_str(), mode.c_str(), world.comm->name().c_str(),
+                world.rank(), ms.first, ms.second, usage.ru_maxrss / 1024.0);
     std::fflush(stdout);
     world.comm->barrier();
   } catch (const nano::Error& e) {

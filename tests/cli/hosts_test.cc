@@ -60,8 +60,7 @@ TEST_CASE("parse_hostfile: errors name file, line and text") {
                        "malformed hostfile hosts.txt line 2: 'node2 slots=x'", UsageError);
   CHECK_THROWS_WITH_AS(parse_hostfile("node1 cores=4\n", "hosts.txt"),
                        "malformed hostfile hosts.txt line 1: 'node1 cores=4'", UsageError);
-  CHECK_THROWS_WITH_AS(parse_hostfile("# nothing\n\n", "empty.txt"), "hostfile empty.txt lists no hosts",
-                       UsageError);
+  CHECK_THROWS_WITH_AS(parse_hostfile("# nothing\n\n", "empty.txt"), "hostfile empty.txt lists no hosts", UsageError);
   CHECK_THROWS_WITH_AS(read_hostfile("/nonexistent/hosts"),
                        "cannot read hostfile /nonexistent/hosts: No such file or directory", UsageError);
 }

@@ -2,7 +2,6 @@
 // program), with both backends. Real processes, real signals, real affinity masks.
 #include <doctest/doctest.h>
 
-#include "tests/common/process_checks.h"
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -10,6 +9,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "tests/common/process_checks.h"
 
 #include <chrono>
 #include <cstdlib>
@@ -25,8 +25,8 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-using nano::test::all_dead_within;
 using nano::test::alive;
+using nano::test::all_dead_within;
 using nano::test::slurp;
 using nano::test::temp_dir;
 
@@ -182,8 +182,7 @@ TEST_CASE("explicit CPU lists and oversubscribed synthetic-size plans bind exact
     REQUIRE(over.rc == 0);
     auto four = probe_lines(over.out);
     REQUIRE(four.size() == 4);
-    for (int rank = 0; rank < 4; ++rank)
-      CHECK(four[rank]["affinity"] == plan["ranks"][rank]["cpus"]);
+    for (int rank = 0; rank < 4; ++rank) CHECK(four[rank]["affinity"] == plan["ranks"][rank]["cpus"]);
   }
 }
 
@@ -191,8 +190,8 @@ TEST_CASE("rank 1 exits 3: nano-run exits 3, names the root cause, the others ar
   for (std::string backend : kBackends) {
     CAPTURE(backend);
     std::string dir = temp_dir("nano_run_test");
-    Proc p = start({"-n", "2", "--backend", backend, "--grace-period", "1", kProbe, "--pid-dir", dir,
-                    "--sleep", "30@0", "--stderr", "boom from one@1", "--sleep", "0.5@1", "--exit", "3@1"});
+    Proc p = start({"-n", "2", "--backend", backend, "--grace-period", "1", kProbe, "--pid-dir", dir, "--sleep", "30@0",
+                    "--stderr", "boom from one@1", "--sleep", "0.5@1", "--exit", "3@1"});
     auto pids = wait_pid_files(dir, 2);
     REQUIRE(pids.size() == 2);
     auto rank1_done = Clock::now() + std::chrono::milliseconds(500);
@@ -211,8 +210,8 @@ TEST_CASE("a rank ignoring SIGTERM is SIGKILLed after the grace period") {
   for (std::string backend : kBackends) {
     CAPTURE(backend);
     std::string dir = temp_dir("nano_run_test");
-    Proc p = start({"-n", "2", "--backend", backend, "--grace-period", "1", kProbe, "--pid-dir", dir,
-                    "--ignore-term", "@0", "--sleep", "30@0", "--sleep", "0.3@1", "--exit", "3@1"});
+    Proc p = start({"-n", "2", "--backend", backend, "--grace-period", "1", kProbe, "--pid-dir", dir, "--ignore-term",
+                    "@0", "--sleep", "30@0", "--sleep", "0.3@1", "--exit", "3@1"});
     auto pids = wait_pid_files(dir, 2);
     REQUIRE(pids.size() == 2);
     Result r = wait_for(p);
@@ -227,8 +226,7 @@ TEST_CASE("a rank ignoring SIGTERM is SIGKILLed after the grace period") {
 TEST_CASE("a rank killed by SIGSEGV gives 139") {
   for (std::string backend : kBackends) {
     CAPTURE(backend);
-    Result r = run({"-n", "2", "--backend", backend, "--grace-period", "1", kProbe, "--sleep", "30@0",
-                    "--segv", "@1"});
+    Result r = run({"-n", "2", "--backend", backend, "--grace-period", "1", kProbe, "--sleep", "30@0", "--segv", "@1"});
     CHECK(r.rc == 139);
     CHECK(r.err.find("rank 1 on ") != std::string::npos);
     CHECK(r.err.find("was killed by SIGSEGV") != std::string::npos);
@@ -239,8 +237,7 @@ TEST_CASE("SIGINT to nano-run: forwarded, exit 130, no survivors") {
   for (std::string backend : kBackends) {
     CAPTURE(backend);
     std::string dir = temp_dir("nano_run_test");
-    Proc p = start({"-n", "2", "--backend", backend, "--grace-period", "1", kProbe, "--pid-dir", dir,
-                    "--sleep", "30"});
+    Proc p = start({"-n", "2", "--backend", backend, "--grace-period", "1", kProbe, "--pid-dir", dir, "--sleep", "30"});
     auto pids = wait_pid_files(dir, 2);
     REQUIRE(pids.size() == 2);
     kill(p.pid, SIGINT);
@@ -341,8 +338,8 @@ TEST_CASE("bad input: one line naming the value, exit 2, nothing started") {
 }
 
 TEST_CASE("dry run: JSON plan for a synthetic machine, table, help and version") {
-  Result r = run({"--backend", "subprocess", "-n", "4", "--synthetic", "pack:2 core:4 pu:2", "--dry-run",
-                  "--json", kProbe});
+  Result r =
+      run({"--backend", "subprocess", "-n", "4", "--synthetic", "pack:2 core:4 pu:2", "--dry-run", "--json", kProbe});
   REQUIRE(r.rc == 0);
   json j = json::parse(r.out);
   REQUIRE(j["ranks"].size() == 4);

@@ -2,8 +2,8 @@
 
 #include <doctest/doctest.h>
 
-#include "cli/carried_env.h"
 #include <nano/error.h>
+#include "cli/carried_env.h"
 
 using namespace nano;
 
@@ -12,11 +12,37 @@ RunCommand parse(std::vector<std::string> args) { return parse_run_command(args)
 }  // namespace
 
 TEST_CASE("options fill LaunchOptions; the program and its options stay untouched") {
-  RunCommand c = parse({"-n", "4", "--cores-per-process", "2", "--use-logical-cores", "--oversubscribe",
-                        "--synthetic", "pack:1 core:8", "--allocator", "system", "--disable-openmp",
-                        "--threads", "3", "--backend", "subprocess", "--master-addr", "10.0.0.1",
-                        "--master-port", "29500", "--log-dir", "logs", "--output-ranks", "0,2-3",
-                        "--no-tag-output", "--grace-period", "1.5", "./train", "-n", "7", "--lr", "0.1"});
+  RunCommand c = parse({"-n",
+                        "4",
+                        "--cores-per-process",
+                        "2",
+                        "--use-logical-cores",
+                        "--oversubscribe",
+                        "--synthetic",
+                        "pack:1 core:8",
+                        "--allocator",
+                        "system",
+                        "--disable-openmp",
+                        "--threads",
+                        "3",
+                        "--backend",
+                        "subprocess",
+                        "--master-addr",
+                        "10.0.0.1",
+                        "--master-port",
+                        "29500",
+                        "--log-dir",
+                        "logs",
+                        "--output-ranks",
+                        "0,2-3",
+                        "--no-tag-output",
+                        "--grace-period",
+                        "1.5",
+                        "./train",
+                        "-n",
+                        "7",
+                        "--lr",
+                        "0.1"});
   CHECK(c.kind == RunCommand::kRun);
   const LaunchOptions& o = c.launch;
   CHECK(o.plan.num_processes == 4);
@@ -121,16 +147,27 @@ TEST_CASE("shim arguments round-trip through the parser") {
 }
 
 TEST_CASE("carried environment: the launching host's configuration, not its host-specific variables") {
-  const nano::Environment here = {{"PATH", "/opt/bin:/usr/bin"}, {"HOME", "/root"}, {"HOSTNAME", "a"},
-                                  {"OMP_SCHEDULE", "static"}, {"NANO_BACKEND", "gloo"}, {"NANO_CPUS", "0-3"},
-                                  {"KMP_BLOCKTIME", "1"}, {"MALLOC_CONF", "background_thread:true"},
-                                  {"TORCH_SHOW_CPP_STACKTRACES", "1"}, {"PWD", "/work"}, {"MY_FLAG", "x"},
+  const nano::Environment here = {{"PATH", "/opt/bin:/usr/bin"},
+                                  {"HOME", "/root"},
+                                  {"HOSTNAME", "a"},
+                                  {"OMP_SCHEDULE", "static"},
+                                  {"NANO_BACKEND", "gloo"},
+                                  {"NANO_CPUS", "0-3"},
+                                  {"KMP_BLOCKTIME", "1"},
+                                  {"MALLOC_CONF", "background_thread:true"},
+                                  {"TORCH_SHOW_CPP_STACKTRACES", "1"},
+                                  {"PWD", "/work"},
+                                  {"MY_FLAG", "x"},
                                   {"OMPI_MCA_btl", "^tcp"}};
   const auto carried = nano::carried_environment(here, {{"MY_FLAG", "y"}, {"EXTRA", "1"}});
-  const std::map<std::string, std::string> expected = {
-      {"PATH", "/opt/bin:/usr/bin"}, {"OMP_SCHEDULE", "static"}, {"NANO_BACKEND", "gloo"}, {"KMP_BLOCKTIME", "1"},
-      {"MALLOC_CONF", "background_thread:true"}, {"TORCH_SHOW_CPP_STACKTRACES", "1"}, {"MY_FLAG", "y"},
-      {"EXTRA", "1"}};
+  const std::map<std::string, std::string> expected = {{"PATH", "/opt/bin:/usr/bin"},
+                                                       {"OMP_SCHEDULE", "static"},
+                                                       {"NANO_BACKEND", "gloo"},
+                                                       {"KMP_BLOCKTIME", "1"},
+                                                       {"MALLOC_CONF", "background_thread:true"},
+                                                       {"TORCH_SHOW_CPP_STACKTRACES", "1"},
+                                                       {"MY_FLAG", "y"},
+                                                       {"EXTRA", "1"}};
   CHECK(carried == expected);
 }
 

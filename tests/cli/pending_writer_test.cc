@@ -51,7 +51,8 @@ TEST_CASE("a reader that does not read: bytes wait up to the bound, then whole l
 }
 
 TEST_CASE("a reader that went away: EPIPE closes the writer, nothing raises SIGPIPE, bytes are counted") {
-  struct sigaction ignore {}, previous {};
+  struct sigaction ignore {
+  }, previous{};
   ignore.sa_handler = SIG_IGN;
   sigaction(SIGPIPE, &ignore, &previous);  // as the launcher does during a launch
   int fds[2];

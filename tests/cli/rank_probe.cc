@@ -64,10 +64,9 @@ int main(int argc, char** argv) {
     if (CPU_ISSET(c, &set)) cpus.push_back(c);
   j["affinity"] = cpus;
   nlohmann::json env = nlohmann::json::object();
-  for (const char* name : {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
-                           "MASTER_ADDR", "MASTER_PORT", "NANO_CPUS", "OMP_NUM_THREADS", "OMP_PROC_BIND",
-                           "OMP_PLACES", "KMP_AFFINITY", "KMP_BLOCKTIME", "LD_PRELOAD", "MALLOC_CONF",
-                           "NANO_TEST_EXTRA"}) {
+  for (const char* name : {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR",
+                           "MASTER_PORT", "NANO_CPUS", "OMP_NUM_THREADS", "OMP_PROC_BIND", "OMP_PLACES", "KMP_AFFINITY",
+                           "KMP_BLOCKTIME", "LD_PRELOAD", "MALLOC_CONF", "NANO_TEST_EXTRA"}) {
     if (const char* value = std::getenv(name)) env[name] = value;
   }
   j["env"] = env;

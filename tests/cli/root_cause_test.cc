@@ -29,24 +29,50 @@ TEST_CASE("report_end: the root cause's line, its stderr tail, and the failure r
     const char* failure_host;
   };
   const Case cases[] = {
-      {"killed rank", {1, 0, SIGKILL}, 137, 0, {},
-       {"nano-run: root cause: rank 1 on hostB was killed by SIGKILL; nano-run exits with 137"}, 1, "hostB"},
-      {"exited rank with a tail", {2, 3, 0}, 3, 0, {"boom", "bad"},
+      {"killed rank",
+       {1, 0, SIGKILL},
+       137,
+       0,
+       {},
+       {"nano-run: root cause: rank 1 on hostB was killed by SIGKILL; nano-run exits with 137"},
+       1,
+       "hostB"},
+      {"exited rank with a tail",
+       {2, 3, 0},
+       3,
+       0,
+       {"boom", "bad"},
        {"nano-run: root cause: rank 2 on hostA exited with code 3; nano-run exits with 3",
         "nano-run: last stderr lines of rank 2:", "  | boom", "  | bad"},
-       2, "hostA"},
-      {"rank offset of a Slurm node's part", {0, 0, SIGSEGV}, 139, 4, {"segv"},
+       2,
+       "hostA"},
+      {"rank offset of a Slurm node's part",
+       {0, 0, SIGSEGV},
+       139,
+       4,
+       {"segv"},
        {"nano-run: root cause: rank 4 on hostA was killed by SIGSEGV; nano-run exits with 139",
         "nano-run: last stderr lines of rank 4:", "  | segv"},
-       4, "hostA"},
-      {"mpirun itself", {-1, 1, 0}, 1, 0, {"mpirun: no"},
+       4,
+       "hostA"},
+      {"mpirun itself",
+       {-1, 1, 0},
+       1,
+       0,
+       {"mpirun: no"},
        {"nano-run: root cause: mpirun on hostA exited with code 1; nano-run exits with 1",
         "nano-run: last stderr lines of mpirun:", "  | mpirun: no"},
-       -1, "hostA"},
-      {"a signal without a name", {0, 0, SIGRTMIN + 1}, 128 + SIGRTMIN + 1, 0, {},
+       -1,
+       "hostA"},
+      {"a signal without a name",
+       {0, 0, SIGRTMIN + 1},
+       128 + SIGRTMIN + 1,
+       0,
+       {},
        {"nano-run: root cause: rank 0 on hostA was killed by signal " + std::to_string(SIGRTMIN + 1) +
         "; nano-run exits with " + std::to_string(128 + SIGRTMIN + 1)},
-       0, "hostA"},
+       0,
+       "hostA"},
   };
   for (const auto& c : cases) {
     CAPTURE(c.name);
@@ -73,10 +99,11 @@ TEST_CASE("report_end: a lost host names its ranks and why") {
   f.exit_code = kLostHostExitCode;
   f.stderr_tail = {"last words"};
   const EndReport r = report_end(f);
-  CHECK(r.lines == std::vector<std::string>{
-                       "nano-run: root cause: host hostB lost (ranks 1,3 there; rank 1: no word from its shim for 30 s: "
-                       "a cut link or a dead host); nano-run exits with 255",
-                       "nano-run: last stderr lines of rank 1:", "  | last words"});
+  CHECK(r.lines ==
+        std::vector<std::string>{
+            "nano-run: root cause: host hostB lost (ranks 1,3 there; rank 1: no word from its shim for 30 s: "
+            "a cut link or a dead host); nano-run exits with 255",
+            "nano-run: last stderr lines of rank 1:", "  | last words"});
   REQUIRE(r.failure);
   CHECK(r.failure->lost == f.lost[1]);
   CHECK(r.failure->stderr_tail == "last words\n");
@@ -93,9 +120,10 @@ TEST_CASE("report_end: a shim lost on nano-run's own host, alone on it") {
         std::vector<std::string>{"nano-run: root cause: rank 0's shim on hostA ended without the rank's status (its "
                                  "shim's connection to nano-run closed); nano-run exits with 255"});
   f.this_host = "hostC";  // a host of one rank: "rank", not "ranks"
-  CHECK(report_end(f).lines ==
-        std::vector<std::string>{"nano-run: root cause: host hostA lost (rank 0 there; rank 0: its shim's connection to "
-                                 "nano-run closed); nano-run exits with 255"});
+  CHECK(
+      report_end(f).lines ==
+      std::vector<std::string>{"nano-run: root cause: host hostA lost (rank 0 there; rank 0: its shim's connection to "
+                               "nano-run closed); nano-run exits with 255"});
 }
 
 TEST_CASE("report_end: an interruption with no failure, and a clean end") {

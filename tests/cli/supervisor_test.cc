@@ -117,14 +117,12 @@ TEST_CASE("restart policy: failures restart while restarts remain; interruptions
     int exit_code, interrupted_by, done, max;
     bool restart;
   } rows[] = {
-      {3, 0, 0, 2, true},         // a rank failed, 2 restarts left
-      {137, 0, 1, 2, true},       // killed by a signal counts as a failure
-      {3, 0, 2, 2, false},        // restarts used up
-      {0, 0, 0, 2, false},        // success
+      {3, 0, 0, 2, true},          // a rank failed, 2 restarts left
+      {137, 0, 1, 2, true},        // killed by a signal counts as a failure
+      {3, 0, 2, 2, false},         // restarts used up
+      {0, 0, 0, 2, false},         // success
       {130, SIGINT, 0, 2, false},  // Ctrl-C
-      {143, SIGTERM, 0, 2, false},
-      {129, SIGHUP, 0, 2, false},
-      {3, 0, 0, 0, false},        // no restarts asked for
+      {143, SIGTERM, 0, 2, false}, {129, SIGHUP, 0, 2, false}, {3, 0, 0, 0, false},  // no restarts asked for
   };
   for (const Row& r : rows) {
     CAPTURE(r.exit_code);

@@ -13,19 +13,24 @@ TEST_CASE("parse_cpu_list reads ranges, singles and mixes") {
   CHECK(parse_cpu_list("0") == std::vector<int>{0});
   CHECK(parse_cpu_list("0-3") == std::vector<int>{0, 1, 2, 3});
   CHECK(parse_cpu_list("0-1,8,10-11") == std::vector<int>{0, 1, 8, 10, 11});
-  CHECK(parse_cpu_list("8,0-1") == std::vector<int>{0, 1, 8});     // sorted
-  CHECK(parse_cpu_list("1,1,0-1") == std::vector<int>{0, 1});      // unique
-  CHECK(parse_cpu_list(" 2-3 ") == std::vector<int>{2, 3});        // shell quoting slack
+  CHECK(parse_cpu_list("8,0-1") == std::vector<int>{0, 1, 8});  // sorted
+  CHECK(parse_cpu_list("1,1,0-1") == std::vector<int>{0, 1});   // unique
+  CHECK(parse_cpu_list(" 2-3 ") == std::vector<int>{2, 3});     // shell quoting slack
   CHECK(parse_cpu_list("5-5") == std::vector<int>{5});
 }
 
 TEST_CASE("parse_cpu_list rejects bad text with the exact message") {
   const std::vector<std::pair<std::string, std::string>> table = {
-      {"0-x", "malformed CPU list \"0-x\""},   {"3-1", "malformed CPU list \"3-1\""},
-      {"a", "malformed CPU list \"a\""},       {"1,,2", "malformed CPU list \"1,,2\""},
-      {"-1", "malformed CPU list \"-1\""},     {"1,", "malformed CPU list \"1,\""},
-      {"1-2-3", "malformed CPU list \"1-2-3\""}, {"1 2", "malformed CPU list \"1 2\""},
-      {"", "empty CPU list \"\""},             {"  ", "empty CPU list \"  \""},
+      {"0-x", "malformed CPU list \"0-x\""},
+      {"3-1", "malformed CPU list \"3-1\""},
+      {"a", "malformed CPU list \"a\""},
+      {"1,,2", "malformed CPU list \"1,,2\""},
+      {"-1", "malformed CPU list \"-1\""},
+      {"1,", "malformed CPU list \"1,\""},
+      {"1-2-3", "malformed CPU list \"1-2-3\""},
+      {"1 2", "malformed CPU list \"1 2\""},
+      {"", "empty CPU list \"\""},
+      {"  ", "empty CPU list \"  \""},
       {"99999999999", "malformed CPU list \"99999999999\""},
   };
   for (const auto& [text, message] : table) {

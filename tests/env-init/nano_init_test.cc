@@ -1,14 +1,14 @@
 // Process tests: run the built nano-init binary through bash and check what a user sees.
 #include <doctest/doctest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
 #include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -26,8 +26,7 @@ Result run(const std::string& script) {
   const int fd = ::mkstemp(err_path);
   REQUIRE(fd >= 0);
   ::close(fd);
-  const std::string command = "NANO_INIT='" NANO_INIT_BINARY "' bash -c '" + script +
-                              "' 2>" + err_path;
+  const std::string command = "NANO_INIT='" NANO_INIT_BINARY "' bash -c '" + script + "' 2>" + err_path;
   Result r;
   FILE* pipe = ::popen(command.c_str(), "r");
   REQUIRE(pipe != nullptr);
@@ -60,8 +59,9 @@ TEST_CASE("bash/zsh exports, fish, and explain") {
   CHECK(r.out.find("libtcmalloc.so.4'\n") != std::string::npos);
   CHECK(r.out.find("OMP_") == std::string::npos);
   r = run("$NANO_INIT --openmp intel --allocator system" + kMachine);
-  CHECK(r.out == "export OMP_NUM_THREADS='8'\nexport KMP_AFFINITY='disabled'\n"
-                 "export KMP_BLOCKTIME='1'\n");
+  CHECK(r.out ==
+        "export OMP_NUM_THREADS='8'\nexport KMP_AFFINITY='disabled'\n"
+        "export KMP_BLOCKTIME='1'\n");
   r = run("$NANO_INIT --explain -c" + kMachine);
   CHECK(r.rc == 0);
   CHECK(r.out.rfind("# nano-init for synthetic: pack:2 core:4 pu:2: 8 usable physical cores, "
@@ -69,8 +69,7 @@ TEST_CASE("bash/zsh exports, fish, and explain") {
                     0) == 0);
   CHECK(r.out.find("\n# OMP_PROC_BIND: GNU libgomp") != std::string::npos);
   // explain output still evaluates
-  CHECK(run("eval \"$($NANO_INIT --explain" + kMachine + ")\" && echo $OMP_NUM_THREADS").out ==
-        "8\n");
+  CHECK(run("eval \"$($NANO_INIT --explain" + kMachine + ")\" && echo $OMP_NUM_THREADS").out == "8\n");
 }
 
 TEST_CASE("--json is an object of strings") {
@@ -85,15 +84,14 @@ TEST_CASE("--json is an object of strings") {
 
 TEST_CASE("eval twice gives the same environment, LD_PRELOAD kept, --unset restores") {
   const std::string keep = "/usr/lib/x86_64-linux-gnu/libz.so.1";
-  const Result r = run(
-      "export LD_PRELOAD=" + keep +
-      "; before=$(env | grep -v ^_= | sort)"
-      "; eval \"$($NANO_INIT)\"; once=$(env | grep -v ^_= | sort)"
-      "; eval \"$($NANO_INIT)\"; twice=$(env | grep -v ^_= | sort)"
-      "; [ \"$once\" = \"$twice\" ] && echo same"
-      "; echo \"$LD_PRELOAD\""
-      "; eval \"$($NANO_INIT --unset)\"; after=$(env | grep -v ^_= | sort)"
-      "; [ \"$before\" = \"$after\" ] && echo restored; echo \"$LD_PRELOAD\"");
+  const Result r = run("export LD_PRELOAD=" + keep +
+                       "; before=$(env | grep -v ^_= | sort)"
+                       "; eval \"$($NANO_INIT)\"; once=$(env | grep -v ^_= | sort)"
+                       "; eval \"$($NANO_INIT)\"; twice=$(env | grep -v ^_= | sort)"
+                       "; [ \"$once\" = \"$twice\" ] && echo same"
+                       "; echo \"$LD_PRELOAD\""
+                       "; eval \"$($NANO_INIT --unset)\"; after=$(env | grep -v ^_= | sort)"
+                       "; [ \"$before\" = \"$after\" ] && echo restored; echo \"$LD_PRELOAD\"");
   CHECK(r.err == "");
   std::istringstream lines(r.out);
   std::string same, preload, restored, preload_after;
@@ -142,8 +140,9 @@ TEST_CASE("--show-topology and --plan on a synthetic machine") {
 }
 
 TEST_CASE("--show-topology --json: the same machine as one JSON object") {
-  Result r = run("$NANO_INIT --show-topology --json --synthetic \"pack:2 core:2 pu:2\" "
-                 "--allowed-cpus 0-6");
+  Result r =
+      run("$NANO_INIT --show-topology --json --synthetic \"pack:2 core:2 pu:2\" "
+          "--allowed-cpus 0-6");
   CHECK(r.rc == 0);
   CHECK(r.err == "");
   CHECK(r.out ==
@@ -164,7 +163,8 @@ TEST_CASE("--show-topology --json: the same machine as one JSON object") {
   CHECK(parsed.at("numa").size() == 4);
   CHECK(parsed.at("numa").at(3).at("cpus") == "6-7");
   // This machine: the core count the bench scripts read agrees with the human form.
-  r = run("$NANO_INIT --show-topology --json | python3 -c "
+  r =
+      run("$NANO_INIT --show-topology --json | python3 -c "
           "\"import json,sys; print(json.load(sys.stdin)[\\\"cores\\\"])\"; "
           "$NANO_INIT --show-topology | awk \"/^cores:/ {print \\$2}\"");
   CHECK(r.rc == 0);
@@ -180,8 +180,9 @@ TEST_CASE("--show-topology --json: the same machine as one JSON object") {
 }
 
 TEST_CASE("taskset limits are respected: only allowed CPUs count") {
-  const Result r = run("taskset -c 1 $NANO_INIT --show-topology | grep allowed"
-                       "; taskset -c 1 $NANO_INIT -c");
+  const Result r =
+      run("taskset -c 1 $NANO_INIT --show-topology | grep allowed"
+          "; taskset -c 1 $NANO_INIT -c");
   CHECK(r.rc == 0);
   CHECK(r.out.rfind("allowed CPUs: 1 (1)\nexport OMP_NUM_THREADS='1'\n", 0) == 0);
 }
@@ -198,8 +199,7 @@ TEST_CASE("help and version") {
 TEST_CASE("bad input: one line on stderr, exit 2, nothing on stdout") {
   const std::vector<std::pair<std::string, std::string>> table = {
       {"--threads 0", "--threads must be at least 1, got 0"},
-      {"--allocator hoard",
-       "unknown allocator \"hoard\" (choose jemalloc, tcmalloc, system or auto)"},
+      {"--allocator hoard", "unknown allocator \"hoard\" (choose jemalloc, tcmalloc, system or auto)"},
       {"--openmp msvc", "unknown OpenMP runtime \"msvc\" (choose gnu, intel or auto)"},
       {"--shell csh", "unknown shell \"csh\" (choose bash, zsh, sh or fish)"},
       {"--synthetic pack:x", "invalid hwloc synthetic topology \"pack:x\""},

@@ -16,10 +16,10 @@ TEST_CASE("parse_integer takes whole base-10 integers within the range") {
       {"0", 0, 10, 0},
       {"7", 0, 10, 7},
       {"10", 0, 10, 10},
-      {"11", 0, 10, std::nullopt},      // over max
-      {"-1", 0, 10, std::nullopt},      // under min
+      {"11", 0, 10, std::nullopt},  // over max
+      {"-1", 0, 10, std::nullopt},  // under min
       {"-5", -10, 10, -5},
-      {"007", 0, 10, 7},                // leading zeros are still base 10, not octal
+      {"007", 0, 10, 7},  // leading zeros are still base 10, not octal
       {"", 0, 10, std::nullopt},
       {"-", -10, 10, std::nullopt},
       {"12abc", 0, 100, std::nullopt},  // std::stoi would give 12

@@ -6,8 +6,8 @@
 #include <map>
 #include <set>
 
-#include "env-init/cpulist.h"
 #include <nano/error.h>
+#include "env-init/cpulist.h"
 #include "machines.h"
 
 using namespace nano;
@@ -73,8 +73,7 @@ TEST_CASE("Linux numbering (sibling of i is i+16): ranks per package, siblings t
   CHECK(lists(lp) == Lists{"0-7,16-23", "8-15,24-31"});
   CHECK(threads(lp) == std::vector<int>{16, 16});
   logical.num_processes = 4;
-  CHECK(lists(make_plan(t, logical)) ==
-        Lists{"0-3,16-19", "4-7,20-23", "8-11,24-27", "12-15,28-31"});
+  CHECK(lists(make_plan(t, logical)) == Lists{"0-3,16-19", "4-7,20-23", "8-11,24-27", "12-15,28-31"});
   // 3 does not divide into the 2 packages: contiguous 6/5/5, the straddler is reported.
   const Plan three = make_plan(t, n_ranks(3));
   CHECK(lists(three) == Lists{"0-5", "6-10", "11-15"});
@@ -97,15 +96,14 @@ TEST_CASE("two packages x two NUMA nodes") {
   CHECK(two.notes == Notes{"rank 0 spans NUMA nodes 0 and 1", "rank 1 spans NUMA nodes 2 and 3"});
   const Plan three = make_plan(t, n_ranks(3));
   CHECK(threads(three) == std::vector<int>{11, 11, 10});
-  CHECK(three.notes == Notes{"rank 0 spans NUMA nodes 0 and 1", "rank 1 spans NUMA nodes 1 and 2",
-                             "rank 2 spans NUMA nodes 2 and 3"});
+  CHECK(three.notes ==
+        Notes{"rank 0 spans NUMA nodes 0 and 1", "rank 1 spans NUMA nodes 1 and 2", "rank 2 spans NUMA nodes 2 and 3"});
   CHECK(make_plan(t, n_ranks(1)).notes == Notes{"rank 0 spans NUMA nodes 0, 1, 2 and 3"});
 }
 
 TEST_CASE("L3 domains are kept whole when the count allows") {
   const Topology t = load_synthetic_topology(nano_test::kL3Split);
-  CHECK(lists(make_plan(t, n_ranks(4))) == Lists{"0,2,4,6", "8,10,12,14", "16,18,20,22",
-                                                 "24,26,28,30"});
+  CHECK(lists(make_plan(t, n_ranks(4))) == Lists{"0,2,4,6", "8,10,12,14", "16,18,20,22", "24,26,28,30"});
   CHECK(make_plan(t, n_ranks(4)).notes.empty());
 }
 
@@ -148,8 +146,7 @@ TEST_CASE("hybrid CPU: performance cores unless efficiency cores are asked for")
   const Topology t = load_xml_topology(nano_test::hybrid_xml());
   const Plan p = make_plan(t, n_ranks(2));
   CHECK(lists(p) == Lists{"0,2,4,6", "8,10,12,14"});
-  CHECK(p.notes ==
-        Notes{"efficiency cores (CPUs 16,18,20,22) are left out; --use-efficiency-cores uses them"});
+  CHECK(p.notes == Notes{"efficiency cores (CPUs 16,18,20,22) are left out; --use-efficiency-cores uses them"});
   CHECK_THROWS_WITH_AS(make_plan(t, n_ranks(9)),
                        "--num-processes 9 is more than the 8 usable physical cores (use "
                        "--oversubscribe to share cores)",
@@ -249,13 +246,11 @@ TEST_CASE("every error has its exact text") {
       {&two, with(0, 0, {{0}, {}, {1}}), "--cpu-for-each-process: the CPU list of rank 1 is empty"},
       {&two, with(0, 0, {{0}, {99}}), "--cpu-for-each-process: CPU 99 does not exist on this machine"},
       {&two, with(0, 0, {{-2}}), "--cpu-for-each-process: CPU -2 does not exist on this machine"},
-      {&four_of_32, with(0, 0, {{0}, {3}}),
-       "--cpu-for-each-process: CPU 3 is not allowed (allowed: 0-1)"},
+      {&four_of_32, with(0, 0, {{0}, {3}}), "--cpu-for-each-process: CPU 3 is not allowed (allowed: 0-1)"},
       {&two, with(0, 0, {{0, 1}, {1}}), "--cpu-for-each-process: CPU 1 is listed for rank 0 and rank 1"},
       {&two, with(2, 0, {{0}, {1}, {0}}), "--cpu-for-each-process gives 3 lists but --num-processes is 2"},
       {&two, with(2, 0, {{0}}), "--cpu-for-each-process gives 1 list but --num-processes is 2"},
-      {&two, with(0, 1, {{0}, {1}}),
-       "--cpu-for-each-process and --cores-per-process cannot be used together"},
+      {&two, with(0, 1, {{0}, {1}}), "--cpu-for-each-process and --cores-per-process cannot be used together"},
   };
   for (const Row& row : table) {
     CAPTURE(row.message);
@@ -327,7 +322,7 @@ TEST_CASE("plan properties over many machines and rank counts") {
           std::set<int> nodes;
           for (int cpu : r.cpus) {
             CHECK(owner_of_pu.emplace(cpu, r.rank).second);  // disjoint
-            REQUIRE(core_of.count(cpu) == 1);                 // allowed
+            REQUIRE(core_of.count(cpu) == 1);                // allowed
             owners_of_core[core_of[cpu]].insert(r.rank);
             nodes.insert(core_of[cpu]->numa_node);
           }
@@ -353,9 +348,9 @@ TEST_CASE("plan properties over many machines and rank counts") {
         if (p.notes.empty() || p.notes[0].rfind("ranks get", 0) != 0) {
           int low = cores, high = 0;
           for (const RankPlan& r : p.ranks) {
-            const int owned = static_cast<int>(
-                std::count_if(owners_of_core.begin(), owners_of_core.end(),
-                              [&](const auto& entry) { return entry.second.count(r.rank); }));
+            const int owned =
+                static_cast<int>(std::count_if(owners_of_core.begin(), owners_of_core.end(),
+                                               [&](const auto& entry) { return entry.second.count(r.rank); }));
             low = std::min(low, owned);
             high = std::max(high, owned);
           }

@@ -35,16 +35,14 @@ std::vector<std::string> names(const Recipe& r) {
 
 TEST_CASE("default recipe: threads per physical core, no binding, jemalloc") {
   const Recipe r = make_recipe(4, {0, 1, 2, 3}, RecipeOptions{}, {}, fake_finder);
-  CHECK(names(r) ==
-        std::vector<std::string>{"OMP_NUM_THREADS", "OMP_PROC_BIND", "LD_PRELOAD", "MALLOC_CONF"});
+  CHECK(names(r) == std::vector<std::string>{"OMP_NUM_THREADS", "OMP_PROC_BIND", "LD_PRELOAD", "MALLOC_CONF"});
   CHECK(value_of(r, "OMP_NUM_THREADS") == "4");
   CHECK(value_of(r, "OMP_PROC_BIND") == "false");
   CHECK(value_of(r, "LD_PRELOAD") == kJemalloc);
   CHECK(value_of(r, "MALLOC_CONF") ==
         "oversize_threshold:1,background_thread:false,metadata_thp:auto,dirty_decay_ms:-1,"
         "muzzy_decay_ms:-1");
-  CHECK(r.unset_names ==
-        std::vector<std::string>{"OMP_NUM_THREADS", "OMP_PROC_BIND", "MALLOC_CONF"});
+  CHECK(r.unset_names == std::vector<std::string>{"OMP_NUM_THREADS", "OMP_PROC_BIND", "MALLOC_CONF"});
   for (const EnvSetting& s : r.set) CHECK_FALSE(s.reason.empty());
   CHECK(r.set[1].reason.find("one CPU") != std::string::npos);
 }
@@ -69,22 +67,19 @@ TEST_CASE("options: threads, intel OpenMP, disable OpenMP, allocators") {
   CHECK(value_of(intel, "KMP_BLOCKTIME") == "1");
   CHECK(value_of(intel, "OMP_PROC_BIND") == "<unset>");
   // automatic: intel when libiomp5 is preloaded
-  const Recipe guessed =
-      make_recipe(2, {}, RecipeOptions{}, {{"LD_PRELOAD", "/opt/intel/libiomp5.so"}}, fake_finder);
+  const Recipe guessed = make_recipe(2, {}, RecipeOptions{}, {{"LD_PRELOAD", "/opt/intel/libiomp5.so"}}, fake_finder);
   CHECK(value_of(guessed, "KMP_BLOCKTIME") == "1");
   CHECK(value_of(guessed, "LD_PRELOAD") == "/opt/intel/libiomp5.so:" + kJemalloc);
   o = RecipeOptions{};
   o.disable_openmp = true;
-  CHECK(names(make_recipe(2, {}, o, {}, fake_finder)) ==
-        std::vector<std::string>{"LD_PRELOAD", "MALLOC_CONF"});
+  CHECK(names(make_recipe(2, {}, o, {}, fake_finder)) == std::vector<std::string>{"LD_PRELOAD", "MALLOC_CONF"});
   o = RecipeOptions{};
   o.allocator = Allocator::kTcmalloc;
   const Recipe tc = make_recipe(2, {}, o, {}, fake_finder);
   CHECK(value_of(tc, "LD_PRELOAD") == kTcmalloc);
   CHECK(value_of(tc, "MALLOC_CONF") == "<unset>");
   o.allocator = Allocator::kSystem;
-  CHECK(names(make_recipe(2, {}, o, {}, fake_finder)) ==
-        std::vector<std::string>{"OMP_NUM_THREADS", "OMP_PROC_BIND"});
+  CHECK(names(make_recipe(2, {}, o, {}, fake_finder)) == std::vector<std::string>{"OMP_NUM_THREADS", "OMP_PROC_BIND"});
   // automatic without jemalloc installed: the system allocator, no error
   CHECK(names(make_recipe(2, {}, RecipeOptions{}, {}, nothing_installed)) ==
         std::vector<std::string>{"OMP_NUM_THREADS", "OMP_PROC_BIND"});
@@ -95,28 +90,26 @@ TEST_CASE("LD_PRELOAD is appended to, never clobbered, never duplicated") {
   const Recipe r = make_recipe(2, {}, RecipeOptions{}, env, fake_finder);
   CHECK(value_of(r, "LD_PRELOAD") == "/opt/a.so:/opt/b.so:" + kJemalloc);
   // The recipe's own jemalloc (an earlier nano-init's): kept once
-  const Recipe again =
-      make_recipe(2, {}, RecipeOptions{}, {{"LD_PRELOAD", kJemalloc + ":/opt/a.so"}}, fake_finder);
+  const Recipe again = make_recipe(2, {}, RecipeOptions{}, {{"LD_PRELOAD", kJemalloc + ":/opt/a.so"}}, fake_finder);
   CHECK(value_of(again, "LD_PRELOAD") == kJemalloc + ":/opt/a.so");
   CHECK(again.warnings.empty());
   // an explicit --allocator switches: the old one goes out
   RecipeOptions tc;
   tc.allocator = Allocator::kTcmalloc;
-  const Recipe switched =
-      make_recipe(2, {}, tc, {{"LD_PRELOAD", "/opt/a.so:" + kJemalloc}}, fake_finder);
+  const Recipe switched = make_recipe(2, {}, tc, {{"LD_PRELOAD", "/opt/a.so:" + kJemalloc}}, fake_finder);
   CHECK(value_of(switched, "LD_PRELOAD") == "/opt/a.so:" + kTcmalloc);
   RecipeOptions sys;
   sys.allocator = Allocator::kSystem;
-  CHECK(value_of(make_recipe(2, {}, sys, {{"LD_PRELOAD", "/opt/a.so:" + kJemalloc}}, fake_finder),
-                 "LD_PRELOAD") == "/opt/a.so");
+  CHECK(value_of(make_recipe(2, {}, sys, {{"LD_PRELOAD", "/opt/a.so:" + kJemalloc}}, fake_finder), "LD_PRELOAD") ==
+        "/opt/a.so");
 }
 
 TEST_CASE("the user's own allocator in LD_PRELOAD wins over the automatic choice, with one warning") {
   struct Row {
     std::string preload;
   } rows[] = {
-      {kTcmalloc},                                                  // Debian's tcmalloc, set by the user
-      {"/opt/jemalloc/lib/libjemalloc.so.2"},                       // jemalloc in a custom path
+      {kTcmalloc},                                                            // Debian's tcmalloc, set by the user
+      {"/opt/jemalloc/lib/libjemalloc.so.2"},                                 // jemalloc in a custom path
       {"/opt/a.so:/usr/lib/x86_64-linux-gnu/libtcmalloc_and_profiler.so.4"},  // tcmalloc with profiler
       {"/usr/lib/libmimalloc.so.2"},
   };
@@ -165,13 +158,11 @@ TEST_CASE("recipe errors name the value") {
                        UsageError);
   o = RecipeOptions{};
   o.threads = -1;
-  CHECK_THROWS_WITH_AS(make_recipe(2, {}, o, {}, fake_finder),
-                       "--threads must be at least 1, got -1", UsageError);
+  CHECK_THROWS_WITH_AS(make_recipe(2, {}, o, {}, fake_finder), "--threads must be at least 1, got -1", UsageError);
   CHECK_THROWS_WITH_AS(parse_allocator("hoard"),
-                       "unknown allocator \"hoard\" (choose jemalloc, tcmalloc, system or auto)",
+                       "unknown allocator \"hoard\" (choose jemalloc, tcmalloc, system or auto)", UsageError);
+  CHECK_THROWS_WITH_AS(parse_openmp_runtime("msvc"), "unknown OpenMP runtime \"msvc\" (choose gnu, intel or auto)",
                        UsageError);
-  CHECK_THROWS_WITH_AS(parse_openmp_runtime("msvc"),
-                       "unknown OpenMP runtime \"msvc\" (choose gnu, intel or auto)", UsageError);
   CHECK(parse_allocator("tcmalloc") == Allocator::kTcmalloc);
   CHECK(parse_openmp_runtime("auto") == OpenMpRuntime::kAutomatic);
 }

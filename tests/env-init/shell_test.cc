@@ -25,8 +25,7 @@ TEST_CASE("quoting survives quotes, backslashes, dollars and spaces") {
 }
 
 TEST_CASE("exports for each shell") {
-  CHECK(render_exports(sample(), Shell::kPosix) ==
-        "export OMP_NUM_THREADS='4'\nexport LD_PRELOAD='/opt/a.so:/j.so'\n");
+  CHECK(render_exports(sample(), Shell::kPosix) == "export OMP_NUM_THREADS='4'\nexport LD_PRELOAD='/opt/a.so:/j.so'\n");
   CHECK(render_exports(sample(), Shell::kFish) ==
         "set -gx OMP_NUM_THREADS '4'\nset -gx LD_PRELOAD '/opt/a.so:/j.so'\n");
   CHECK(render_exports(sample(), Shell::kPosix, true) ==
@@ -34,19 +33,16 @@ TEST_CASE("exports for each shell") {
         "# LD_PRELOAD: why lib\nexport LD_PRELOAD='/opt/a.so:/j.so'\n");
   CHECK(parse_shell("zsh") == Shell::kPosix);
   CHECK(parse_shell("fish") == Shell::kFish);
-  CHECK_THROWS_WITH_AS(parse_shell("csh"), "unknown shell \"csh\" (choose bash, zsh, sh or fish)",
-                       UsageError);
+  CHECK_THROWS_WITH_AS(parse_shell("csh"), "unknown shell \"csh\" (choose bash, zsh, sh or fish)", UsageError);
 }
 
 TEST_CASE("unset keeps the user's own preloads") {
   Recipe r = sample();
   r.set[1].value = "/opt/a.so:/usr/lib/x86_64-linux-gnu/libjemalloc.so.2";
   const Environment applied = apply_recipe(r, {});
-  CHECK(render_unset(r, applied, Shell::kPosix) ==
-        "unset OMP_NUM_THREADS\nexport LD_PRELOAD='/opt/a.so'\n");
+  CHECK(render_unset(r, applied, Shell::kPosix) == "unset OMP_NUM_THREADS\nexport LD_PRELOAD='/opt/a.so'\n");
   r.set[1].value = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2";
-  CHECK(render_unset(r, apply_recipe(r, {}), Shell::kFish) ==
-        "set -e OMP_NUM_THREADS\nset -e LD_PRELOAD\n");
+  CHECK(render_unset(r, apply_recipe(r, {}), Shell::kFish) == "set -e OMP_NUM_THREADS\nset -e LD_PRELOAD\n");
 }
 
 TEST_CASE("json maps names to string values") {

@@ -4,8 +4,8 @@
 
 #include <cstdlib>
 
-#include "env-init/cpulist.h"
 #include <nano/error.h>
+#include "env-init/cpulist.h"
 #include "machines.h"
 
 using namespace nano;
@@ -101,16 +101,15 @@ TEST_CASE("this machine loads and respects its allowed set") {
 }
 
 TEST_CASE("bad topology inputs name the value") {
-  CHECK_THROWS_WITH_AS(load_synthetic_topology("pack:x"),
-                       "invalid hwloc synthetic topology \"pack:x\"", UsageError);
-  CHECK_THROWS_WITH_AS(load_xml_topology("/nonexistent/m.xml"),
-                       "cannot read hwloc XML topology \"/nonexistent/m.xml\"", UsageError);
+  CHECK_THROWS_WITH_AS(load_synthetic_topology("pack:x"), "invalid hwloc synthetic topology \"pack:x\"", UsageError);
+  CHECK_THROWS_WITH_AS(load_xml_topology("/nonexistent/m.xml"), "cannot read hwloc XML topology \"/nonexistent/m.xml\"",
+                       UsageError);
   CHECK_THROWS_WITH_AS(load_synthetic_topology(nano_test::kTwoCores, "5"),
                        "allowed CPUs \"5\": CPU 5 does not exist on the synthetic machine "
                        "\"core:2 pu:1\"",
                        UsageError);
-  CHECK_THROWS_WITH_AS(load_synthetic_topology(nano_test::kTwoCores, "1-0"),
-                       "allowed CPUs: malformed CPU list \"1-0\"", UsageError);
+  CHECK_THROWS_WITH_AS(load_synthetic_topology(nano_test::kTwoCores, "1-0"), "allowed CPUs: malformed CPU list \"1-0\"",
+                       UsageError);
 }
 
 TEST_CASE("describe_topology summarises the machine") {
@@ -127,8 +126,8 @@ TEST_CASE("describe_topology summarises the machine") {
         "core kinds:   1 (not hybrid)\n"
         "  NUMA node 0: package 0, 8 cores, CPUs 0-15\n"
         "  NUMA node 1: package 0, 8 cores, CPUs 16-31\n");
-  CHECK(describe_topology(load_xml_topology(nano_test::hybrid_xml())).find(
-            "core kinds:   hybrid: 8 performance, 4 efficiency\n") != std::string::npos);
+  CHECK(describe_topology(load_xml_topology(nano_test::hybrid_xml()))
+            .find("core kinds:   hybrid: 8 performance, 4 efficiency\n") != std::string::npos);
 }
 
 TEST_CASE("reading this machine leaves hwloc's plugin blacklist out of the environment") {

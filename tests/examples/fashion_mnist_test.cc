@@ -23,7 +23,9 @@ std::string images_gz(int n, int rows = 28, int cols = 28) {
   return gzip(make_idx({n, rows, cols}, data));
 }
 
-std::string labels_gz(const std::string& labels) { return gzip(make_idx({static_cast<int64_t>(labels.size())}, labels)); }
+std::string labels_gz(const std::string& labels) {
+  return gzip(make_idx({static_cast<int64_t>(labels.size())}, labels));
+}
 
 // A scratch folder removed at the end of the test.
 struct TempDir {
@@ -66,8 +68,9 @@ TEST_CASE("decode_fashion_mnist on generated files") {
 TEST_CASE("decode_fashion_mnist validation errors") {
   CHECK(error_of([] { decode_fashion_mnist(images_gz(2), "i.gz", labels_gz(std::string("\x01\x0c", 2)), "l.gz"); }) ==
         "l.gz: label 12 at index 1 is outside 0..9");
-  CHECK(error_of([] { decode_fashion_mnist(images_gz(2), "i.gz", labels_gz(std::string("\x01\x02\x03", 3)), "l.gz"); }) ==
-        "i.gz has 2 images but l.gz has 3 labels");
+  CHECK(error_of([] {
+          decode_fashion_mnist(images_gz(2), "i.gz", labels_gz(std::string("\x01\x02\x03", 3)), "l.gz");
+        }) == "i.gz has 2 images but l.gz has 3 labels");
   CHECK(error_of([] { decode_fashion_mnist(images_gz(2, 32, 32), "i.gz", labels_gz("\x01\x02"), "l.gz"); }) ==
         "i.gz: images are 32x32, expected 28x28");
   CHECK(error_of([] { decode_fashion_mnist(labels_gz("\x01\x02"), "i.gz", labels_gz("\x01\x02"), "l.gz"); }) ==

@@ -35,7 +35,8 @@ TEST_CASE("gunzip rejects non-gzip and truncated streams") {
   const std::string cut = gz.substr(0, gz.size() / 2);
   CHECK(error_of([&] { gunzip(cut, "/d/b.gz"); }) ==
         "/d/b.gz: truncated gzip stream (" + std::to_string(cut.size()) + " bytes read, stream not finished)");
-  CHECK(error_of([] { gunzip("", "/d/c.gz"); }) == "/d/c.gz: truncated gzip stream (0 bytes read, stream not finished)");
+  CHECK(error_of([] { gunzip("", "/d/c.gz"); }) ==
+        "/d/c.gz: truncated gzip stream (0 bytes read, stream not finished)");
 }
 
 TEST_CASE("parse_idx reads header and data") {

@@ -2,7 +2,6 @@
 
 #include <doctest/doctest.h>
 
-
 using namespace nano::examples;
 
 TEST_CASE("LeNet maps 1x28x28 to 10 logits") {

@@ -9,9 +9,9 @@ using namespace nano::examples;
 
 TEST_CASE("format_duration") {
   const std::pair<double, const char*> rows[] = {
-      {0, "00:00"},        {5.9, "00:05"},    {61, "01:01"},      {3599, "59:59"},
-      {3600, "1:00:00"},   {3723, "1:02:03"}, {-1, "?"},          {std::nan(""), "?"},
-      {std::numeric_limits<double>::infinity(), "?"}};
+      {0, "00:00"},    {5.9, "00:05"},      {61, "01:01"},
+      {3599, "59:59"}, {3600, "1:00:00"},   {3723, "1:02:03"},
+      {-1, "?"},       {std::nan(""), "?"}, {std::numeric_limits<double>::infinity(), "?"}};
   for (const auto& [s, text] : rows) {
     CAPTURE(s);
     CHECK(format_duration(s) == text);
@@ -62,16 +62,16 @@ TEST_CASE("plain_line_due: every tenth, the last batch, or after the interval") 
     bool due;
   };
   const Row rows[] = {
-      {1, 938, 0, 0.1, 0, false},     // nothing crossed yet
-      {93, 938, 0, 1, 0, false},      // 9.9%
-      {94, 938, 0, 1, 0, true},       // crosses 10%
-      {95, 938, 94, 1.1, 1, false},   // same tenth as the last line
-      {188, 938, 94, 2, 1, true},     // crosses 20%
-      {938, 938, 900, 20, 19, true},  // the last batch always
-      {938, 938, 938, 20, 20, false}, // already printed
-      {100, 938, 94, 40, 5, true},    // 35 s since the last line
-      {100, 938, 94, 34, 5, false},   // 29 s
-      {3, 5, 2, 1, 0, true},          // small epochs: each batch crosses a tenth
+      {1, 938, 0, 0.1, 0, false},      // nothing crossed yet
+      {93, 938, 0, 1, 0, false},       // 9.9%
+      {94, 938, 0, 1, 0, true},        // crosses 10%
+      {95, 938, 94, 1.1, 1, false},    // same tenth as the last line
+      {188, 938, 94, 2, 1, true},      // crosses 20%
+      {938, 938, 900, 20, 19, true},   // the last batch always
+      {938, 938, 938, 20, 20, false},  // already printed
+      {100, 938, 94, 40, 5, true},     // 35 s since the last line
+      {100, 938, 94, 34, 5, false},    // 29 s
+      {3, 5, 2, 1, 0, true},           // small epochs: each batch crosses a tenth
   };
   for (const Row& r : rows) {
     CAPTURE(r.done);

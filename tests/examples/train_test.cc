@@ -23,9 +23,9 @@ TEST_CASE("batches, correct counts and loss") {
 TEST_CASE("global_step_samples: N x batch, then what the padded epoch has left") {
   CHECK(global_step_samples(60000, 64, 2, 0) == 128);
   CHECK(global_step_samples(60000, 64, 2, 467) == 128);
-  CHECK(global_step_samples(60000, 64, 2, 468) == 96);   // 60000 - 468 x 128
+  CHECK(global_step_samples(60000, 64, 2, 468) == 96);  // 60000 - 468 x 128
   CHECK(global_step_samples(60000, 64, 2, 469) == 0);
-  CHECK(global_step_samples(10, 4, 3, 0) == 12);          // padded to 4 per rank: 12
+  CHECK(global_step_samples(10, 4, 3, 0) == 12);  // padded to 4 per rank: 12
   CHECK(global_step_samples(10, 4, 3, 1) == 0);
   CHECK(global_step_samples(60000, 64, 1, 937) == 32);
 }
@@ -37,9 +37,15 @@ TEST_CASE("evaluation_shard: contiguous, complete, balanced") {
     int64_t begin, length;
   };
   const Row rows[] = {
-      {10000, 0, 0, 1, 0, 10000}, {10000, 0, 0, 2, 0, 5000},  {10000, 0, 1, 2, 5000, 5000},
-      {10000, 500, 1, 2, 250, 250}, {10000, 20000, 0, 1, 0, 10000}, {10, 0, 0, 3, 0, 3},
-      {10, 0, 1, 3, 3, 3},         {10, 0, 2, 3, 6, 4},          {1, 0, 0, 2, 0, 0},
+      {10000, 0, 0, 1, 0, 10000},
+      {10000, 0, 0, 2, 0, 5000},
+      {10000, 0, 1, 2, 5000, 5000},
+      {10000, 500, 1, 2, 250, 250},
+      {10000, 20000, 0, 1, 0, 10000},
+      {10, 0, 0, 3, 0, 3},
+      {10, 0, 1, 3, 3, 3},
+      {10, 0, 2, 3, 6, 4},
+      {1, 0, 0, 2, 0, 0},
       {1, 0, 1, 2, 0, 1},
   };
   for (const Row& r : rows) {

@@ -24,8 +24,8 @@
 #include <torch/torch.h>
 
 #include <atomic>
-#include <cstdio>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -89,15 +89,24 @@ void strike(const Fault& g_fault, const std::string& phase, int step, int* code)
             << (phase == "step" ? " " + std::to_string(step) : "") << std::endl;
   const std::string& w = g_fault.way;
   if (w == "throw") throw std::runtime_error("injected failure at " + phase);
-  if (w == "return") *code = 3;
-  else if (w == "zero") *code = 0;
-  else if (w == "exit") std::exit(4);
-  else if (w == "segv") raise(SIGSEGV);
-  else if (w == "abort") std::abort();
-  else if (w == "kill") raise(SIGKILL);
-  else if (w == "term") raise(SIGTERM);
-  else if (w == "stop") raise(SIGSTOP);
-  else if (w == "hang") for (;;) pause();
+  if (w == "return")
+    *code = 3;
+  else if (w == "zero")
+    *code = 0;
+  else if (w == "exit")
+    std::exit(4);
+  else if (w == "segv")
+    raise(SIGSEGV);
+  else if (w == "abort")
+    std::abort();
+  else if (w == "kill")
+    raise(SIGKILL);
+  else if (w == "term")
+    raise(SIGTERM);
+  else if (w == "stop")
+    raise(SIGSTOP);
+  else if (w == "hang")
+    for (;;) pause();
 }
 
 void strike(const std::string& phase, int step, int* code) {
@@ -125,7 +134,9 @@ void start_grandchild(const std::string& pid_dir, int rank) {
 
 struct Net : torch::nn::Module {
   // 128x128 weights: 64 KiB of gradients, so DDP takes the shared-memory all-reduce path.
-  Net() : fc1(register_module("fc1", torch::nn::Linear(128, 128))), fc2(register_module("fc2", torch::nn::Linear(128, 8))) {}
+  Net()
+      : fc1(register_module("fc1", torch::nn::Linear(128, 128))),
+        fc2(register_module("fc2", torch::nn::Linear(128, 8))) {}
   torch::Tensor forward(torch::Tensor x) { return fc2(torch::relu(fc1(x))); }
   torch::nn::Linear fc1, fc2;
 };
@@ -143,13 +154,20 @@ int main(int argc, char** argv) {
   const int rank = env_rank();
   for (size_t i = 0; i < args.size(); ++i) {
     const bool more = i + 1 < args.size();
-    if (args[i] == "--steps" && more) steps = std::stoi(args[++i]);
-    else if (args[i] == "--fault" && more) g_faults.push_back(parse_fault(args[++i], rank));
-    else if (args[i] == "--checkpoint-dir" && more) checkpoint_dir = args[++i];
-    else if (args[i] == "--checkpoint-every" && more) checkpoint_every = std::stoi(args[++i]);
-    else if (args[i] == "--print-weights") print_weights = true;
-    else if (args[i] == "--pid-dir" && more) pid_dir = args[++i];
-    else if (args[i] == "--grandchild") grandchild = true;
+    if (args[i] == "--steps" && more)
+      steps = std::stoi(args[++i]);
+    else if (args[i] == "--fault" && more)
+      g_faults.push_back(parse_fault(args[++i], rank));
+    else if (args[i] == "--checkpoint-dir" && more)
+      checkpoint_dir = args[++i];
+    else if (args[i] == "--checkpoint-every" && more)
+      checkpoint_every = std::stoi(args[++i]);
+    else if (args[i] == "--print-weights")
+      print_weights = true;
+    else if (args[i] == "--pid-dir" && more)
+      pid_dir = args[++i];
+    else if (args[i] == "--grandchild")
+      grandchild = true;
     else if (args[i] == "--on-term-save" && more) {
       const std::string v = args[++i];
       save_file = v.substr(0, v.find(','));

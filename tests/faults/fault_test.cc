@@ -4,12 +4,12 @@
 // is left. Each run is bounded, so a hang fails the test instead of CI.
 #include <doctest/doctest.h>
 
-#include "tests/common/process_checks.h"
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "tests/common/process_checks.h"
 
 #include <chrono>
 #include <cstdlib>
@@ -25,8 +25,8 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-using nano::test::all_dead_within;
 using nano::test::alive;
+using nano::test::all_dead_within;
 using nano::test::slurp;
 using nano::test::temp_dir;
 
@@ -126,11 +126,11 @@ std::string joined(const std::set<std::string>& s) {
 }
 
 struct Case {
-  std::string fault;      // fault_rank's --fault
-  int rc;                 // nano-run's exit code
-  std::string cause;      // in the root-cause line
-  std::string detail;     // in the output ("" = none checked)
-  double bound;           // seconds to end, at most
+  std::string fault;   // fault_rank's --fault
+  int rc;              // nano-run's exit code
+  std::string cause;   // in the root-cause line
+  std::string detail;  // in the output ("" = none checked)
+  double bound;        // seconds to end, at most
 };
 
 }  // namespace
@@ -196,10 +196,11 @@ TEST_CASE("the grace period holds on both backends: ranks that save on SIGTERM f
     CAPTURE(backend);
     std::string dir = temp_dir("nano_fault_test"), pid_dir = temp_dir("nano_fault_test");
     // Each rank needs 2 s after SIGTERM to save; the grace period is 8 s.
-    Run r = start({"-n", "2", "--backend", backend, "--grace-period", "8", kFaultRank, "--steps", "100000",
-                   "--pid-dir", pid_dir, "--on-term-save", dir + "/ckpt,2"});
+    Run r = start({"-n", "2", "--backend", backend, "--grace-period", "8", kFaultRank, "--steps", "100000", "--pid-dir",
+                   pid_dir, "--on-term-save", dir + "/ckpt,2"});
     auto until = Clock::now() + std::chrono::seconds(30);
-    while (pids_in(pid_dir).size() < 2 && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    while (pids_in(pid_dir).size() < 2 && Clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
     std::this_thread::sleep_for(std::chrono::seconds(2));
     kill(r.pid, SIGTERM);
     wait_for(r, 30);
@@ -217,11 +218,12 @@ TEST_CASE("nano-run SIGKILLed: ranks, their children and the job's files all go"
     CAPTURE(backend);
     const auto shm_before = entries("/dev/shm"), tmp_before = entries("/tmp");
     std::string pid_dir = temp_dir("nano_fault_test");
-    Run r = start({"-n", "2", "--backend", backend, kFaultRank, "--steps", "100000", "--pid-dir", pid_dir,
-                   "--grandchild"});
+    Run r =
+        start({"-n", "2", "--backend", backend, kFaultRank, "--steps", "100000", "--pid-dir", pid_dir, "--grandchild"});
     // Both ranks and both grandchildren are up, and training has started.
     auto until = Clock::now() + std::chrono::seconds(30);
-    while (pids_in(pid_dir).size() < 4 && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    while (pids_in(pid_dir).size() < 4 && Clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
     std::this_thread::sleep_for(std::chrono::seconds(2));
     auto pids = pids_in(pid_dir);
     REQUIRE(pids.size() == 4);
@@ -280,9 +282,28 @@ TEST_CASE("checkpoints and --max-restarts: a run killed twice ends with the weig
     const std::string weights = a.out.substr(at, 24);
     // Rank 1 is SIGKILLed in step 7 of the first attempt, rank 0 in step 13 of the second; each
     // restart resumes from the newest checkpoint (steps 6 and 12).
-    Run b = start({"-n", "2", "--backend", backend, "--max-restarts", "2", "--restart-delay", "0.2", "--grace-period",
-                   "2", kFaultRank, "--steps", "16", "--checkpoint-dir", killed, "--checkpoint-every", "3",
-                   "--print-weights", "--fault", "kill@step:7@1@0", "--fault", "kill@step:13@0@1"});
+    Run b = start({"-n",
+                   "2",
+                   "--backend",
+                   backend,
+                   "--max-restarts",
+                   "2",
+                   "--restart-delay",
+                   "0.2",
+                   "--grace-period",
+                   "2",
+                   kFaultRank,
+                   "--steps",
+                   "16",
+                   "--checkpoint-dir",
+                   killed,
+                   "--checkpoint-every",
+                   "3",
+                   "--print-weights",
+                   "--fault",
+                   "kill@step:7@1@0",
+                   "--fault",
+                   "kill@step:13@0@1"});
     wait_for(b, 120);
     CAPTURE(b.err);
     CHECK(b.rc == 0);

@@ -217,7 +217,8 @@ int run_exact(const std::string& api, const std::string& backend) {
   auto [plain, plain_rc] = run_self(common + (root / "plain").string() + " 2 -1 0 equal -");
   auto [failed, failed_rc] = run_self(common + (root / "failed").string() + " 2 13 1 equal -");
   fs::remove_all(root);
-  if (plain_rc != 0 || failed_rc != 0) return fail("exit codes " + std::to_string(plain_rc) + " and " + std::to_string(failed_rc));
+  if (plain_rc != 0 || failed_rc != 0)
+    return fail("exit codes " + std::to_string(plain_rc) + " and " + std::to_string(failed_rc));
   const int from = resumed_step(failed);
   if (from <= 0 || from > 13) return fail("the restarted run did not resume from a checkpoint of steps 5..13");
   if (resumed_step(plain) != -1) return fail("the uninterrupted run resumed from something");
@@ -256,10 +257,12 @@ int run_world() {
   fs::copy(saved, root / "ckpt-copy", fs::copy_options::recursive);
   int failures = 0;
   for (const auto& [ranks, dir] : {std::pair<int, std::string>{3, saved}, {1, (root / "ckpt-copy").string()}}) {
-    auto [out, rc] = run_self("run a subprocess " + dir + " " + std::to_string(ranks) + " -1 0 balanced " + (root / "log").string());
+    auto [out, rc] =
+        run_self("run a subprocess " + dir + " " + std::to_string(ranks) + " -1 0 balanced " + (root / "log").string());
     const int from = resumed_step(out);
     if (rc != 0 || from <= 0) {
-      failures += fail(std::to_string(ranks) + " ranks: exit " + std::to_string(rc) + ", resumed from " + std::to_string(from));
+      failures +=
+          fail(std::to_string(ranks) + " ranks: exit " + std::to_string(rc) + ", resumed from " + std::to_string(from));
       continue;
     }
     const int epoch = from / (kSamples / (2 * kBatch));  // the interrupted epoch, in the 2-rank run's steps
@@ -281,7 +284,8 @@ int run_world() {
                        std::to_string(kSamples) + " once");
     }
     for (int e = epoch + 1; e < kEpochs; ++e) {
-      if (later[e] != every) failures += fail(std::to_string(ranks) + " ranks: epoch " + std::to_string(e) + " is not whole");
+      if (later[e] != every)
+        failures += fail(std::to_string(ranks) + " ranks: epoch " + std::to_string(e) + " is not whole");
     }
     // auto_lr goes on towards this world's multiple of the base rate 0.05 (warm-up done).
     const std::string rate = ranks == 3 ? "lr 0x1.3333333333334p-3 " : "lr 0x1.999999999999ap-5 ";

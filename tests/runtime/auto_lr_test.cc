@@ -2,8 +2,8 @@
 #include <torch/optim/adam.h>
 #include <torch/optim/sgd.h>
 
-#include <nano/error.h>
 #include <nano/auto_lr.h>
+#include <nano/error.h>
 
 // c10's logging defines a fatal CHECK; doctest's must win, so it comes last.
 #undef CHECK
@@ -17,9 +17,8 @@ TEST_CASE("auto_lr_ratio: 1 + (N-1) * min(step, L) / L") {
     double ratio;
   };
   const std::vector<Row> rows = {
-      {0, 4, 1000, 1.0},    {500, 4, 1000, 2.5}, {1000, 4, 1000, 4.0}, {5000, 4, 1000, 4.0},
-      {1, 2, 1000, 1.001},  {250, 2, 1000, 1.25}, {3, 1, 1000, 1.0},    {10, 8, 10, 8.0},
-      {5, 3, 10, 2.0},      {-1, 3, 10, 1.0},
+      {0, 4, 1000, 1.0},    {500, 4, 1000, 2.5}, {1000, 4, 1000, 4.0}, {5000, 4, 1000, 4.0}, {1, 2, 1000, 1.001},
+      {250, 2, 1000, 1.25}, {3, 1, 1000, 1.0},   {10, 8, 10, 8.0},     {5, 3, 10, 2.0},      {-1, 3, 10, 1.0},
   };
   for (const auto& r : rows) {
     CAPTURE(r.step);
@@ -38,12 +37,10 @@ TEST_CASE("auto_lr_length: steps, epochs, bad values") {
   CHECK(nano::auto_lr_length(o) == 75);
   o.steps_per_epoch = 0;
   CHECK_THROWS_WITH_AS(nano::auto_lr_length(o),
-                       "nano: auto_lr: bad steps_per_epoch=0: expected > 0 with warmup_epochs=3",
-                       nano::UsageError);
+                       "nano: auto_lr: bad steps_per_epoch=0: expected > 0 with warmup_epochs=3", nano::UsageError);
   nano::AutoLrOptions bad;
   bad.warmup_steps = 0;
-  CHECK_THROWS_WITH_AS(nano::auto_lr_length(bad), "nano: auto_lr: bad warmup_steps=0: expected > 0",
-                       nano::UsageError);
+  CHECK_THROWS_WITH_AS(nano::auto_lr_length(bad), "nano: auto_lr: bad warmup_steps=0: expected > 0", nano::UsageError);
 }
 
 TEST_CASE("AutoLr multiplies every param group's rate, step by step") {

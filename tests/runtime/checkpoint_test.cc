@@ -17,10 +17,10 @@
 #include <string>
 #include <thread>
 
-#include <nano/error.h>
 #include <nano/auto_lr.h>
 #include <nano/checkpoint.h>
 #include <nano/communicator.h>
+#include <nano/error.h>
 
 #include <doctest/doctest.h>
 
@@ -56,7 +56,9 @@ struct State {
   }
 };
 
-void track(nano::Checkpointer& c, State& s) { c.track("model", *s.model).track("optimizer", s.opt).track("extra", s.extra); }
+void track(nano::Checkpointer& c, State& s) {
+  c.track("model", *s.model).track("optimizer", s.opt).track("extra", s.extra);
+}
 
 }  // namespace
 
@@ -86,7 +88,7 @@ TEST_CASE("checkpoint: a resumed run continues exactly where the saved one was")
   CHECK(cb.steps() == 6);
   CHECK(b.opt.param_groups()[0].options().get_lr() == 0.01 / 7);
   a.opt.param_groups()[0].options().set_lr(0.01 / 7);  // as at step 6, for the step below
-  b.train_step();  // step 7, with the generator state of step 6 restored
+  b.train_step();                                      // step 7, with the generator state of step 6 restored
   CHECK(torch::equal(a.model->weight, b.model->weight));
   CHECK(torch::equal(a.extra, b.extra));
   CHECK(a.extra[0].item<float>() == 7);
@@ -163,7 +165,9 @@ TEST_CASE("checkpoint: another model is refused with its first mismatch, and not
 }
 
 TEST_CASE("checkpoint: bad folders and options are one-line usage errors") {
-  CHECK(error_of([] { nano::Checkpointer c("/proc/nano-no", self()); }).rfind("nano: cannot create checkpoint folder /proc/nano-no", 0) == 0);
+  CHECK(error_of([] {
+          nano::Checkpointer c("/proc/nano-no", self());
+        }).rfind("nano: cannot create checkpoint folder /proc/nano-no", 0) == 0);
   const std::string dir = temp_dir();
   std::ofstream(dir + "/file") << "x";
   CHECK(error_of([&] { nano::Checkpointer c(dir + "/file", self()); }) ==

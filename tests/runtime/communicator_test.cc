@@ -38,8 +38,8 @@ void expect_ok_gloo(const std::string& scenario, int world, const std::string& a
   for (int r = 0; r < world; ++r) {
     INFO("gloo rank " << r << " stdout:\n" << results[r].out << "stderr:\n" << results[r].err);
     CHECK(results[r].exit_code == 0);
-    CHECK(results[r].out.find("OK " + scenario + " rank " + std::to_string(r) + " of " +
-                              std::to_string(world) + " (gloo)") != std::string::npos);
+    CHECK(results[r].out.find("OK " + scenario + " rank " + std::to_string(r) + " of " + std::to_string(world) +
+                              " (gloo)") != std::string::npos);
   }
 }
 
@@ -49,8 +49,8 @@ void expect_ok_mpi(const std::string& scenario, int world, const nano::test::Env
   INFO("mpirun stdout:\n" << result.out << "stderr:\n" << result.err);
   CHECK(result.exit_code == 0);
   for (int r = 0; r < world; ++r) {
-    CHECK(result.out.find("OK " + scenario + " rank " + std::to_string(r) + " of " +
-                          std::to_string(world) + " (mpi)") != std::string::npos);
+    CHECK(result.out.find("OK " + scenario + " rank " + std::to_string(r) + " of " + std::to_string(world) +
+                          " (mpi)") != std::string::npos);
   }
 }
 
@@ -61,16 +61,12 @@ TEST_CASE("collectives: rank-filled all-reduce closed form, f32/f64/bf16, broadc
   SUBCASE("mpi, 3 ranks, shared memory in many small chunks") {
     expect_ok_mpi("collectives", 3, {{"NANO_SHM_BYTES", "4096"}});
   }
-  SUBCASE("mpi, 2 ranks, MPI_Allreduce path") {
-    expect_ok_mpi("collectives", 2, {{"NANO_SHM_BYTES", "0"}});
-  }
+  SUBCASE("mpi, 2 ranks, MPI_Allreduce path") { expect_ok_mpi("collectives", 2, {{"NANO_SHM_BYTES", "0"}}); }
   SUBCASE("gloo, 2 ranks, shared-memory path") { expect_ok_gloo("collectives", 2); }
   SUBCASE("gloo, 3 ranks, shared memory in many small chunks") {
     expect_ok_gloo("collectives", 3, "", {{"NANO_SHM_BYTES", "4096"}});
   }
-  SUBCASE("gloo, 3 ranks, Gloo's own all-reduce") {
-    expect_ok_gloo("collectives", 3, "", {{"NANO_SHM_BYTES", "0"}});
-  }
+  SUBCASE("gloo, 3 ranks, Gloo's own all-reduce") { expect_ok_gloo("collectives", 3, "", {{"NANO_SHM_BYTES", "0"}}); }
 }
 
 // Shared-memory objects whose creator (the pid in "/dev/shm/nano-PID-...") is gone: leaks.
@@ -132,8 +128,8 @@ TEST_CASE("gloo on one host: all-reduce through shared memory, and nothing left 
       auto results = run_world({kWorker, "collectives"}, 2, {{"NANO_SHM_BYTES", bad}}, 60);
       for (int r = 0; r < 2; ++r) {
         CHECK(results[r].exit_code == 3);
-        CHECK(last_line(results[r].err) == "nano: bad NANO_SHM_BYTES='" + bad +
-                                               "': expected 0 or a byte count from 64 to 1125899906842624\n");
+        CHECK(last_line(results[r].err) ==
+              "nano: bad NANO_SHM_BYTES='" + bad + "': expected 0 or a byte count from 64 to 1125899906842624\n");
       }
     }
   }
@@ -179,19 +175,16 @@ TEST_CASE("gloo rendezvous that does not complete fails with the address and mis
   const int port = nano::pick_free_port();
   const std::string address = "127.0.0.1:" + std::to_string(port);
   SUBCASE("only rank 0 started: rank 1 is missing") {
-    auto results = run_ranks({kWorker, "collectives"}, 2, {0},
-                             {{"NANO_RENDEZVOUS_TIMEOUT", "1"}}, port, 60);
-    CHECK(results[0].exit_code == 3);
-    CHECK(last_line(results[0].err) == "nano: rendezvous at " + address +
-                                " timed out after 1 s: 1 of 2 ranks did not join (missing: 1)\n");
-  }
-  SUBCASE("only rank 2 of 3 started: ranks 0 (the store host) and 1 are missing") {
-    auto results = run_ranks({kWorker, "collectives"}, 3, {2},
-                             {{"NANO_RENDEZVOUS_TIMEOUT", "1.5"}}, port, 60);
+    auto results = run_ranks({kWorker, "collectives"}, 2, {0}, {{"NANO_RENDEZVOUS_TIMEOUT", "1"}}, port, 60);
     CHECK(results[0].exit_code == 3);
     CHECK(last_line(results[0].err) ==
-          "nano: rendezvous at " + address +
-              " timed out after 1.5 s: the store host (rank 0) did not answer\n");
+          "nano: rendezvous at " + address + " timed out after 1 s: 1 of 2 ranks did not join (missing: 1)\n");
+  }
+  SUBCASE("only rank 2 of 3 started: ranks 0 (the store host) and 1 are missing") {
+    auto results = run_ranks({kWorker, "collectives"}, 3, {2}, {{"NANO_RENDEZVOUS_TIMEOUT", "1.5"}}, port, 60);
+    CHECK(results[0].exit_code == 3);
+    CHECK(last_line(results[0].err) ==
+          "nano: rendezvous at " + address + " timed out after 1.5 s: the store host (rank 0) did not answer\n");
   }
 }
 

@@ -10,8 +10,7 @@ namespace {
 const std::string kWorker = NANO_TEST_RANK_WORKER;
 
 std::string ok_line(const std::string& scenario, int rank, int world, const std::string& comm) {
-  return "OK " + scenario + " rank " + std::to_string(rank) + " of " + std::to_string(world) +
-         " (" + comm + ")";
+  return "OK " + scenario + " rank " + std::to_string(rank) + " of " + std::to_string(world) + " (" + comm + ")";
 }
 
 // Runs `scenario` on 2 ranks under both communicators; returns the combined stdout.
@@ -38,9 +37,7 @@ std::string run_both(const std::vector<std::string>& args, int world = 2) {
 
 }  // namespace
 
-TEST_CASE("DDP construction broadcasts parameters and buffers; forward syncs buffers") {
-  run_both({"broadcast"});
-}
+TEST_CASE("DDP construction broadcasts parameters and buffers; forward syncs buffers") { run_both({"broadcast"}); }
 
 TEST_CASE("DDP averages rank-filled gradients to the closed form, one and many buckets") {
   SUBCASE("one bucket") {
@@ -59,9 +56,7 @@ TEST_CASE("N-rank DDP gradients equal the single-process gradients of the concat
   SUBCASE("3 ranks") { run_both({"grads", "256"}, 3); }
 }
 
-TEST_CASE("unused parameters neither hang nor skew the average") {
-  run_both({"unused", "200"});
-}
+TEST_CASE("unused parameters neither hang nor skew the average") { run_both({"unused", "200"}); }
 
 TEST_CASE("the seed's equivalence check: 1 process lr 0.25 == 2 processes lr 0.5, w = 0.25") {
   auto single = nano::test::run_ranks({kWorker, "equivalence"}, 1, {0});
@@ -72,13 +67,9 @@ TEST_CASE("the seed's equivalence check: 1 process lr 0.25 == 2 processes lr 0.5
   CHECK(out.find("w 0.25\n") != std::string::npos);
 }
 
-TEST_CASE("auto_lr: the rate at every step equals the closed form in a real world") {
-  run_both({"auto-lr"});
-}
+TEST_CASE("auto_lr: the rate at every step equals the closed form in a real world") { run_both({"auto-lr"}); }
 
-TEST_CASE("sharded loaders: disjoint cover per epoch, reshuffled, per-rank batch size kept") {
-  run_both({"sharding"});
-}
+TEST_CASE("sharded loaders: disjoint cover per epoch, reshuffled, per-rank batch size kept") { run_both({"sharding"}); }
 
 TEST_CASE("batch balancing: a much slower rank gets fewer samples; gradients stay the global batch's mean") {
   SUBCASE("2 ranks") { run_both({"balance"}); }

@@ -88,9 +88,7 @@ std::vector<RankResult> wait_all(std::vector<Child>& children, int timeout_s) {
       if (waitpid(children[i].pid, &status, WNOHANG) == children[i].pid) {
         done[i] = true;
         --remaining;
-        results[i].exit_code = killed ? 124
-                               : WIFEXITED(status) ? WEXITSTATUS(status)
-                                                   : 128 + WTERMSIG(status);
+        results[i].exit_code = killed ? 124 : WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
       }
     }
     if (remaining == 0) break;
@@ -111,9 +109,8 @@ std::vector<RankResult> wait_all(std::vector<Child>& children, int timeout_s) {
 
 }  // namespace
 
-std::vector<RankResult> run_ranks(const std::vector<std::string>& argv, int world,
-                                  const std::vector<int>& ranks, const Env& extra, int port,
-                                  int timeout_s) {
+std::vector<RankResult> run_ranks(const std::vector<std::string>& argv, int world, const std::vector<int>& ranks,
+                                  const Env& extra, int port, int timeout_s) {
   if (port == 0) port = nano::pick_free_port();  // nano-run's own pick (cli/port.h)
   std::vector<Child> children;
   for (int r : ranks) {
@@ -130,20 +127,18 @@ std::vector<RankResult> run_ranks(const std::vector<std::string>& argv, int worl
   return wait_all(children, timeout_s);
 }
 
-std::vector<RankResult> run_world(const std::vector<std::string>& argv, int world,
-                                  const Env& extra, int timeout_s) {
+std::vector<RankResult> run_world(const std::vector<std::string>& argv, int world, const Env& extra, int timeout_s) {
   std::vector<int> ranks;
   for (int r = 0; r < world; ++r) ranks.push_back(r);
   return run_ranks(argv, world, ranks, extra, 0, timeout_s);
 }
 
-RankResult run_mpirun(const std::vector<std::string>& argv, int world, const Env& extra,
-                      int timeout_s) {
+RankResult run_mpirun(const std::vector<std::string>& argv, int world, const Env& extra, int timeout_s) {
   Env env = extra;
   env["OMPI_ALLOW_RUN_AS_ROOT"] = "1";
   env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1";
   env.emplace("OMP_NUM_THREADS", "1");
-  std::vector<std::string> cmd = {NANO_TEST_MPIRUN, "-np", std::to_string(world),
+  std::vector<std::string> cmd = {NANO_TEST_MPIRUN,  "-np",       std::to_string(world),
                                   "--oversubscribe", "--bind-to", "none"};
   // Forward the variables explicitly: Open MPI's local launch copies the environment, but -x
   // keeps this correct for remote launches too.

@@ -1,10 +1,10 @@
 // Batch balancing in one process: the split decisions as tables, the balancer against a
 // communicator that plays the other ranks, and balanced samplers side by side.
 #include <torch/data/datasets/tensor.h>
+#include <torch/data/transforms/stack.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
-#include <torch/data/transforms/stack.h>
 
 #include <algorithm>
 #include <cmath>
@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include <nano/error.h>
 #include <nano/communicator.h>
 #include <nano/ddp.h>
+#include <nano/error.h>
 #include <nano/load_balance.h>
 #include <nano/sharding.h>
 
@@ -72,9 +72,9 @@ TEST_CASE("apportion: proportional shares, at least one each, largest remainders
   };
   const std::vector<Row> rows = {
       {128, {1, 1}, {64, 64}},
-      {129, {1, 1}, {65, 64}},          // the tie goes to the lower rank
+      {129, {1, 1}, {65, 64}},  // the tie goes to the lower rank
       {128, {3, 1}, {96, 32}},
-      {128, {2865, 2318}, {71, 57}},    // the two cores of the development VM
+      {128, {2865, 2318}, {71, 57}},  // the two cores of the development VM
       {10, {1, 1, 1}, {4, 3, 3}},
       {4, {1000, 1, 1, 1}, {1, 1, 1, 1}},  // one sample each comes first
       {8, {1000, 1, 1}, {6, 1, 1}},
@@ -87,12 +87,15 @@ TEST_CASE("apportion: proportional shares, at least one each, largest remainders
     CHECK(got == row.expect);
     CHECK(std::accumulate(got.begin(), got.end(), int64_t{0}) == row.total);
   }
-  CHECK(usage_error([] { nano::apportion(1, {1, 1}); }) ==
-        "nano: apportion: bad total 1: fewer samples than the 2 ranks");
-  CHECK(usage_error([] { nano::apportion(8, {1, 0}); }) ==
-        "nano: apportion: bad speed 0.000000 of rank 1: expected a finite number > 0");
-  CHECK(usage_error([] { nano::apportion(8, {1, std::numeric_limits<double>::infinity()}); }) ==
-        "nano: apportion: bad speed inf of rank 1: expected a finite number > 0");
+  CHECK(usage_error([] {
+          nano::apportion(1, {1, 1});
+        }) == "nano: apportion: bad total 1: fewer samples than the 2 ranks");
+  CHECK(usage_error([] {
+          nano::apportion(8, {1, 0});
+        }) == "nano: apportion: bad speed 0.000000 of rank 1: expected a finite number > 0");
+  CHECK(usage_error([] {
+          nano::apportion(8, {1, std::numeric_limits<double>::infinity()});
+        }) == "nano: apportion: bad speed inf of rank 1: expected a finite number > 0");
   CHECK(usage_error([] { nano::apportion(8, {}); }) == "nano: apportion: no ranks to split 8 samples among");
 }
 
@@ -104,20 +107,22 @@ TEST_CASE("rebalanced_split: moves only for a real gain") {
     Split expect;
   };
   const std::vector<Row> rows = {
-      {{64, 64}, {1.0, 1.0}, 0.01, {64, 64}},        // equal speeds: stay
-      {{64, 64}, {1.0, 1.25}, 0.01, {71, 57}},       // rank 1 20% slower: 80 -> 71.1 predicted
-      {{64, 64}, {1.0, 1.005}, 0.01, {64, 64}},      // 0.5% apart: not worth a change
-      {{71, 57}, {1.0, 1.0}, 0.01, {64, 64}},        // the cores evened out: back to equal
-      {{71, 57}, {1.0, 1.24}, 0.01, {71, 57}},       // already balanced
+      {{64, 64}, {1.0, 1.0}, 0.01, {64, 64}},    // equal speeds: stay
+      {{64, 64}, {1.0, 1.25}, 0.01, {71, 57}},   // rank 1 20% slower: 80 -> 71.1 predicted
+      {{64, 64}, {1.0, 1.005}, 0.01, {64, 64}},  // 0.5% apart: not worth a change
+      {{71, 57}, {1.0, 1.0}, 0.01, {64, 64}},    // the cores evened out: back to equal
+      {{71, 57}, {1.0, 1.24}, 0.01, {71, 57}},   // already balanced
       {{40, 40, 48}, {2.0, 2.0, 1.0}, 0.0, {32, 32, 64}},
   };
   for (const auto& row : rows) {
     CHECK(nano::rebalanced_split(row.current, row.cost, row.min_gain) == row.expect);
   }
-  CHECK(usage_error([] { nano::rebalanced_split({1, 1}, {1}, 0.01); }) ==
-        "nano: rebalanced_split: 2 shares but 1 costs");
-  CHECK(usage_error([] { nano::rebalanced_split({1, 1}, {1, -2}, 0.01); }) ==
-        "nano: rebalanced_split: bad cost -2.000000 of rank 1: expected seconds per sample > 0");
+  CHECK(usage_error([] {
+          nano::rebalanced_split({1, 1}, {1}, 0.01);
+        }) == "nano: rebalanced_split: 2 shares but 1 costs");
+  CHECK(usage_error([] {
+          nano::rebalanced_split({1, 1}, {1, -2}, 0.01);
+        }) == "nano: rebalanced_split: bad cost -2.000000 of rank 1: expected seconds per sample > 0");
 }
 
 TEST_CASE("the balancer measures work without waiting, exchanges on schedule, and weights gradients") {
@@ -192,19 +197,17 @@ TEST_CASE("balanced samplers: every rank's slice of the same global batches, a d
   const int64_t n = 100, batch = 8;  // 50 per rank: 6 full global batches of 16, then 4 samples
   auto measured = std::make_shared<std::vector<double>>(std::vector<double>{1.0, 10, 3.0, 10});  // rank 1: 3x slower
   std::vector<std::vector<std::vector<int64_t>>> batches(world);  // [rank][step] -> indices
-  std::vector<std::shared_ptr<ScriptedComm>> comms;  // the balancers hold them weakly
+  std::vector<std::shared_ptr<ScriptedComm>> comms;               // the balancers hold them weakly
   for (int r = 0; r < world; ++r) {
     comms.push_back(std::make_shared<ScriptedComm>(r, world, measured));
     nano::ShardOptions o;
     nano::BalanceOptions b;
     b.interval_steps = 2;
     b.smoothing = 1.0;
-    o.balancer = std::make_shared<nano::BatchBalancer>(comms.back(), batch * world,
-                                                       nano::BalanceHooks{}, b);
-    auto loader = nano::make_sharded_loader(
-        torch::data::datasets::TensorDataset(torch::arange(0, n, torch::kLong))
-            .map(torch::data::transforms::Stack<torch::data::TensorExample>()),
-        r, world, batch, o);
+    o.balancer = std::make_shared<nano::BatchBalancer>(comms.back(), batch * world, nano::BalanceHooks{}, b);
+    auto loader = nano::make_sharded_loader(torch::data::datasets::TensorDataset(torch::arange(0, n, torch::kLong))
+                                                .map(torch::data::transforms::Stack<torch::data::TensorExample>()),
+                                            r, world, batch, o);
     for (auto& x : *loader) {
       batches[r].emplace_back();
       for (int64_t i = 0; i < x.data.size(0); ++i) batches[r].back().push_back(x.data[i].item<int64_t>());
@@ -234,8 +237,9 @@ TEST_CASE("balanced samplers: every rank's slice of the same global batches, a d
     nano::make_sharded_loader(torch::data::datasets::TensorDataset(torch::arange(0, 10, torch::kLong)), rank,
                               world_size, b, o);
   };
-  CHECK(usage_error([&] { make(0, 2, 8); }) ==
-        "nano: make_sharded_loader: bad workers=2 with a batch balancer: balancing needs workers=0 (it times each step)");
+  CHECK(
+      usage_error([&] { make(0, 2, 8); }) ==
+      "nano: make_sharded_loader: bad workers=2 with a batch balancer: balancing needs workers=0 (it times each step)");
   o.workers = 0;
   CHECK(usage_error([&] { make(0, 2, 4); }) ==
         "nano: make_sharded_loader: the batch balancer splits 16 samples over 2 ranks, but the loader is rank 0 of 2 "
@@ -287,10 +291,12 @@ TEST_CASE("a balanced sampler saved mid-epoch resumes with the rest of the epoch
     nano::BalanceOptions b;
     b.interval_steps = 2;
     b.smoothing = 1.0;
-    auto balancer = [&] { return std::make_shared<nano::BatchBalancer>(comms.back(), batch * world, nano::BalanceHooks{}, b); };
+    auto balancer = [&] {
+      return std::make_shared<nano::BatchBalancer>(comms.back(), batch * world, nano::BalanceHooks{}, b);
+    };
     nano::EpochShardSampler before(n, r, world, /*shuffle=*/true, true, balancer());
-    before.reset();  // epoch 0
-    before.reset();  // epoch 1: the one saved
+    before.reset();               // epoch 0
+    before.reset();               // epoch 1: the one saved
     CHECK(take(before, 3) == 3);  // 8, then 12:4 after the first exchange
     std::stringstream saved;
     torch::serialize::OutputArchive out;
@@ -311,7 +317,6 @@ TEST_CASE("a balanced sampler saved mid-epoch resumes with the rest of the epoch
   std::vector<int64_t> expect(n);
   std::iota(expect.begin(), expect.end(), 0);
   CHECK(all == expect);
-
 }
 
 namespace {
@@ -338,7 +343,8 @@ std::vector<std::size_t> drain(nano::EpochShardSampler& sampler, std::size_t bat
 TEST_CASE("sampler save/load: the epoch, the order being walked, and one-line errors for foreign archives") {
   auto comm = std::make_shared<nano::SelfCommunicator>();
   auto balanced = [&](std::size_t size) {
-    return nano::EpochShardSampler(size, 0, 1, true, true, std::make_shared<nano::BatchBalancer>(comm, 4, nano::BalanceHooks{}));
+    return nano::EpochShardSampler(size, 0, 1, true, true,
+                                   std::make_shared<nano::BatchBalancer>(comm, 4, nano::BalanceHooks{}));
   };
 
   // Saved before its first epoch: loads as one that has not started, and walks epoch 0.
@@ -402,7 +408,8 @@ TEST_CASE("sampler save/load: the epoch, the order being walked, and one-line er
 TEST_CASE("after load(), a DataLoader's reset() continues the saved pass; replay hands out finished passes empty") {
   auto comm = std::make_shared<nano::SelfCommunicator>();
   auto balanced = [&] {
-    return nano::EpochShardSampler(12, 0, 1, true, true, std::make_shared<nano::BatchBalancer>(comm, 4, nano::BalanceHooks{}));
+    return nano::EpochShardSampler(12, 0, 1, true, true,
+                                   std::make_shared<nano::BatchBalancer>(comm, 4, nano::BalanceHooks{}));
   };
   for (const bool with_balancer : {true, false}) {
     CAPTURE(with_balancer);
@@ -466,7 +473,8 @@ TEST_CASE("a saved split resumes with the same ranks; positions refuse what they
                        "nano: EpochShardSampler: the position was saved by one of 2 ranks without a batch balancer and "
                        "cannot resume with 3 (a balanced loader's can)",
                        nano::Error);
-  auto balanced = nano::EpochShardSampler(12, 0, 1, true, true, std::make_shared<nano::BatchBalancer>(comm, 4, nano::BalanceHooks{}));
+  auto balanced = nano::EpochShardSampler(12, 0, 1, true, true,
+                                          std::make_shared<nano::BatchBalancer>(comm, 4, nano::BalanceHooks{}));
   nano::EpochShardSampler equal(12, 0, 1, true);
   CHECK_THROWS_WITH_AS(round_trip(balanced, equal),
                        "nano: EpochShardSampler: the position was saved by a balanced sampler; resume with a batch "

@@ -167,9 +167,7 @@ std::pair<torch::Tensor, torch::Tensor> world_batch(int n, int per_rank, int ite
   return {x, y};
 }
 
-size_t bucket_cap(int argc, char** argv) {
-  return argc > 2 ? std::stoul(argv[2]) : 25u * 1024 * 1024;
-}
+size_t bucket_cap(int argc, char** argv) { return argc > 2 ? std::stoul(argv[2]) : 25u * 1024 * 1024; }
 
 // --- broadcast: differently seeded replicas become identical -------------------------------
 void scenario_broadcast(nano::World& w, size_t cap) {
@@ -230,9 +228,12 @@ void scenario_grads(nano::World& w, size_t cap) {
   torch::optim::SGD clearer(net->parameters(), torch::optim::SGDOptions(0.0));
   for (int it = 0; it < 4; ++it) {
     auto [x, y] = world_batch(n, per, it);
-    if (it == 1) net->zero_grad(/*set_to_none=*/true);
-    else if (it == 2) clearer.zero_grad();  // Optimizer::zero_grad detaches in place
-    else net->zero_grad();
+    if (it == 1)
+      net->zero_grad(/*set_to_none=*/true);
+    else if (it == 2)
+      clearer.zero_grad();  // Optimizer::zero_grad detaches in place
+    else
+      net->zero_grad();
     reference->zero_grad();
     torch::mse_loss(net->forward(x.narrow(0, r * per, per)), y.narrow(0, r * per, per)).backward();
     torch::mse_loss(reference->forward(x), y).backward();
@@ -286,13 +287,13 @@ void scenario_unused(nano::World& w, size_t cap) {
     // Rank q takes the extra branch when (q + it) is odd: the set of users changes per step.
     auto uses_extra = [&](int q) { return (q + it) % 2 == 1; };
     net->zero_grad();
-    torch::mse_loss(net->forward(x.narrow(0, r * per, per), uses_extra(r)),
-                    y.narrow(0, r * per, per)).backward();
+    torch::mse_loss(net->forward(x.narrow(0, r * per, per), uses_extra(r)), y.narrow(0, r * per, per)).backward();
     // Reference: the mean over ranks of each rank's gradient, computed locally.
     reference->zero_grad();
     for (int q = 0; q < n; ++q) {
-      auto loss = torch::mse_loss(reference->forward(x.narrow(0, q * per, per), uses_extra(q)),
-                                  y.narrow(0, q * per, per)) / double(n);
+      auto loss =
+          torch::mse_loss(reference->forward(x.narrow(0, q * per, per), uses_extra(q)), y.narrow(0, q * per, per)) /
+          double(n);
       loss.backward();
     }
     auto a = net->parameters(), b = reference->parameters();
@@ -325,7 +326,8 @@ void scenario_equivalence(nano::World& w) {
   nano::AutoLr auto_lr(sgd, w.size(), {/*enabled=*/false});
   nano::ShardOptions shard;
   shard.shuffle = w.size() > 1;  // one process: the seed's fixed order
-  auto loader = nano::make_sharded_loader(dataset.map(torch::data::transforms::Stack<torch::data::TensorExample>()), w, 2, shard);
+  auto loader =
+      nano::make_sharded_loader(dataset.map(torch::data::transforms::Stack<torch::data::TensorExample>()), w, 2, shard);
   for (int epoch = 0; epoch < 2; ++epoch) {
     for (auto& batch : *loader) {
       auto xb = batch.data.narrow(1, 0, 1);
@@ -383,11 +385,12 @@ void scenario_sharding(nano::World& w) {
       for (size_t i = 0; cover && i < all.size(); ++i) cover = all[i] == double(i);
       check(cover, "shards of epoch " + std::to_string(epoch) + " are not a disjoint cover");
     }
-    if (epoch == 0) first_epoch = seen;
-    else check(seen != first_epoch, "epoch 1 has the same order as epoch 0");
+    if (epoch == 0)
+      first_epoch = seen;
+    else
+      check(seen != first_epoch, "epoch 1 has the same order as epoch 0");
   }
 }
-
 
 // --- batch balancing: a slow rank gets fewer samples, gradients stay the global mean --------
 void scenario_balance(nano::World& w) {
@@ -425,7 +428,8 @@ void scenario_balance(nano::World& w) {
       // step, from sums all-reduced over the ranks.
       torch::NoGradGuard g;
       auto err = model->forward(xb) - yb;
-      auto sums = torch::stack({(err * xb).sum(), err.sum(), torch::tensor(double(b), torch::kFloat)}).to(torch::kDouble);
+      auto sums =
+          torch::stack({(err * xb).sum(), err.sum(), torch::tensor(double(b), torch::kFloat)}).to(torch::kDouble);
       w.comm->all_reduce(sums, nano::ReduceOp::kSum);
       const double total = sums[2].item<double>();
       const double dw = 2 * sums[0].item<double>() / total, db = 2 * sums[1].item<double>() / total;
@@ -450,7 +454,8 @@ void scenario_balance(nano::World& w) {
   for (auto s : split) std::cout << " " << s;
   std::cout << std::endl;
   // Far slower: a small share would be ideal; any clear move passes.
-  check(split[n - 1] < per - 2, "the slow rank still takes " + std::to_string(split[n - 1]) + " of " + std::to_string(per));
+  check(split[n - 1] < per - 2,
+        "the slow rank still takes " + std::to_string(split[n - 1]) + " of " + std::to_string(per));
 }
 
 }  // namespace
@@ -471,16 +476,26 @@ int main(int argc, char** argv) {
   tag = scenario + " rank " + std::to_string(world.rank());
   const size_t cap = bucket_cap(argc, argv);
   try {
-    if (scenario == "collectives") scenario_collectives(world);
-    else if (scenario == "broadcast") scenario_broadcast(world, cap);
-    else if (scenario == "rank-grads") scenario_rank_grads(world, cap);
-    else if (scenario == "grads") scenario_grads(world, cap);
-    else if (scenario == "unused") scenario_unused(world, cap);
-    else if (scenario == "equivalence") scenario_equivalence(world);
-    else if (scenario == "auto-lr") scenario_auto_lr(world);
-    else if (scenario == "sharding") scenario_sharding(world);
-    else if (scenario == "balance") scenario_balance(world);
-    else if (scenario == "peer-exits") scenario_peer_exits(world);
+    if (scenario == "collectives")
+      scenario_collectives(world);
+    else if (scenario == "broadcast")
+      scenario_broadcast(world, cap);
+    else if (scenario == "rank-grads")
+      scenario_rank_grads(world, cap);
+    else if (scenario == "grads")
+      scenario_grads(world, cap);
+    else if (scenario == "unused")
+      scenario_unused(world, cap);
+    else if (scenario == "equivalence")
+      scenario_equivalence(world);
+    else if (scenario == "auto-lr")
+      scenario_auto_lr(world);
+    else if (scenario == "sharding")
+      scenario_sharding(world);
+    else if (scenario == "balance")
+      scenario_balance(world);
+    else if (scenario == "peer-exits")
+      scenario_peer_exits(world);
     else {
       std::cerr << "rank_worker: unknown scenario '" << scenario << "'\n";
       return 2;
@@ -490,7 +505,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (failures) return 1;
-  std::cout << "OK " << scenario << " rank " << world.rank() << " of " << world.size() << " ("
-            << world.comm->name() << ")" << std::endl;
+  std::cout << "OK " << scenario << " rank " << world.rank() << " of " << world.size() << " (" << world.comm->name()
+            << ")" << std::endl;
   return 0;
 }

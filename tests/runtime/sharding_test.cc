@@ -19,8 +19,7 @@ auto dataset(int64_t n) {
       .map(torch::data::transforms::Stack<torch::data::TensorExample>());
 }
 
-std::vector<std::vector<int64_t>> epoch_of(int world, int64_t n, size_t batch, int epochs,
-                                           bool shuffle = true) {
+std::vector<std::vector<int64_t>> epoch_of(int world, int64_t n, size_t batch, int epochs, bool shuffle = true) {
   // result[epoch * world + rank] = the indexes that rank saw in that epoch
   std::vector<std::vector<int64_t>> seen(epochs * world);
   for (int r = 0; r < world; ++r) {

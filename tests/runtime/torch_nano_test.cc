@@ -22,9 +22,9 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/optim/sgd.h>
 
-#include "runtime/in_program_launch.h"
 #include <nano/nano_wrapper.h>
 #include <nano/torch_nano.h>
+#include "runtime/in_program_launch.h"
 
 namespace {
 
@@ -127,7 +127,8 @@ class BalanceNano : public nano::TorchNano {
     auto x = torch::linspace(0, 1, 512).unsqueeze(1);
     auto rows = torch::cat({x, 2 * x + 1 + 0.1 * torch::sin(9 * x)}, 1);
     auto loader = setup_dataloader(
-        torch::data::datasets::TensorDataset(rows).map(torch::data::transforms::Stack<torch::data::TensorExample>()), 8);
+        torch::data::datasets::TensorDataset(rows).map(torch::data::transforms::Stack<torch::data::TensorExample>()),
+        8);
     int64_t largest = 0;
     double worst = 0;
     for (auto& batch : *loader) {
@@ -236,9 +237,8 @@ int run_affinity() {
 }
 
 // ---- B: the wrapper API, on an unchanged training function ----
-double training_loop(torch::nn::Linear model, torch::optim::SGD& optimizer,
-                     nano::ShardableLoader<Data>& loader, int epochs,
-                     torch::nn::MSELoss loss_func) {
+double training_loop(torch::nn::Linear model, torch::optim::SGD& optimizer, nano::ShardableLoader<Data>& loader,
+                     int epochs, torch::nn::MSELoss loss_func) {
   for (int epoch = 0; epoch < epochs; ++epoch) {
     for (auto& batch : *loader) {
       optimizer.zero_grad();
@@ -253,8 +253,8 @@ int run_b_equiv(const std::string& backend) {
   auto model = unit_model();
   torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.5));
   nano::ShardableLoader<Data> loader(LineData().map(torch::data::transforms::Stack<>()), 2);
-  double w = nano::nano({.num_processes = 2, .distributed_backend = backend, .auto_lr = false})(
-      training_loop)(model, optimizer, loader, 2, torch::nn::MSELoss());
+  double w = nano::nano({.num_processes = 2, .distributed_backend = backend, .auto_lr = false})(training_loop)(
+      model, optimizer, loader, 2, torch::nn::MSELoss());
   const double caller_w = model->weight.item<double>();
   std::cout << "caller: w = " << caller_w << ", returned = " << w << std::endl;
   if (caller_w != 0.25) return fail("caller's model w = " + std::to_string(caller_w));
@@ -283,8 +283,7 @@ int run_b_fail() {
     std::cout << "caught: " << e.what() << " | tail: " << e.stderr_tail() << std::endl;
     if (e.what() != "nano: rank 1 (host " + e.host() + ") exited with code 1") return fail(e.what());
     if (e.rank() != 1 || e.exit_code() != 1 || e.signal() != 0) return fail("fields");
-    if (e.stderr_tail().find("nano: rank 1: training function failed: boom on rank 1") ==
-        std::string::npos) {
+    if (e.stderr_tail().find("nano: rank 1: training function failed: boom on rank 1") == std::string::npos) {
       return fail("stderr tail: " + e.stderr_tail());
     }
     return 0;
@@ -346,8 +345,7 @@ TEST_CASE("bad options are one-line usage errors, naming TorchNanoOptions' field
   bad = o;
   bad.hosts = "a:2";
   CHECK_THROWS_WITH_AS(launch_options_of(bad),
-                       "nano: hostfile/hosts need distributed_backend \"mpi\", got \"subprocess\"",
-                       nano::UsageError);
+                       "nano: hostfile/hosts need distributed_backend \"mpi\", got \"subprocess\"", nano::UsageError);
   // The planner's errors name the fields too (not nano-run's flags).
   bad = o;
   bad.cpu_for_each_process = {{0}};
@@ -362,8 +360,8 @@ TEST_CASE("bad options are one-line usage errors, naming TorchNanoOptions' field
   bad = o;
   bad.oversubscribe = false;
   bad.num_processes = 100000;
-  CHECK_THROWS_WITH_AS(check_launch(launch_options_of(bad)),
-                       doctest::Contains("num_processes 100000 is more than the"), nano::UsageError);
+  CHECK_THROWS_WITH_AS(check_launch(launch_options_of(bad)), doctest::Contains("num_processes 100000 is more than the"),
+                       nano::UsageError);
 }
 
 TEST_CASE("the command line is split at NULs") {
@@ -391,11 +389,9 @@ TEST_CASE("results convert by kind, a wrong kind is an error") {
   CHECK(from_result<std::string>(to_result(std::string("ok"))) == "ok");
   CHECK(from_result<at::Tensor>(to_result(torch::ones({2}))).sum().item<double>() == 2.0);
   CHECK_THROWS_WITH_AS(from_result<double>(to_result(std::string("x"))),
-                       "nano: rank 0's result is string, not the type asked for (double)",
-                       nano::Error);
+                       "nano: rank 0's result is string, not the type asked for (double)", nano::Error);
   CHECK_THROWS_WITH_AS(from_result<double>(nano::TrainResult{}),
-                       "nano: rank 0's result is nothing, not the type asked for (double)",
-                       nano::Error);
+                       "nano: rank 0's result is nothing, not the type asked for (double)", nano::Error);
 }
 
 TEST_CASE("argument kinds are recognised at compile time") {
@@ -412,8 +408,7 @@ TEST_CASE("argument kinds are recognised at compile time") {
   static_assert(is_optimizer_v<std::shared_ptr<torch::optim::SGD>>);
   static_assert(!is_optimizer_v<torch::nn::Linear>);
   static_assert(nano::detail::is_shardable_loader_v<nano::ShardableLoader<Data>&>);
-  using TorchLoader = decltype(torch::data::make_data_loader(
-      LineData().map(torch::data::transforms::Stack<>()), 2));
+  using TorchLoader = decltype(torch::data::make_data_loader(LineData().map(torch::data::transforms::Stack<>()), 2));
   static_assert(is_torch_loader_v<TorchLoader&>);
   static_assert(!is_torch_loader_v<nano::ShardableLoader<Data>>);
   CHECK(true);
@@ -421,8 +416,7 @@ TEST_CASE("argument kinds are recognised at compile time") {
 
 TEST_CASE("bad options throw before anything starts") {
   LineNano trainer({.num_processes = 2, .distributed_backend = "fork"});
-  CHECK_THROWS_WITH_AS(trainer.train(),
-                       doctest::Contains("nano: distributed_backend \"fork\" is not supported"),
+  CHECK_THROWS_WITH_AS(trainer.train(), doctest::Contains("nano: distributed_backend \"fork\" is not supported"),
                        nano::UsageError);
 }
 

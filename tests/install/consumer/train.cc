@@ -21,21 +21,20 @@ struct Line : torch::data::datasets::Dataset<Line> {
 };
 
 int main() {
-  nano::World world = nano::init();           // rank contract from nano-run / mpirun / torchrun
-  torch::manual_seed(world.rank());            // replicas start different; DDP makes them equal
-  nano::DDP model(Net(), world.comm);          // broadcast from rank 0, bucketed all-reduce
+  nano::World world = nano::init();    // rank contract from nano-run / mpirun / torchrun
+  torch::manual_seed(world.rank());    // replicas start different; DDP makes them equal
+  nano::DDP model(Net(), world.comm);  // broadcast from rank 0, bucketed all-reduce
   torch::optim::SGD opt(model->parameters(), 0.5);
-  nano::AutoLr warmup(opt, world.size());      // lr warms up from base to base x N
+  nano::AutoLr warmup(opt, world.size());  // lr warms up from base to base x N
   auto loader = nano::make_sharded_loader(Line().map(torch::data::transforms::Stack<>()), world,
                                           /*batch per rank=*/16);
   for (int epoch = 0; epoch < 30; ++epoch) {
-    for (auto& batch : *loader) {              // a new shuffle of this rank's shard each epoch
+    for (auto& batch : *loader) {  // a new shuffle of this rank's shard each epoch
       opt.zero_grad();
       torch::mse_loss(model(batch.data), batch.target).backward();  // gradients averaged
       opt.step();
       warmup.step();
     }
   }
-  if (world.is_main())
-    std::printf("world %d weight %.3f\n", world.size(), model->fc->weight.item<float>());
+  if (world.is_main()) std::printf("world %d weight %.3f\n", world.size(), model->fc->weight.item<float>());
 }
