@@ -21,6 +21,10 @@ packages=(
   iproute2 util-linux bc slurmd slurmctld slurm-client munge
 )
 
+# scripts/lint.sh's formatter and linter, pinned to Debian 12's LLVM 14 (another version
+# formats differently); the Debian 13 leg does not lint.
+if [ "$codename" = bookworm ]; then packages+=(clang-format-14 clang-tidy-14); fi
+
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

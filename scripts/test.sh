@@ -8,6 +8,13 @@ jobs=${NANO_JOBS:-$(nproc)}
 # Explicit options: a build folder first configured by demo.sh has the tests switched off.
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DNANO_BUILD_TESTS=ON -DNANO_BUILD_RUNTIME=ON -DNANO_BUILD_EXAMPLES=ON
 cmake --build "$build" -j "$jobs"
+# Formatting and clang-tidy (pinned to Debian 12's LLVM 14: another version formats
+# differently, so the Debian 13 leg leaves it to the Debian 12 one).
+if [ "$( . /etc/os-release && echo "${VERSION_CODENAME:-}")" = bookworm ]; then
+  scripts/lint.sh "$build"
+else
+  echo "test.sh: lint left to the Debian 12 leg (clang-format 14)"
+fi
 # MPI tests run as root on CI machines.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 ctest --test-dir "$build" --output-on-failure -j "$jobs" --timeout 600 "$@"
