@@ -48,13 +48,13 @@ std::vector<int> allowed_cpus_of_this_process() {
 }
 
 // A name the ranks could not resolve would only show as their rendezvous timing out.
-void check_resolves(const std::string& addr) {
+void check_resolves(const std::string& addr, const std::string& setting) {
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
   const int rc = getaddrinfo(addr.c_str(), nullptr, &hints, &found);
   if (found) freeaddrinfo(found);
-  if (rc != 0) throw UsageError("--master-addr " + addr + " does not resolve: " + gai_strerror(rc));
+  if (rc != 0) throw UsageError(setting + " " + addr + " does not resolve: " + gai_strerror(rc));
 }
 
 }  // namespace
@@ -129,7 +129,7 @@ Setup prepare(const LaunchOptions& o, const std::vector<std::string>& argv, bool
     if (have_mpirun) {
       s.backend = LaunchBackend::kMpi;
     } else {
-      if (wants_hosts) throw UsageError("--hosts and --hostfile need Open MPI's mpirun, which is not on PATH");
+      if (wants_hosts) throw UsageError(o.names.hosts + " need Open MPI's mpirun, which is not on PATH");
       s.backend = LaunchBackend::kSubprocess;
       s.notes.push_back("nano-run: mpirun not found on PATH; using the subprocess backend");
     }
@@ -137,10 +137,10 @@ Setup prepare(const LaunchOptions& o, const std::vector<std::string>& argv, bool
     try {
       resolve_program(o.mpirun, path);
     } catch (const UsageError&) {
-      throw UsageError("--backend mpi needs Open MPI's mpirun, which is not on PATH ('" + o.mpirun + "')");
+      throw UsageError(o.names.backend + " mpi needs Open MPI's mpirun, which is not on PATH ('" + o.mpirun + "')");
     }
   } else if (wants_hosts) {
-    throw UsageError("--hosts and --hostfile need the mpi backend, not --backend subprocess");
+    throw UsageError(o.names.hosts + " need the mpi backend, not " + o.names.backend + " subprocess");
   }
   if (!o.hosts.empty()) s.hosts = parse_hosts(o.hosts);
   if (!o.hostfile.empty()) s.hosts = read_hostfile(o.hostfile);
@@ -211,10 +211,10 @@ Setup prepare(const LaunchOptions& o, const std::vector<std::string>& argv, bool
   }
   for (int r : o.output_ranks)
     if (r >= s.world_size)
-      throw UsageError("--output-ranks " + std::to_string(r) + " is not a rank (world size " +
+      throw UsageError(o.names.output_ranks + " " + std::to_string(r) + " is not a rank (world size " +
                        std::to_string(s.world_size) + ")");
 
-  if (!o.master_addr.empty()) check_resolves(o.master_addr);
+  if (!o.master_addr.empty()) check_resolves(o.master_addr, o.names.master_addr);
   s.master_addr = !o.master_addr.empty() ? o.master_addr
                   : node_part            ? node_part->master
                   : s.hosts.empty()      ? "127.0.0.1"

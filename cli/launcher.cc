@@ -103,10 +103,20 @@ LaunchResult run_world(const LaunchOptions& options, const Setup& s, OutputRoute
   std::unique_ptr<RankStarter> starter = s.backend == LaunchBackend::kMpi
                                              ? make_mpi_starter(options, s, guardian, loop.shims())
                                              : make_subprocess_starter(s, guardian);
-  LaunchResult result = loop.run(*starter);
-  // Every rank's group is gone by now: remove what the job left, then let the guardian go.
-  if (!s.job_dir.empty()) remove_tree(s.job_dir.c_str());
-  remove_with_prefix("/dev/shm", shm_prefix.c_str());
+  // Every rank's group is gone when the loop returns (or a failed start has taken down what it
+  // started): remove what the job left, then let the guardian go.
+  const auto remove_job_files = [&] {
+    if (!s.job_dir.empty()) remove_tree(s.job_dir.c_str());
+    remove_with_prefix("/dev/shm", shm_prefix.c_str());
+  };
+  LaunchResult result;
+  try {
+    result = loop.run(*starter);
+  } catch (...) {
+    remove_job_files();
+    throw;
+  }
+  remove_job_files();
   guardian.dismiss();
   return result;
 }
@@ -131,9 +141,19 @@ std::string attempt_name(int restarts) { return "attempt-" + std::to_string(rest
 
 }  // namespace
 
+LaunchSettingNames launch_flag_names() {
+  LaunchSettingNames names;
+  names.backend = "--backend";
+  names.hosts = "--hosts and --hostfile";
+  names.master_addr = "--master-addr";
+  names.output_ranks = "--output-ranks";
+  names.max_restarts = "--max-restarts";
+  return names;
+}
+
 LaunchResult launch(const LaunchOptions& options, const std::vector<std::string>& argv) {
   if (options.max_restarts < 0)
-    throw UsageError("--max-restarts must be at least 0, got " + std::to_string(options.max_restarts));
+    throw UsageError(options.names.max_restarts + " must be at least 0, got " + std::to_string(options.max_restarts));
   Setup s = prepare(options, argv, false);
   StdioSink sink;
   OutputConfig config;

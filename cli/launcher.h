@@ -34,6 +34,20 @@ namespace nano {
 /// the communicator the ranks talk through (CommBackend: mpi or gloo).
 enum class LaunchBackend { kAutomatic, kSubprocess, kMpi };
 
+/// How the front end calls the launch's own settings, for error texts (the plan's settings are
+/// named by plan.names): TorchNanoOptions' field names by default, nano-run's flags from
+/// launch_flag_names().
+struct LaunchSettingNames {
+  std::string backend = "distributed_backend";
+  std::string hosts = "hostfile/hosts";
+  std::string master_addr = "master_addr";
+  std::string output_ranks = "output_ranks";
+  std::string max_restarts = "max_restarts";
+};
+
+/// nano-run's flags ("--backend", "--hosts and --hostfile", ...).
+LaunchSettingNames launch_flag_names();
+
 /// Everything a launch needs besides the program itself.
 struct LaunchOptions {
   PlanOptions plan;  ///< plan.num_processes 0 = 1 (or the hosts' slots)
@@ -63,6 +77,7 @@ struct LaunchOptions {
   /// to log_dir/attempt-N/ and summary.log tells every attempt.
   int max_restarts = 0;
   std::chrono::milliseconds restart_delay{1000};  ///< wait between a failed attempt and the next
+  LaunchSettingNames names;                       ///< how errors name the settings above
 };
 
 /// nano-run's exit code when the root cause is a lost host (its shims' links closed or went

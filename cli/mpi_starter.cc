@@ -68,13 +68,13 @@ class MpiStarter : public RankStarter {
     link.launcher = (s_.hosts.empty() ? std::string("127.0.0.1") : host_name()) + ":" + std::to_string(port);
     link.token = token;
     for (const auto& g : s_.groups) link.group_starts.push_back(g.first_rank);
-    SpawnRequest req;
-    req.argv = mpi_command_for(o_, s_, link);
-    Environment env = current_environment();
-    add_one_host_open_mpi_settings(s_.job_dir, env);
-    req.env = environment_strings(env);
     Spawned sp;
     try {
+      SpawnRequest req;
+      req.argv = mpi_command_for(o_, s_, link);
+      Environment env = current_environment();
+      add_one_host_open_mpi_settings(s_.job_dir, env);
+      req.env = environment_strings(env);
       sp = spawn_process(req);
     } catch (...) {
       close(listen_fd_);

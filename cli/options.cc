@@ -145,6 +145,7 @@ RunCommand parse_run_command(const std::vector<std::string>& args) {
     check_num_processes(o.plan.num_processes, "--num-processes");
   }
   o.plan.names = plan_flag_names();
+  o.names = launch_flag_names();
   if (!cpu_lists.empty()) {
     try {
       o.plan.cpu_for_each_process = parse_cpu_lists(cpu_lists);

@@ -209,7 +209,7 @@ int run_rank_shim(int argc, char** argv) {
           std::string payload;
           while (commands.next(type, payload)) {
             if (type == FrameType::kSignal)
-              deliver(std::atoi(payload.c_str()));
+              deliver(static_cast<int>(parse_integer(payload, 0, 64).value_or(0)));
             else if (type == FrameType::kRelease)
               released = true;
           }

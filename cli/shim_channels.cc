@@ -2,10 +2,12 @@
 
 #include <sys/socket.h>
 
+#include <climits>
 #include <cstdlib>
 
 #include <nano/error.h>
 #include "cli/port.h"
+#include "env-init/parse.h"
 
 namespace nano {
 
@@ -24,11 +26,11 @@ bool ShimChannels::take(Channel& ch, const char* data, size_t size) {
     ch.decoder.feed(data, size);
     return take_frames(ch);
   } catch (const Error& e) {
-    // The consequence stays (the channel closes, as at its end); the cause is told once.
-    router_.note("nano-run: " +
-                 (ch.hello ? "rank " + std::to_string(ch.rank) + "'s shim link"
-                           : std::string("a connection to nano-run's shim port")) +
-                 ": " + e.what() + "; closing it");
+    // The consequence stays (the channel closes, as at its end); for a shim's link the cause is
+    // told once. Bytes before a hello are not a shim's (a stray client, a port scan on a
+    // multi-host listener): closed without a word, as a wrong token is.
+    if (ch.hello)
+      router_.note("nano-run: rank " + std::to_string(ch.rank) + "'s shim link: " + e.what() + "; closing it");
     return true;
   }
 }
@@ -53,7 +55,7 @@ bool ShimChannels::take_frames(Channel& ch) {
       if (teardown_signal_ != 0) send(rank, encode_frame(FrameType::kSignal, std::to_string(teardown_signal_)));
       if (released_) send(rank, encode_frame(FrameType::kRelease, ""));
     } else if (type == FrameType::kStarted) {
-      const pid_t pid = static_cast<pid_t>(std::atol(payload.c_str()));
+      const pid_t pid = static_cast<pid_t>(parse_integer(payload, 0, INT_MAX).value_or(0));
       // On this host (one-host jobs), the guardian can take the rank's group down.
       if (pid > 1 && one_host_) {
         groups_[static_cast<size_t>(ch.rank)] = pid;
