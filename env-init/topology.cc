@@ -34,7 +34,7 @@ std::vector<int> bitmap_to_vector(hwloc_const_bitmap_t bitmap) {
   return out;
 }
 
-enum class Kind { machine, xml, synthetic };
+enum class Kind { kMachine, kXml, kSynthetic };
 
 // The kind (cpukinds index) of efficiency cores, or -1 when the CPU is not hybrid.
 // hwloc ranks kinds by efficiency, lowest first, and lower means "less performance, more
@@ -193,16 +193,16 @@ TopologyPtr start(Kind kind, const std::string& input) {
   }
   TopologyPtr t(raw);
   hwloc_topology_set_flags(raw, HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED);
-  if (kind == Kind::xml) {
+  if (kind == Kind::kXml) {
     if (hwloc_topology_set_xml(raw, input.c_str()) != 0)
       throw UsageError("cannot read hwloc XML topology \"" + input + "\"");
-  } else if (kind == Kind::synthetic) {
+  } else if (kind == Kind::kSynthetic) {
     if (hwloc_topology_set_synthetic(raw, input.c_str()) != 0)
       throw UsageError("invalid hwloc synthetic topology \"" + input + "\"");
   }
   if (hwloc_topology_load(raw) != 0) {
-    if (kind == Kind::xml) throw UsageError("cannot read hwloc XML topology \"" + input + "\"");
-    if (kind == Kind::synthetic) throw UsageError("invalid hwloc synthetic topology \"" + input + "\"");
+    if (kind == Kind::kXml) throw UsageError("cannot read hwloc XML topology \"" + input + "\"");
+    if (kind == Kind::kSynthetic) throw UsageError("invalid hwloc synthetic topology \"" + input + "\"");
     throw Error("hwloc: cannot read this machine's topology");
   }
   return t;
@@ -217,17 +217,17 @@ int Topology::smt() const {
 }
 
 Topology load_machine_topology() {
-  TopologyPtr t = start(Kind::machine, "");
+  TopologyPtr t = start(Kind::kMachine, "");
   return read(t.get(), "this machine", "", "this machine", true);
 }
 
 Topology load_xml_topology(const std::string& path, const std::string& allowed) {
-  TopologyPtr t = start(Kind::xml, path);
+  TopologyPtr t = start(Kind::kXml, path);
   return read(t.get(), "xml: " + path, allowed, "the machine in \"" + path + "\"");
 }
 
 Topology load_synthetic_topology(const std::string& description, const std::string& allowed) {
-  TopologyPtr t = start(Kind::synthetic, description);
+  TopologyPtr t = start(Kind::kSynthetic, description);
   return read(t.get(), "synthetic: " + description, allowed, "the synthetic machine \"" + description + "\"");
 }
 

@@ -32,6 +32,8 @@ class GlooWork : public Work {
     try {
       if (!waited_) wait();
     } catch (...) {
+      // A destructor must not throw; whoever cared about this collective called wait() and saw
+      // its error there. An unwaited handle dropped during unwinding adds nothing to report.
     }
   }
   void wait() override {

@@ -141,9 +141,17 @@ Session::~Session() {
 void Session::launch() {
   if (launched_ || role_ != Role::kCaller) return;
   launch_attempted_ = true;
-  // Every check before anything is created: the options, the plan, the checkpoint folder.
-  LaunchOptions launch = launch_options_of(options_);
-  check_launch(launch);
+  // Every check before anything is created: the options, the plan, the checkpoint folder. The
+  // planner words its errors for every front end; in a program they carry nano's prefix.
+  LaunchOptions launch;
+  try {
+    launch = launch_options_of(options_);
+    check_launch(launch);
+  } catch (const UsageError& e) {
+    const std::string what = e.what();
+    if (what.rfind("nano: ", 0) == 0) throw;
+    throw UsageError("nano: " + what);
+  }
   if (!options_.checkpoint_dir.empty()) {
     checkpoint_options_of(options_);
     prepare_checkpoint_dir(options_.checkpoint_dir);

@@ -51,7 +51,7 @@ struct TorchNanoOptions {
   /// --max-restarts; NANO_RESTART_COUNT tells the ranks which attempt they are).
   int max_restarts = 0;
   DdpOptions ddp;  ///< gradient bucket size etc.
-  /// Split each global batch among the ranks by their measured speed (runtime/load_balance.h),
+  /// Split each global batch among the ranks by their measured speed (<nano/load_balance.h>),
   /// so a slower core does not hold back the others; gradients are weighted by each rank's
   /// share, which keeps the update that of an equal split for a loss that is a mean over the
   /// batch (libtorch's default reduction). Applies to setup_dataloader() loaders with
@@ -60,7 +60,7 @@ struct TorchNanoOptions {
   /// Checkpoints of the model, the optimizers, the warm-up and every loader made by
   /// setup_dataloader() or passed as a ShardableLoader, in this folder (made when missing;
   /// "" = none). They are taken between steps, when a loader hands out the next batch after a
-  /// backward (runtime/auto_checkpoint.h); when the folder holds one, training resumes from the
+  /// backward (<nano/auto_checkpoint.h>); when the folder holds one, training resumes from the
   /// newest: finished epochs run empty and the interrupted one goes on where it stopped.
   /// Together with max_restarts a failed rank costs at most the steps since the last one.
   std::string checkpoint_dir;
@@ -123,7 +123,6 @@ enum class Role {
 /// Pure: the role from the environment (rank variables and the in-program marker).
 Role role_from_env(const EnvMap& env);
 
-/// One in-program training of this process. Not copyable.
 /// Ends a launched rank's process with `exit_code`, stdout and stderr flushed. A launched rank
 /// is this program started again to run one training function; once that function is done the
 /// rank must not go on into the code after it (that is the caller's), so its process ends here.
@@ -131,6 +130,7 @@ Role role_from_env(const EnvMap& env);
 /// wrapper call it, in launched ranks only (nano-run's and nano-init's mains aside).
 [[noreturn]] void end_launched_rank(int exit_code);
 
+/// One in-program training of this process. Not copyable.
 class Session {
  public:
   /// Decides the role. In a launched rank, checks that this is the training the caller

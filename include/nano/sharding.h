@@ -2,7 +2,7 @@
 // Data sharding: a libtorch DataLoader whose sampler gives each rank a disjoint 1/N of the
 // dataset (libtorch's distributed samplers), reshuffled each epoch. The per-rank batch size
 // stays what the user wrote, so the global batch is N times larger; with a BatchBalancer
-// (runtime/load_balance.h) each global batch is instead cut by the ranks' measured speed.
+// (<nano/load_balance.h>) each global batch is instead cut by the ranks' measured speed.
 #include <torch/data.h>
 #include <torch/data/samplers/base.h>
 #include <torch/data/samplers/distributed.h>
@@ -37,7 +37,7 @@ struct ShardOptions {
   /// sampler, so a resumed epoch stops where the original would have. 0 = the whole epoch.
   std::size_t max_batches = 0;
   /// Split each global batch (N x batch_size) among the ranks by their measured speed instead
-  /// of equally (see runtime/load_balance.h; make one with make_batch_balancer). Per-rank
+  /// of equally (see <nano/load_balance.h>; make one with make_batch_balancer). Per-rank
   /// batches then differ (their sum does not); needs workers == 0. Null: equal shards.
   std::shared_ptr<BatchBalancer> balancer;
   /// Called by the loader's sampler between training steps (see EpochShardSampler::Event);

@@ -364,6 +364,14 @@ TEST_CASE("bad options are one-line usage errors, naming TorchNanoOptions' field
                        nano::UsageError);
 }
 
+TEST_CASE("in a program, a bad option is a UsageError with nano's prefix before anything starts") {
+  LineNano trainer({.num_processes = 2, .cpu_for_each_process = {{0}}, .auto_lr = false});
+  CHECK_THROWS_WITH_AS(trainer.train(), "nano: cpu_for_each_process gives 1 list but num_processes is 2",
+                       nano::UsageError);
+  LineNano zero({.num_processes = 0});
+  CHECK_THROWS_WITH_AS(zero.train(), "nano: num_processes must be at least 1, got 0", nano::UsageError);
+}
+
 TEST_CASE("the command line is split at NULs") {
   using nano::in_program::split_cmdline;
   const std::vector<std::string> expected{"prog", "a b", "", "c"};
