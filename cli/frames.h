@@ -1,8 +1,9 @@
 #pragma once
 // The link between nano-run and an mpi-backend rank shim (one TCP connection per rank).
-// Shim -> nano-run: hello, the rank's pid once started, framed stdout/stderr chunks and the
-// rank's final status, so nano-run tags whole lines and names the root cause exactly as with
-// the subprocess backend. nano-run -> shim: a signal to deliver to the rank's process group
+// Shim -> nano-run: hello, the rank's pid once started, framed stdout/stderr chunks, the rank's
+// torchelastic error file (read on the rank's host: its /dev/shm is not nano-run's) and its
+// final status, so nano-run tags whole lines and names the root cause exactly as with the
+// subprocess backend. nano-run -> shim: a signal to deliver to the rank's process group
 // (SIGKILL included), and the release that lets the shim exit once every rank has ended. So
 // nano-run, not mpirun, decides when and how ranks are stopped, whatever mpirun's version.
 #include <cstddef>
@@ -16,6 +17,9 @@ enum class FrameType : char {
   kOut = 'o',      ///< shim: stdout bytes
   kErr = 'e',      ///< shim: stderr bytes
   kExit = 'x',     ///< shim: "<exit_code> <signal>"
+  /// shim, just before kExit and only when the rank wrote one: its TORCHELASTIC_ERROR_FILE's
+  /// bytes (torch's JSON; at most 4 MiB of them)
+  kErrorFile = 'f',
   kSignal = 'k',   ///< nano-run: "<signal>" to deliver to the rank's process group
   kRelease = 'r',  ///< nano-run: every rank has ended; the shim may exit
   /// either side, empty, every heartbeat_timeout / 4: still here. A side that hears nothing for

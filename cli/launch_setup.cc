@@ -4,6 +4,7 @@
 #include <sched.h>
 #include <stdio.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -90,6 +91,16 @@ std::string make_job_id() {
   char text[16];
   snprintf(text, sizeof text, "%06x", rd() & 0xffffff);
   return std::to_string(getpid()) + "-" + text;
+}
+
+std::string nano_python_folder() {
+  const std::string folder = python_folder_for(self_executable());
+  struct stat st {};
+  return !folder.empty() && stat(folder.c_str(), &st) == 0 && S_ISDIR(st.st_mode) ? folder : "";
+}
+
+AttemptIdentity attempt_of(const Setup& s, const LaunchOptions& o) {
+  return {s.job_id, s.run_id, s.restart_count, o.max_restarts};
 }
 
 Topology load_topology(const LaunchOptions& o) {
@@ -250,6 +261,7 @@ Setup prepare(const LaunchOptions& o, const std::vector<std::string>& argv, bool
   }
 
   Environment current = current_environment();
+  const std::string python_folder = nano_python_folder();
   for (const auto& g : s.groups) {
     for (int local = 0; local < g.size; ++local) {
       int rank = g.first_rank + local;
@@ -258,10 +270,11 @@ Setup prepare(const LaunchOptions& o, const std::vector<std::string>& argv, bool
                       s.world_total > 0 ? s.world_total : s.world_size,
                       g.size,
                       s.group_index >= 0 ? s.group_index : static_cast<int>(&g - s.groups.data()),
+                      node_part ? node_part->nodes : static_cast<int>(s.groups.size()),
                       s.master_addr,
                       s.master_port};
       s.envs.push_back(make_rank_environment(id, s.rank_plans[static_cast<size_t>(rank)], o.recipe, current,
-                                             find_installed_library, o.extra_env));
+                                             find_installed_library, o.extra_env, python_folder));
     }
   }
   if (!s.envs.empty()) {
@@ -271,10 +284,13 @@ Setup prepare(const LaunchOptions& o, const std::vector<std::string>& argv, bool
   }
   if (!dry) {
     s.job_id = make_job_id();
-    for (auto& e : s.envs) {
-      e.env["NANO_JOB_ID"] = s.job_id;
-      e.env["NANO_RESTART_COUNT"] = "0";
-    }
+    // torchrun's run id names the run, not the attempt: NANO_JOB_ID is fresh on every restart
+    // (each attempt's files are its own), so the run id is the first attempt's job id and stays.
+    s.run_id = node_part ? node_part->run_id : s.job_id;
+    const AttemptIdentity attempt = attempt_of(s, o);
+    for (size_t r = 0; r < s.envs.size(); ++r)
+      for (auto& [name, value] : attempt_variables(attempt, s.rank_offset + static_cast<int>(r)))
+        s.envs[r].env[name] = value;
     if (s.backend == LaunchBackend::kMpi && s.hosts.empty()) s.job_dir = "/dev/shm/nano-" + s.job_id;
   }
   return s;
@@ -282,12 +298,14 @@ Setup prepare(const LaunchOptions& o, const std::vector<std::string>& argv, bool
 
 void renew_for_restart(Setup& s, const LaunchOptions& o, int restarts) {
   s.job_id = make_job_id();
+  s.restart_count = restarts;
   if (!s.job_dir.empty()) s.job_dir = "/dev/shm/nano-" + s.job_id;
   if (o.master_port == 0) s.master_port = pick_free_port();
-  for (auto& e : s.envs) {
-    e.env["NANO_JOB_ID"] = s.job_id;
-    e.env["NANO_RESTART_COUNT"] = std::to_string(restarts);
-    e.env["MASTER_PORT"] = std::to_string(s.master_port);
+  const AttemptIdentity attempt = attempt_of(s, o);
+  for (size_t r = 0; r < s.envs.size(); ++r) {
+    Environment& env = s.envs[r].env;
+    for (auto& [name, value] : attempt_variables(attempt, s.rank_offset + static_cast<int>(r))) env[name] = value;
+    env["MASTER_PORT"] = std::to_string(s.master_port);
   }
 }
 

@@ -10,6 +10,7 @@
 #include "cli/hosts.h"
 #include "cli/launcher.h"
 #include "cli/rank_env.h"
+#include "cli/torchrun_env.h"
 #include "env-init/planner.h"
 #include "env-init/topology.h"
 
@@ -41,6 +42,10 @@ struct Setup {
   /// directory in job_dir, so the launcher (or its guardian) removes them on every way out.
   std::string job_id;
   std::string job_dir;  ///< "" = none (dry run, several hosts)
+  /// TORCHELASTIC_RUN_ID: the first attempt's job_id, kept by restarts (a Slurm step's name
+  /// when started per node, the same on every node); "" in a dry run.
+  std::string run_id;
+  int restart_count = 0;  ///< this attempt's: 0, then 1, 2, ...
   /// One node's part of a world started per node (srun): these ranks are rank_offset.. of
   /// world_total, on host group_index; 0 / 0 / -1 otherwise.
   int rank_offset = 0;
@@ -54,8 +59,16 @@ struct Setup {
 Setup prepare(const LaunchOptions& o, const std::vector<std::string>& argv, bool dry);
 
 /// A restart's world: the same plan, a fresh job (its own files), a fresh rendezvous port unless
-/// the user fixed one (the old one may linger in TIME_WAIT), and the restart count.
+/// the user fixed one (the old one may linger in TIME_WAIT), and the restart count; the run id
+/// stays.
 void renew_for_restart(Setup& s, const LaunchOptions& o, int restarts);
+
+/// The attempt `s` starts, as its ranks see it (cli/torchrun_env.h).
+AttemptIdentity attempt_of(const Setup& s, const LaunchOptions& o);
+
+/// nano's Python folder beside this executable (python_folder_for(self_executable())) when it
+/// is a folder; "" otherwise.
+std::string nano_python_folder();
 
 /// A name for one attempt's files, unique on this host: "<pid>-<6 random hex digits>".
 std::string make_job_id();

@@ -92,6 +92,9 @@ struct RankFailure {
   int signal = 0;           ///< the signal that killed it, 0 when it exited
   std::string stderr_tail;  ///< the last lines it wrote to stderr
   std::string lost;         ///< non-empty when its host was lost: why ("no word from its shim for 30 s")
+  /// What it raised, from its TORCHELASTIC_ERROR_FILE (torch's `record`): "RuntimeError: boom
+  /// (at train.py:12 in main)"; "" = nothing recorded
+  std::string raised;
 };
 
 /// The outcome of a launch. `exit_code` follows nano-run's contract: 0 all succeeded, the

@@ -36,10 +36,7 @@ std::vector<std::string> mpi_command_for(const LaunchOptions& o, const Setup& s,
   // user's own Open MPI mca_base_env_list.
   ShimLink with_env = link;
   with_env.env = carried_environment(current_environment(), o.extra_env);
-  if (!s.job_id.empty()) {  // this attempt's names
-    with_env.env["NANO_JOB_ID"] = s.job_id;
-    with_env.env["NANO_RESTART_COUNT"] = s.envs.front().env.at("NANO_RESTART_COUNT");
-  }
+  with_env.attempt = attempt_of(s, o);
   LaunchOptions shim_options = o;
   shim_options.master_addr = s.master_addr;
   shim_options.master_port = s.master_port;

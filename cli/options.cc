@@ -74,7 +74,7 @@ RunCommand parse_run_command(const std::vector<std::string>& args) {
   app.set_help_flag("-h,--help", "Print this help and exit");
 
   std::string n, cores_per, threads, allocator, backend, master_port, grace, output_ranks;
-  std::string group_starts, max_restarts, restart_delay, heartbeat, cpu_lists;
+  std::string group_starts, max_restarts, restart_delay, heartbeat, cpu_lists, shim_restart, shim_max_restarts;
   std::vector<std::string> env_specs, shim_env;
   bool version = false, no_tag = false;
   app.add_option("-n,--num-processes", n, "Number of ranks (default 1, or the hosts' slots)");
@@ -115,6 +115,10 @@ RunCommand parse_run_command(const std::vector<std::string>& args) {
   app.add_option("--nano-token", cmd.link.token)->group("");
   app.add_option("--nano-group-starts", group_starts)->group("");
   app.add_option("--nano-env", shim_env)->group("")->allow_extra_args(false);
+  app.add_option("--nano-job-id", cmd.link.attempt.job_id)->group("");
+  app.add_option("--nano-run-id", cmd.link.attempt.run_id)->group("");
+  app.add_option("--nano-restart-count", shim_restart)->group("");
+  app.add_option("--nano-max-restarts", shim_max_restarts)->group("");
 
   std::vector<std::string> reversed(args.rbegin(), args.rend());
   try {
@@ -189,6 +193,11 @@ RunCommand parse_run_command(const std::vector<std::string>& args) {
       o.extra_env[name] = value;
     }
   }
+  if (!shim_restart.empty())
+    cmd.link.attempt.restart_count = parse_int("--nano-restart-count", shim_restart, 0, 1000000, "a whole number >= 0");
+  if (!shim_max_restarts.empty())
+    cmd.link.attempt.max_restarts =
+        parse_int("--nano-max-restarts", shim_max_restarts, 0, 1000000, "a whole number >= 0");
   for (const auto& assignment : shim_env) {
     const auto eq = assignment.find('=');
     if (eq == std::string::npos || eq == 0) throw UsageError("invalid value '" + assignment + "' for --nano-env");
@@ -228,6 +237,12 @@ std::vector<std::string> shim_arguments(const LaunchOptions& o, const ShimLink& 
   if (starts.empty()) starts = {0};
   add("--nano-group-starts", format_cpu_list(starts));
   for (const auto& [name, value] : link.env) add("--nano-env", name + "=" + value);
+  if (!link.attempt.job_id.empty()) {
+    add("--nano-job-id", link.attempt.job_id);
+    add("--nano-run-id", link.attempt.run_id);
+    add("--nano-restart-count", std::to_string(link.attempt.restart_count));
+    add("--nano-max-restarts", std::to_string(link.attempt.max_restarts));
+  }
   return a;
 }
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cli/launcher.h"
+#include "cli/torchrun_env.h"
 
 namespace nano {
 
@@ -20,6 +21,9 @@ struct ShimLink {
   /// Variables every shim sets over its host's own environment (cli/carried_env.h), so ranks on
   /// other hosts run configured as on the launching one.
   std::map<std::string, std::string> env;
+  /// The attempt the shims start (job id "" = none, as in a dry run's command): each shim adds
+  /// its rank's attempt_variables, as nano-run does for the subprocess backend.
+  AttemptIdentity attempt;
 };
 
 /// A parsed nano-run command line.

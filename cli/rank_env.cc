@@ -1,13 +1,14 @@
 #include "cli/rank_env.h"
 
+#include "cli/torchrun_env.h"
 #include "env-init/cpulist.h"
 
 namespace nano {
 
 RankEnvironment make_rank_environment(const RankIdentity& identity, const RankPlan& plan,
                                       const RecipeOptions& recipe_options, const Environment& current,
-                                      const LibraryFinder& finder,
-                                      const std::map<std::string, std::string>& extra_env) {
+                                      const LibraryFinder& finder, const std::map<std::string, std::string>& extra_env,
+                                      const std::string& python_folder) {
   RankEnvironment out;
   Recipe recipe = make_recipe(plan.threads, plan.cpus, recipe_options, current, finder);
   out.env = apply_recipe(recipe, current);
@@ -27,6 +28,11 @@ RankEnvironment make_rank_environment(const RankIdentity& identity, const RankPl
   env["WORLD_SIZE"] = std::to_string(identity.world_size);
   env["LOCAL_WORLD_SIZE"] = std::to_string(identity.local_world_size);
   env["GROUP_RANK"] = std::to_string(identity.group_rank);
+  env["GROUP_WORLD_SIZE"] = std::to_string(identity.group_world_size);
+  // torchrun runs one role of workers, "default" unless --role: its ranks are the world's.
+  env["ROLE_RANK"] = std::to_string(identity.rank);
+  env["ROLE_WORLD_SIZE"] = std::to_string(identity.world_size);
+  env["ROLE_NAME"] = "default";
   env["MASTER_ADDR"] = identity.master_addr;
   env["MASTER_PORT"] = std::to_string(identity.master_port);
   env["NANO_CPUS"] = format_cpu_list(plan.cpus);
@@ -35,7 +41,33 @@ RankEnvironment make_rank_environment(const RankIdentity& identity, const RankPl
   // store works on every build; a value the user exported wins.
   env.emplace("USE_LIBUV", "0");
   for (const auto& [name, value] : extra_env) env[name] = value;
+  DroppedVariables dropped = drop_agent_variables(env);
+  if (!dropped.warning.empty()) out.warnings.push_back(dropped.warning);
+  auto pythonpath = env.find("PYTHONPATH");
+  const std::string with = python_path_with(pythonpath == env.end() ? "" : pythonpath->second, python_folder);
+  if (!with.empty()) env["PYTHONPATH"] = with;
   return out;
+}
+
+std::string python_path_with(const std::string& pythonpath, const std::string& folder) {
+  if (folder.empty()) return pythonpath;
+  if (pythonpath.empty()) return folder;
+  size_t start = 0;
+  for (;;) {
+    const size_t colon = pythonpath.find(':', start);
+    if (pythonpath.compare(start, colon == std::string::npos ? std::string::npos : colon - start, folder) == 0)
+      return pythonpath;
+    if (colon == std::string::npos) break;
+    start = colon + 1;
+  }
+  return folder + ":" + pythonpath;
+}
+
+std::string python_folder_for(const std::string& executable) {
+  if (executable.empty() || executable[0] != '/') return "";
+  const std::string folder = executable.substr(0, executable.rfind('/'));  // "" = the root
+  const size_t up = folder.rfind('/');
+  return (up == std::string::npos ? std::string() : folder.substr(0, up)) + "/lib/nano/python";
 }
 
 std::string user_kept_warning(const std::vector<std::string>& user_kept, const Environment& current) {

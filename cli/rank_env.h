@@ -17,7 +17,8 @@ struct RankIdentity {
   int local_rank = 0;
   int world_size = 1;
   int local_world_size = 1;
-  int group_rank = 0;  ///< index of its host (torchrun's GROUP_RANK / node rank)
+  int group_rank = 0;        ///< index of its host (torchrun's GROUP_RANK / node rank)
+  int group_world_size = 1;  ///< number of hosts (torchrun's GROUP_WORLD_SIZE / nnodes)
   std::string master_addr = "127.0.0.1";
   int master_port = 0;
 };
@@ -29,14 +30,29 @@ struct RankEnvironment {
   std::vector<std::string> warnings;   ///< the recipe's warnings (e.g. the user's allocator kept)
 };
 
-/// `current` + recipe for `plan`'s CPUs + RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,
-/// GROUP_RANK, MASTER_ADDR, MASTER_PORT, NANO_CPUS, USE_LIBUV=0 (unless exported: PyTorch 2.x's
-/// store on a libtorch without libuv) + `extra_env` (applied last, always wins).
+/// `current` + recipe for `plan`'s CPUs + torchrun's worker variables (RANK, LOCAL_RANK,
+/// WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, GROUP_WORLD_SIZE, ROLE_RANK = RANK,
+/// ROLE_WORLD_SIZE = WORLD_SIZE, ROLE_NAME = "default" as torchrun's one role, MASTER_ADDR,
+/// MASTER_PORT) + NANO_CPUS, USE_LIBUV=0 (unless exported: PyTorch 2.x's store on a libtorch
+/// without libuv) + `extra_env` (applied over those). Then, whoever set them: the agent's
+/// variables go (drop_agent_variables, its warning in `warnings`), and `python_folder` (nano's
+/// Python folder, "" = none) is put first on PYTHONPATH (python_path_with).
 /// A recipe variable the user exported with a different value keeps the user's value
 /// (LD_PRELOAD is always appended to; OMP_NUM_THREADS follows an explicit `--threads`).
+/// The attempt's variables (cli/torchrun_env.h) are the caller's to add: they change on restart.
 RankEnvironment make_rank_environment(const RankIdentity& identity, const RankPlan& plan,
                                       const RecipeOptions& recipe_options, const Environment& current,
-                                      const LibraryFinder& finder, const std::map<std::string, std::string>& extra_env);
+                                      const LibraryFinder& finder, const std::map<std::string, std::string>& extra_env,
+                                      const std::string& python_folder);
+
+/// Pure: `pythonpath` with `folder` first: "FOLDER:PYTHONPATH" ("FOLDER" when `pythonpath` is
+/// empty); unchanged when `folder` is "" or already one of its entries (no duplicate).
+std::string python_path_with(const std::string& pythonpath, const std::string& folder);
+
+/// Pure: where nano's Python module lives for the executable at `executable`: its folder's
+/// parent + "/lib/nano/python" (build/bin/nano-run -> build/lib/nano/python, PREFIX/bin/nano-run
+/// -> PREFIX/lib/nano/python); "" when `executable` is not an absolute path.
+std::string python_folder_for(const std::string& executable);
 
 /// The one warning printed for `user_kept` names ("" when empty), e.g.
 /// "nano-run: keeping your exported OMP_NUM_THREADS=8 instead of the planned value for every rank".

@@ -24,6 +24,20 @@ std::string describe_lost(int rank, const std::vector<std::string>& hosts, const
          " there; rank " + std::to_string(rank) + ": " + lost[static_cast<size_t>(rank)] + ")";
 }
 
+std::string describe_raised(const RaisedError& raised) {
+  constexpr size_t kLongest = 200;
+  std::string text = raised.message.substr(0, raised.message.find('\n'));
+  bool cut = text.size() < raised.message.size();
+  if (text.size() > kLongest) {
+    text.resize(kLongest);
+    cut = true;
+  }
+  while (!text.empty() && (text.back() == ' ' || text.back() == '\r')) text.pop_back();
+  if (cut) text += " [...]";
+  if (!raised.where.empty()) text += " (at " + raised.where + ")";
+  return text;
+}
+
 EndReport report_end(const EndFacts& facts) {
   EndReport report;
   if (const auto& rc = facts.root_cause) {
@@ -45,6 +59,12 @@ EndReport report_end(const EndFacts& facts) {
       report.lines.push_back("nano-run: root cause: " + who + " on " + f.host + " " +
                              describe_end(rc->exit_code, rc->signal) + "; nano-run exits with " +
                              std::to_string(facts.exit_code));
+    }
+    if (rc->rank >= 0 && !facts.error_file.empty()) {
+      if (auto raised = parse_error_file(facts.error_file)) {
+        f.raised = describe_raised(*raised);
+        report.lines.push_back("nano-run: " + who + " raised " + f.raised);
+      }
     }
     if (!tail.empty()) {
       report.lines.push_back("nano-run: last stderr lines of " + who + ":");

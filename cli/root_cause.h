@@ -9,6 +9,7 @@
 
 #include "cli/launcher.h"
 #include "cli/supervisor.h"
+#include "cli/torchrun_env.h"
 
 namespace nano {
 
@@ -22,6 +23,11 @@ std::string describe_end(int exit_code, int signal);
 std::string describe_lost(int rank, const std::vector<std::string>& hosts, const std::vector<std::string>& lost,
                           const std::string& this_host);
 
+/// "RuntimeError: boom (at train.py:12 in main)": the exception's first line (cut at 200
+/// characters; " [...]" marks a cut or further lines, which its stderr tail shows), and where it
+/// was raised when the traceback says.
+std::string describe_raised(const RaisedError& raised);
+
 /// What the report is made from.
 struct EndFacts {
   std::optional<RootCause> root_cause;   ///< the first failure (rank -1: mpirun); none = no failure
@@ -32,6 +38,7 @@ struct EndFacts {
   std::vector<std::string> lost;         ///< by rank: why its host counts as lost ("" = not)
   std::string this_host;                 ///< nano-run's host (mpirun's)
   std::vector<std::string> stderr_tail;  ///< the root cause's last stderr lines
+  std::string error_file;                ///< the root cause's torchelastic error file (JSON); "" = none
 };
 
 /// The failure to return and the lines nano-run prints at the end.
@@ -41,9 +48,10 @@ struct EndReport {
 };
 
 /// "nano-run: root cause: rank 1 on hostA was killed by SIGKILL; nano-run exits with 137" (or the
-/// lost-host form), then "nano-run: last stderr lines of rank 1:" and "  | <line>" for each tail
-/// line; with no root cause but an interruption "nano-run: stopped by SIGINT; exit 130"; else
-/// nothing.
+/// lost-host form), then, when its error file is torch's JSON, "nano-run: rank 1 raised
+/// RuntimeError: boom (at train.py:12 in main)" (describe_raised), then "nano-run: last stderr
+/// lines of rank 1:" and "  | <line>" for each tail line; with no root cause but an interruption
+/// "nano-run: stopped by SIGINT; exit 130"; else nothing.
 EndReport report_end(const EndFacts& facts);
 
 }  // namespace nano

@@ -1,12 +1,12 @@
 // The mpi backend's per-rank shim (nano-run --nano-rank-shim): one code path for planning and
 // binding on every host. It plans its host's LOCAL_SIZE ranks against its own topology, starts
-// the program bound to its rank's CPUs, and streams the program's output and final status to
-// the launcher (cli/frames.h). The launcher, not mpirun, stops the rank: the shim delivers the
-// signals the launcher sends to the rank's whole process group, and after the rank ended it
-// stays until the launcher releases it, so mpirun never sees a rank end early and never starts
-// a teardown of its own (its SIGTERM-then-SIGKILL ignores the grace period). When its parent
-// (mpirun or orted) or the launcher goes away, the shim SIGKILLs the rank's process group
-// (the rank's children with it) and exits.
+// the program bound to its rank's CPUs, and streams the program's output, its torchelastic
+// error file and its final status to the launcher (cli/frames.h). The launcher, not mpirun,
+// stops the rank: the shim delivers the signals the launcher sends to the rank's whole process
+// group, and after the rank ended it stays until the launcher releases it, so mpirun never sees
+// a rank end early and never starts a teardown of its own (its SIGTERM-then-SIGKILL ignores the
+// grace period). When its parent (mpirun or orted) or the launcher goes away, the shim SIGKILLs
+// the rank's process group (the rank's children with it) and exits.
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -23,6 +23,7 @@
 
 #include <nano/error.h>
 #include "cli/frames.h"
+#include "cli/guardian.h"
 #include "cli/hosts.h"
 #include "cli/launch_setup.h"
 #include "cli/launcher.h"
@@ -31,6 +32,7 @@
 #include "cli/rank_env.h"
 #include "cli/signals.h"
 #include "cli/subprocess.h"
+#include "cli/torchrun_env.h"
 #include "env-init/parse.h"
 #include "env-init/topology.h"
 
@@ -61,6 +63,14 @@ void send_all(int fd, const std::string& bytes) {
 struct ShimRun {
   int link = -1;  // socket to the launcher, -1 = plain output
   int rank = 0;
+  // The rank's folder for this attempt (its error file), once made here. On another host than
+  // nano-run's nobody else removes it, so it goes on every way the shim ends.
+  std::string files_dir;
+
+  void drop_files() {
+    if (!files_dir.empty()) remove_tree(files_dir.c_str());
+    files_dir.clear();
+  }
 
   void send(FrameType type, const std::string& payload) {
     if (link >= 0)
@@ -107,6 +117,7 @@ int run_rank_shim(int argc, char** argv) {
     id.world_size = env_int("OMPI_COMM_WORLD_SIZE");
     id.local_world_size = env_int("OMPI_COMM_WORLD_LOCAL_SIZE");
     id.group_rank = group_of_rank(cmd.link.group_starts, rank);
+    id.group_world_size = static_cast<int>(cmd.link.group_starts.size());
     id.master_addr = o.master_addr.empty() ? "127.0.0.1" : o.master_addr;
     id.master_port = o.master_port;
 
@@ -129,9 +140,16 @@ int run_rank_shim(int argc, char** argv) {
     const RankPlan& mine = plan.ranks[static_cast<size_t>(id.local_rank)];
     Environment current = current_environment();
     for (const auto& [name, value] : cmd.link.env) current[name] = value;  // as on the launching host
-    RankEnvironment env = make_rank_environment(id, mine, o.recipe, current, find_installed_library, o.extra_env);
-    // The user_kept warning is nano-run's (printed once, before mpirun starts), not the shims'.
+    RankEnvironment env =
+        make_rank_environment(id, mine, o.recipe, current, find_installed_library, o.extra_env, nano_python_folder());
+    // The user_kept and agent warnings are nano-run's (printed once, before mpirun starts), not
+    // the shims'.
+    for (auto& [name, value] : attempt_variables(cmd.link.attempt, rank)) env.env[name] = value;
     if (cmd.argv.empty()) throw UsageError("missing PROGRAM");
+    if (!cmd.link.attempt.job_id.empty()) {
+      make_rank_files_dir(cmd.link.attempt.job_id, rank);
+      io.files_dir = rank_files_dir(cmd.link.attempt.job_id, rank);
+    }
 
     SignalPipe signals({SIGINT, SIGTERM, SIGHUP, SIGCHLD});
     SpawnRequest req;
@@ -171,6 +189,7 @@ int run_rank_shim(int argc, char** argv) {
       poll(fds.data(), fds.size(), 200);
       if (getppid() != parent) {  // mpirun/orted is gone: nobody supervises us any more
         killpg(child.pid, SIGKILL);
+        io.drop_files();
         _exit(137);
       }
       if (io.link >= 0) {
@@ -188,6 +207,7 @@ int run_rank_shim(int argc, char** argv) {
                     << std::chrono::duration_cast<std::chrono::seconds>(now - heard).count() << " s; ending the rank"
                     << std::endl;
           killpg(child.pid, SIGKILL);
+          io.drop_files();
           if (launcher_host != host_name() && launcher_host != "127.0.0.1") kill(parent, SIGKILL);
           _exit(137);
         }
@@ -200,6 +220,7 @@ int run_rank_shim(int argc, char** argv) {
         if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) {
           // The launcher is gone (killed): the rank and its children go too.
           killpg(child.pid, SIGKILL);
+          io.drop_files();
           _exit(137);
         }
         if (n > 0) {
@@ -235,7 +256,14 @@ int run_rank_shim(int argc, char** argv) {
       if (exited && open_fds.empty() && !reported) {
         int code, sig;
         decode_wait_status(status, code, sig);
-        io.send(FrameType::kExit, exit_payload(code, sig));
+        // What torch's `record` wrote is read here, on the rank's host, and travels to nano-run.
+        if (!io.files_dir.empty()) {
+          const auto text = read_error_file(error_file_path(cmd.link.attempt.job_id, rank));
+          if (text && io.link >= 0) io.send(FrameType::kErrorFile, *text);
+          io.drop_files();
+        }
+        // Unlinked, the status is this shim's exit code (below), not bytes on stderr.
+        if (io.link >= 0) io.send(FrameType::kExit, exit_payload(code, sig));
         reported = true;
       }
     }
@@ -247,6 +275,7 @@ int run_rank_shim(int argc, char** argv) {
     }
     return sig != 0 ? 128 + sig : code;
   } catch (const Error& e) {
+    io.drop_files();
     std::string message = "nano-run: rank " + std::to_string(io.rank) + ": " + e.what() + "\n";
     if (io.link >= 0) {
       io.send(FrameType::kErr, message);

@@ -19,7 +19,8 @@ ShimChannels::ShimChannels(int world_size, bool one_host, OutputRouter& router, 
       hosts_(static_cast<size_t>(world_size), host_name()),
       shims_(static_cast<size_t>(world_size), nullptr),
       groups_(static_cast<size_t>(world_size), -1),
-      heard_(static_cast<size_t>(world_size)) {}
+      heard_(static_cast<size_t>(world_size)),
+      error_files_(static_cast<size_t>(world_size)) {}
 
 bool ShimChannels::take(Channel& ch, const char* data, size_t size) {
   try {
@@ -63,6 +64,8 @@ bool ShimChannels::take_frames(Channel& ch) {
       }
     } else if (type == FrameType::kOut || type == FrameType::kErr) {
       router_.feed(ch.rank, type == FrameType::kOut ? Stream::kOut : Stream::kErr, payload.data(), payload.size());
+    } else if (type == FrameType::kErrorFile) {
+      error_files_[static_cast<size_t>(ch.rank)] = std::move(payload);
     } else if (type == FrameType::kExit) {
       int code = 0, sig = 0;
       if (parse_exit(payload, code, sig)) {

@@ -78,6 +78,8 @@ class ShimChannels {
   const std::vector<std::string>& hosts() const { return hosts_; }
   /// By rank: its process group on this host (one-host jobs), -1 = not known.
   const std::vector<pid_t>& groups() const { return groups_; }
+  /// `rank`'s torchelastic error file as its shim sent it; "" = none.
+  const std::string& error_file(int rank) const { return error_files_[static_cast<size_t>(rank)]; }
 
  private:
   bool take_frames(Channel& ch);
@@ -91,6 +93,7 @@ class ShimChannels {
   std::vector<Channel*> shims_;           // by rank: the shim's link, once it said hello
   std::vector<pid_t> groups_;             // by rank: its process group on this host
   std::vector<Clock::time_point> heard_;  // by rank: the last frame from its shim
+  std::vector<std::string> error_files_;  // by rank: its error file's bytes, from its shim
   int teardown_signal_ = 0;               // the signal of a teardown under way
   bool released_ = false;
 };

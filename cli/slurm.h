@@ -30,6 +30,7 @@ struct SlurmNodePart {
   int nodes = 1;       ///< SLURM_STEP_NUM_NODES
   std::string master;  ///< the step's first node: rank 0's host
   int port = 0;        ///< a rendezvous port every node derives alike from the job and step
+  std::string run_id;  ///< "slurm-<SLURM_JOB_ID>.<SLURM_STEP_ID>": the step's name on every node
 };
 
 /// Pure: the node part this process is, when it is one of several tasks of a Slurm step, one

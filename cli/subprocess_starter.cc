@@ -9,6 +9,7 @@
 #include <nano/error.h>
 #include "cli/rank_starter.h"
 #include "cli/subprocess.h"
+#include "cli/torchrun_env.h"
 
 namespace nano {
 namespace {
@@ -28,6 +29,8 @@ class SubprocessStarter : public RankStarter {
       if (bind_memory) req.numa_nodes = s_.rank_plans[static_cast<size_t>(r)].numa_nodes;
       Spawned sp;
       try {
+        // The rank's TORCHELASTIC_ERROR_FILE goes here; the job's files go with the job.
+        if (!s_.job_id.empty()) make_rank_files_dir(s_.job_id, s_.rank_offset + r);
         sp = spawn_process(req);
       } catch (const Error&) {
         take_down(started);

@@ -12,6 +12,7 @@
 #include "cli/port.h"
 #include "cli/root_cause.h"
 #include "cli/subprocess.h"
+#include "cli/torchrun_env.h"
 
 namespace nano {
 
@@ -270,6 +271,15 @@ LaunchResult SupervisionLoop::finish() {
   facts.lost = lost_;
   facts.this_host = host_name();
   if (facts.root_cause) facts.stderr_tail = router_.stderr_tail(facts.root_cause->rank);
+  if (facts.root_cause && facts.root_cause->rank >= 0) {
+    // The root cause's torchelastic error file: read here for ranks nano-run forked; a shim
+    // read it on the rank's own host and sent it.
+    const int rank = facts.root_cause->rank;
+    if (s_.backend == LaunchBackend::kMpi)
+      facts.error_file = shims_.error_file(rank);
+    else if (!s_.job_id.empty())
+      facts.error_file = read_error_file(error_file_path(s_.job_id, s_.rank_offset + rank)).value_or("");
+  }
   EndReport report = report_end(facts);
   for (const auto& line : report.lines) router_.note(line);
   result.failure = report.failure;

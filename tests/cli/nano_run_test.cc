@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -33,6 +34,7 @@ using nano::test::temp_dir;
 const std::string kNanoRun = NANO_RUN_PATH;
 const std::string kProbe = RANK_PROBE_PATH;
 const std::string kAllreduce = ALLREDUCE_PY_PATH;
+const std::string kTorchrunEnv = TORCHRUN_ENV_PY_PATH;
 
 struct Proc {
   pid_t pid = -1;
@@ -46,7 +48,8 @@ struct Result {
   double seconds = 0;
 };
 
-Proc start(const std::vector<std::string>& args, const std::vector<std::string>& env_add = {}) {
+Proc start(const std::vector<std::string>& args, const std::vector<std::string>& env_add = {},
+           const std::string& nano_run = kNanoRun) {
   Proc p;
   p.dir = temp_dir("nano_run_test");
   p.started = Clock::now();
@@ -57,7 +60,7 @@ Proc start(const std::vector<std::string>& args, const std::vector<std::string>&
     dup2(out, 1);
     dup2(err, 2);
     for (const auto& e : env_add) putenv(const_cast<char*>(e.c_str()));
-    std::vector<char*> argv = {const_cast<char*>(kNanoRun.c_str())};
+    std::vector<char*> argv = {const_cast<char*>(nano_run.c_str())};
     for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
     execv(argv[0], argv.data());
@@ -498,4 +501,114 @@ TEST_CASE("--max-restarts: Ctrl-C is never restarted, also during the restart de
     CHECK(d.err.find("stopped by SIGINT before the restart; exit 130") != std::string::npos);
     std::system(("rm -rf " + dir).c_str());
   }
+}
+
+TEST_CASE("torchrun's whole worker environment, after a restart too; a @record exception names the root cause") {
+  // nano-run copied into a prefix of its own with nano's Python folder beside it, as installed:
+  // PREFIX/bin/nano-run and PREFIX/lib/nano/python (holding a module the program imports).
+  namespace fs = std::filesystem;
+  const std::string prefix = temp_dir("nano_run_test");
+  const std::string folder = prefix + "/lib/nano/python", nano_run = prefix + "/bin/nano-run";
+  fs::create_directories(folder);
+  fs::create_directories(prefix + "/bin");
+  std::ofstream(folder + "/nano_marker.py") << "\n";
+  fs::copy_file(kNanoRun, nano_run);
+  // Where the program raises, as Python's traceback names it.
+  int raise_line = 0;
+  {
+    std::ifstream script(kTorchrunEnv);
+    std::string line;
+    for (int n = 1; std::getline(script, line); ++n)
+      if (line.find("raise RuntimeError(f\"boom on attempt") != std::string::npos) raise_line = n;
+  }
+  REQUIRE(raise_line > 0);
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  for (std::string backend : kBackends) {
+    CAPTURE(backend);
+    // An agent's variables exported: dropped with one warning, or rank 0 would wait as a client
+    // of a store nobody serves.
+    Proc p = start({"-n", "2", "--backend", backend, "--max-restarts", "1", "--restart-delay", "0.2", "--grace-period",
+                    "1", "/usr/bin/python3", kTorchrunEnv, "--fail-first-attempt"},
+                   {"PYTHONPATH=/user/py", "TORCHELASTIC_USE_AGENT_STORE=True", "TORCHELASTIC_ENABLE_FILE_TIMER=1",
+                    "TORCHELASTIC_TIMER_FILE=/tmp/nano-test-watchdog"},
+                   nano_run);
+    Result r = wait_for(p, 120);
+    CAPTURE(r.err);
+    MESSAGE(backend << ": two attempts in " << r.seconds << " s");
+    CHECK(r.rc == 0);
+    const std::string warning =
+        "nano-run: warning: not passing TORCHELASTIC_USE_AGENT_STORE=True, TORCHELASTIC_ENABLE_FILE_TIMER=1, "
+        "TORCHELASTIC_TIMER_FILE=/tmp/nano-test-watchdog to the ranks: nano-run runs no torchelastic agent, so "
+        "nothing would serve what it points at (its store, its watchdog)\n";
+    const auto first = r.err.find(warning);
+    CHECK(first == 0);
+    CHECK(r.err.find(warning, first + 1) == std::string::npos);
+    // The first attempt's root cause: rank 1's exception, read from its error file.
+    CHECK(r.err.find("\nnano-run: root cause: rank 1 on " + std::string(host) +
+                     " exited with code 1; nano-run exits with 1\n"
+                     "nano-run: rank 1 raised RuntimeError: boom on attempt 0 (at " +
+                     kTorchrunEnv + ":" + std::to_string(raise_line) +
+                     " in fail)\n"
+                     "nano-run: last stderr lines of rank 1:\n") != std::string::npos);
+    CHECK(r.err.find("nano-run: restart 1 of 1 in 0.2 s (attempt 1 ended with 1)\n") != std::string::npos);
+
+    // What every rank saw, by attempt.
+    std::map<std::pair<int, int>, json> seen;
+    std::istringstream out(r.out);
+    std::string line;
+    while (std::getline(out, line)) {
+      REQUIRE(line.rfind("[rank ", 0) == 0);
+      const auto close = line.find("] ");
+      const int rank = std::stoi(line.substr(6, close - 6));
+      json j = json::parse(line.substr(close + 2));
+      seen[{std::stoi(j["TORCHELASTIC_RESTART_COUNT"].get<std::string>()), rank}] = j;
+    }
+    REQUIRE(seen.size() == 4);
+    const std::string job0 = seen[{0, 0}]["NANO_JOB_ID"], job1 = seen[{1, 0}]["NANO_JOB_ID"];
+    CHECK(job0 != job1);  // each attempt its own files; the run id stays
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      const std::string job = attempt == 0 ? job0 : job1;
+      for (int rank = 0; rank < 2; ++rank) {
+        CAPTURE(attempt);
+        CAPTURE(rank);
+        json& e = seen[{attempt, rank}];
+        const std::string me = std::to_string(rank), count = std::to_string(attempt);
+        const json expected = {
+            {"RANK", me},
+            {"LOCAL_RANK", me},
+            {"WORLD_SIZE", "2"},
+            {"LOCAL_WORLD_SIZE", "2"},
+            {"GROUP_RANK", "0"},
+            {"GROUP_WORLD_SIZE", "1"},
+            {"ROLE_RANK", me},
+            {"ROLE_WORLD_SIZE", "2"},
+            {"ROLE_NAME", "default"},
+            {"MASTER_ADDR", "127.0.0.1"},
+            {"MASTER_PORT", seen[{attempt, 0}]["MASTER_PORT"]},
+            {"TORCHELASTIC_RESTART_COUNT", count},
+            {"TORCHELASTIC_MAX_RESTARTS", "1"},
+            {"TORCHELASTIC_RUN_ID", job0},
+            {"TORCHELASTIC_ERROR_FILE", "/dev/shm/nano-" + job + "-rank-" + me + "/error.json"},
+            {"TORCHELASTIC_USE_AGENT_STORE", nullptr},
+            {"TORCHELASTIC_ENABLE_FILE_TIMER", nullptr},
+            {"TORCHELASTIC_TIMER_FILE", nullptr},
+            {"NANO_JOB_ID", job},
+            {"NANO_RESTART_COUNT", count},
+            {"PYTHONPATH", folder + ":/user/py"},
+            {"elastic_launched", true},
+            {"error_folder_mode", "0o700"},
+            {"nano_marker", true},
+        };
+        CHECK(e.dump() == expected.dump());
+      }
+    }
+    // Every attempt's folders went with it.
+    for (const auto& entry : fs::directory_iterator("/dev/shm")) {
+      const std::string name = entry.path().filename().string();
+      CHECK(name.find(job0) == std::string::npos);
+      CHECK(name.find(job1) == std::string::npos);
+    }
+  }
+  fs::remove_all(prefix);
 }

@@ -126,6 +126,7 @@ TEST_CASE("shim arguments round-trip through the parser") {
   o.master_addr = "node1";
   o.master_port = 1234;
   ShimLink link{"node0:999", "secret", {0, 4}};
+  link.attempt = {"77-abc123", "70-def456", 2, 3};
   std::vector<std::string> args = shim_arguments(o, link);
   CHECK(args.front() == kRankShimFlag);
   args.push_back("--");
@@ -143,6 +144,10 @@ TEST_CASE("shim arguments round-trip through the parser") {
   CHECK(c.link.launcher == "node0:999");
   CHECK(c.link.token == "secret");
   CHECK(c.link.group_starts == std::vector<int>{0, 4});
+  CHECK(c.link.attempt.job_id == "77-abc123");
+  CHECK(c.link.attempt.run_id == "70-def456");
+  CHECK(c.link.attempt.restart_count == 2);
+  CHECK(c.link.attempt.max_restarts == 3);
   CHECK(c.argv == std::vector<std::string>{"./train"});
 }
 

@@ -144,3 +144,100 @@ TEST_CASE("describe_end") {
   CHECK(describe_end(0, SIGTERM) == "was killed by SIGTERM");
   CHECK(describe_end(7, 0) == "exited with code 7");
 }
+
+namespace {
+
+// What torch 1.13's ErrorHandler.record_exception wrote for a RuntimeError raised in helper(),
+// called from a @record-decorated main() (a real file, with Python 3.11's ^^^ markers).
+const char* const kRecordedJson =
+    R"({"message": {"message": "RuntimeError: boom", "extraInfo": {"py_callstack": "Traceback (most recent call )"
+    R"(last):\n  File \"/usr/lib/python3/dist-packages/torch/distributed/elastic/multiprocessing/errors/__init__.py\", )"
+    R"(line 346, in wrapper\n    return f(*args, **kwargs)\n           ^^^^^^^^^^^^^^^^^^\n  File \"/tmp/train.py\", )"
+    R"(line 11, in main\n    helper()\n  File \"/tmp/train.py\", line 4, in helper\n    raise RuntimeError(\"boom\")\n)"
+    R"(RuntimeError: boom\n", "timestamp": "1796159026"}}})";
+
+}  // namespace
+
+TEST_CASE("report_end: the exception a rank recorded in its error file") {
+  struct Case {
+    const char* name;
+    RootCause cause;
+    int rank_offset;
+    std::string error_file;
+    std::vector<std::string> tail;
+    std::vector<std::string> lines;
+    std::string raised;
+  };
+  const Case cases[] = {
+      {"torch's record, with a tail",
+       {1, 1, 0},
+       0,
+       kRecordedJson,
+       {"RuntimeError: boom"},
+       {"nano-run: root cause: rank 1 on hostB exited with code 1; nano-run exits with 1",
+        "nano-run: rank 1 raised RuntimeError: boom (at /tmp/train.py:4 in helper)",
+        "nano-run: last stderr lines of rank 1:", "  | RuntimeError: boom"},
+       "RuntimeError: boom (at /tmp/train.py:4 in helper)"},
+      {"a Slurm node's part names the global rank",
+       {0, 1, 0},
+       4,
+       kRecordedJson,
+       {},
+       {"nano-run: root cause: rank 4 on hostA exited with code 1; nano-run exits with 1",
+        "nano-run: rank 4 raised RuntimeError: boom (at /tmp/train.py:4 in helper)"},
+       "RuntimeError: boom (at /tmp/train.py:4 in helper)"},
+      {"the plain message form",
+       {1, 1, 0},
+       0,
+       R"({"message": "ValueError: bad input", "timestamp": 7})",
+       {},
+       {"nano-run: root cause: rank 1 on hostB exited with code 1; nano-run exits with 1",
+        "nano-run: rank 1 raised ValueError: bad input"},
+       "ValueError: bad input"},
+      {"not torch's JSON: nothing said of it",
+       {1, 1, 0},
+       0,
+       "{\"message\": {\"message\": 3",
+       {},
+       {"nano-run: root cause: rank 1 on hostB exited with code 1; nano-run exits with 1"},
+       ""},
+      {"mpirun has no error file",
+       {-1, 1, 0},
+       0,
+       kRecordedJson,
+       {},
+       {"nano-run: root cause: mpirun on hostA exited with code 1; nano-run exits with 1"},
+       ""},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.name);
+    EndFacts f = two_hosts();
+    f.root_cause = c.cause;
+    f.exit_code = 1;
+    f.rank_offset = c.rank_offset;
+    f.stderr_tail = c.tail;
+    f.error_file = c.error_file;
+    const EndReport r = report_end(f);
+    CHECK(r.lines == c.lines);
+    REQUIRE(r.failure);
+    CHECK(r.failure->raised == c.raised);
+  }
+}
+
+TEST_CASE("describe_raised: the first line, cut when long, and where") {
+  struct Case {
+    RaisedError raised;
+    std::string text;
+  };
+  const Case cases[] = {
+      {{"RuntimeError: boom", "train.py:12 in main"}, "RuntimeError: boom (at train.py:12 in main)"},
+      {{"RuntimeError: boom", ""}, "RuntimeError: boom"},
+      {{"AssertionError: ", "t.py:3 in <module>"}, "AssertionError: (at t.py:3 in <module>)"},
+      {{"RuntimeError: boom\nsecond line", "t.py:4 in helper"}, "RuntimeError: boom [...] (at t.py:4 in helper)"},
+      {{"E: " + std::string(300, 'x'), ""}, "E: " + std::string(197, 'x') + " [...]"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.text);
+    CHECK(describe_raised(c.raised) == c.text);
+  }
+}

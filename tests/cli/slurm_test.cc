@@ -63,6 +63,7 @@ TEST_CASE("one nano-run per node under srun: which part of the world this node i
   CHECK(part->nodes == 2);
   CHECK(part->master == "cn07");
   CHECK(part->port == 20000 + (12 * 101 + 0) % 30000);
+  CHECK(part->run_id == "slurm-12.0");
   // Not a step of several tasks: salloc, sbatch's batch script, a plain shell.
   CHECK_FALSE(slurm_node_part({{"SLURM_JOB_ID", "12"}, {"SLURM_JOB_NODELIST", "cn[07-08]"}}).has_value());
   auto one_task = step;

@@ -2,7 +2,8 @@
 # nano-run across hosts on the namespace test bed (testbed.sh): each case makes its own hosts
 # and tears them down whatever happens (trap), and bounds every wait.
 #   multihost_test.sh BUILD_DIR CASE
-# CASE: env2, env3 (what reaches the ranks on each host), train (same weights as one host, both
+# CASE: env2, env3 (what reaches the ranks on each host; env2 also a stock PyTorch program's
+# @record exception on another host, and a restart), train (same weights as one host, both
 # communicators), fashion (Fashion-MNIST 2 hosts x 2 against 4 on one), busy_port (MASTER_PORT taken where rank 0 listens), slurm (a real Slurm:
 # salloc, sbatch, srun), rank_killed, host_lost,
 # link_cut, interrupt (Ctrl-C on the launching host).
@@ -99,31 +100,63 @@ env2 | env3)
   [ "$case_name" = env3 ] && hosts=hostA:1,hostB:2,hostC:1
   n=$(( $(echo "$hosts" | tr ',' '\n' | cut -d: -f2 | paste -sd+) ))
   # The launching shell's configuration (NANO_*, OMP_*, a --env), not its own odds and ends.
-  run_a env OMP_SCHEDULE=static NANO_SHM_BYTES=1048576 MY_LOCAL_ONLY=1 "$nano_run" -n $n --hosts $hosts \
-    --env MY_FLAG=7 --env OMP_SCHEDULE /usr/bin/env
+  # An agent's variable exported (it is carried, TORCHELASTIC_*): no rank gets it.
+  run_a env OMP_SCHEDULE=static NANO_SHM_BYTES=1048576 MY_LOCAL_ONLY=1 TORCHELASTIC_USE_AGENT_STORE=True \
+    "$nano_run" -n $n --hosts $hosts --env MY_FLAG=7 --env OMP_SCHEDULE /usr/bin/env
   [ $rc -eq 0 ] || fail "exit $rc: $(tail -3 "$out")"
   last=$((n - 1))
+  job=$(grep "^\[rank 0\] NANO_JOB_ID=" "$out" | cut -d= -f2)
+  [ -n "$job" ] || fail "rank 0 has no NANO_JOB_ID"
   for r in $(seq 0 $last); do
-    for want in OMP_SCHEDULE=static NANO_SHM_BYTES=1048576 MY_FLAG=7 "WORLD_SIZE=$n" "RANK=$r" MASTER_ADDR=hostA; do
+    for want in OMP_SCHEDULE=static NANO_SHM_BYTES=1048576 MY_FLAG=7 "WORLD_SIZE=$n" "RANK=$r" MASTER_ADDR=hostA \
+      "ROLE_RANK=$r" "ROLE_WORLD_SIZE=$n" ROLE_NAME=default TORCHELASTIC_RESTART_COUNT=0 TORCHELASTIC_MAX_RESTARTS=0; do
       grep -qx "\[rank $r\] $want" "$out" || fail "rank $r lacks $want"
     done
+    # The run id is the job's, and each rank's error file its own, in its host's /dev/shm.
+    for want in "NANO_JOB_ID=$job" "TORCHELASTIC_RUN_ID=$job" "TORCHELASTIC_ERROR_FILE=/dev/shm/nano-$job-rank-$r/error.json"; do
+      grep -qx "\[rank $r\] $want" "$out" || fail "rank $r lacks $want"
+    done
+    grep -q "^\[rank $r\] TORCHELASTIC_USE_AGENT_STORE=" "$out" && fail "rank $r got TORCHELASTIC_USE_AGENT_STORE"
     # Rank 0 runs on the launching host, in nano-run's own environment; the others do not.
     [ $r -gt 0 ] && grep -q "^\[rank $r\] MY_LOCAL_ONLY=" "$out" && fail "rank $r got MY_LOCAL_ONLY, which is not carried"
   done
   # The torchrun contract per host: rank r's host index and its place on that host.
   if [ "$case_name" = env2 ]; then
-    expected="0:0:0:1 1:1:0:1"
+    expected="0:0:0:1 1:1:0:1" groups=2
   else
-    expected="0:0:0:1 1:1:0:2 2:1:1:2 3:2:0:1"
+    expected="0:0:0:1 1:1:0:2 2:1:1:2 3:2:0:1" groups=3
   fi
   for e in $expected; do
     IFS=: read -r r group local local_size <<< "$e"
-    for want in "GROUP_RANK=$group" "LOCAL_RANK=$local" "LOCAL_WORLD_SIZE=$local_size"; do
+    for want in "GROUP_RANK=$group" "LOCAL_RANK=$local" "LOCAL_WORLD_SIZE=$local_size" "GROUP_WORLD_SIZE=$groups"; do
       grep -qx "\[rank $r\] $want" "$out" || fail "rank $r lacks $want"
     done
   done
+  expect_line "^nano-run: warning: not passing TORCHELASTIC_USE_AGENT_STORE=True to the ranks"
   # Every rank ran on its own host (its hostname, in its namespace).
   grep -qx "\[rank 1\] HOSTNAME=hostA" "$out" && fail "rank 1 ran on hostA"
+  if [ "$case_name" = env2 ]; then
+    # A stock PyTorch program: rank 1, on hostB, raises in a @record function on the first
+    # attempt; hostB's shim reads its error file there and nano-run names the exception. The
+    # second attempt sees the restart (Gloo across the hosts' eth0).
+    script=$(cd "$here/../cli" && pwd)/torchrun_env.py
+    run_a env GLOO_SOCKET_IFNAME=eth0 "$nano_run" -n 2 --hosts $hosts --max-restarts 1 --restart-delay 0.2 \
+      --grace-period 1 /usr/bin/python3 "$script" --fail-first-attempt
+    [ $rc -eq 0 ] || fail "torchrun_env.py: exit $rc: $(tail -3 "$out")"
+    line=$(grep -n 'raise RuntimeError(f"boom on attempt' "$script" | cut -d: -f1)
+    expect_line "^nano-run: root cause: rank 1 on hostB exited with code 1; nano-run exits with 1$"
+    grep -qxF "nano-run: rank 1 raised RuntimeError: boom on attempt 0 (at $script:$line in fail)" "$out" ||
+      fail "no line naming rank 1's exception: $(grep 'nano-run:' "$out" | head -5)"
+    for r in 0 1; do
+      grep -q "^\[rank $r\] {.*\"GROUP_WORLD_SIZE\": \"2\".*\"TORCHELASTIC_RESTART_COUNT\": \"1\"" "$out" ||
+        fail "rank $r's second attempt: $(grep "^\[rank $r\] {" "$out" | tail -1)"
+    done
+    # Each host's /dev/shm is its own: nothing of the job is left on either.
+    for h in hostA hostB; do
+      left=$(bash "$testbed" run "$state" $h ls /dev/shm | grep '^nano-')
+      [ -z "$left" ] || fail "left in $h's /dev/shm: $left"
+    done
+  fi
   ;;
 train)
   # Two hosts x one rank give the same weights, bit for bit, as two ranks on one host (a sum of
