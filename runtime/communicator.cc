@@ -3,13 +3,12 @@
 #include <ATen/ATen.h>
 
 #include <cstdlib>
-#include <optional>
 
 #include <nano/error.h>
 
-#include "env-init/parse.h"
 #include "runtime/gloo_communicator.h"
 #include "runtime/mpi_communicator.h"
+#include "runtime/shm_rendezvous.h"
 
 namespace nano {
 
@@ -52,18 +51,7 @@ std::unique_ptr<Work> SelfCommunicator::all_reduce_async(at::Tensor& tensor, Red
 }
 
 std::shared_ptr<Communicator> make_communicator(const Context& context) {
-  // Test and tuning knob: bytes of each rank's shared-memory area (0 = never shared memory).
-  std::size_t shm_bytes = ShmAllReduce::kDefaultAreaBytes;
-  if (const char* text = std::getenv("NANO_SHM_BYTES")) {
-    // At most 1 PiB per rank, so sizes summed over the ranks of one host stay far from overflow.
-    constexpr long long kMaxBytes = 1LL << 50;
-    const std::optional<long long> bytes = parse_integer(text, 0, kMaxBytes);
-    if (!bytes || (*bytes > 0 && *bytes < 64)) {
-      throw UsageError(std::string("nano: bad NANO_SHM_BYTES='") + text + "': expected 0 or a byte count from 64 to " +
-                       std::to_string(kMaxBytes));
-    }
-    shm_bytes = static_cast<std::size_t>(*bytes);
-  }
+  const std::size_t shm_bytes = shm_bytes_from_environment();
   switch (context.backend) {
     case CommBackend::kMpi: return std::make_shared<MpiCommunicator>(context, shm_bytes);
     case CommBackend::kGloo: return std::make_shared<GlooCommunicator>(context, shm_bytes);

@@ -1,14 +1,10 @@
 #include "runtime/gloo_communicator.h"
 
-#include "runtime/net_address.h"
-
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <ATen/ATen.h>
-#include <unistd.h>
 
-#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
@@ -16,9 +12,11 @@
 #include <thread>
 
 #include <nano/error.h>
+#include "runtime/gloo_device.h"
 #include "runtime/rendezvous.h"
 #include "runtime/serial_executor.h"
-#include "runtime/shm_all_reduce.h"
+#include "runtime/shm_collectives.h"
+#include "runtime/shm_rendezvous.h"
 
 namespace nano {
 
@@ -62,27 +60,9 @@ GlooCommunicator::GlooCommunicator(const Context& context, std::size_t shm_segme
   // Gloo's own bound on each collective (c10d's default is 30 minutes).
   auto options = c10d::ProcessGroupGloo::Options::create(context.collective_timeout);
   const bool multi_host = context.local_world_size < context.world_size;
-  std::string transport;
-  if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME")) {
-    options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
-    transport = std::string("interface ") + ifname + " (GLOO_SOCKET_IFNAME)";
-  } else if (multi_host) {
-    // Gloo's default would advertise what the hostname resolves to: 127.0.1.1 on a typical
-    // Debian host, unreachable from the others. Take the address that reaches the master.
-    const char* host_addr = std::getenv("NANO_HOST_ADDR");
-    const std::string address = multi_host_address(context.master_addr, host_addr ? host_addr : "");
-    if (address.empty()) {
-      throw Error("nano: rank " + std::to_string(rank_) + " has no address that reaches " + context.master_addr +
-                  " (set GLOO_SOCKET_IFNAME to the interface other hosts reach this one through)");
-    }
-    options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(address));
-    const std::string name = interface_of(address);
-    transport = address + (name.empty() ? "" : " (" + name + ")");
-  } else if (is_loopback_address(context.master_addr)) {
-    options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(context.master_addr));
-  } else {
-    options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
-  }
+  GlooDevice device = make_gloo_device(context.master_addr, multi_host, rank_);
+  options->devices.push_back(device.device);
+  const std::string& transport = device.description;
   if (multi_host && rank_ == 0) {
     std::cerr << "nano: gloo communicator: " << context.world_size << " ranks on several hosts; TCP between and within "
               << "hosts, rank 0 through " << transport << std::endl;
@@ -104,67 +84,18 @@ GlooCommunicator::~GlooCommunicator() {
   if (shm_) shm_->leave();
 }
 
-// Decided by all ranks together through the store: rank 0 creates the object and publishes
-// its name, every rank reports whether it could map it (a rank in another container or on
-// another host cannot), and all use it only if all could. Anything short of that keeps Gloo.
 void GlooCommunicator::connect_shared_memory(const Context& context, std::size_t segment_bytes) {
-  if (size_ < 2 || segment_bytes == 0 || context.local_world_size != size_) return;
-  static std::atomic<int> serial{0};
-  const std::size_t area = ShmAllReduce::kHeaderBytes + segment_bytes;
-  const std::size_t total = area * static_cast<std::size_t>(size_);
-  const std::string name_key = "nano/shm/name";
-  std::unique_ptr<SharedMemory> memory;
+  if (context.local_world_size != size_) return;
+  SharedWorld world;
   try {
-    std::string name;
-    if (rank_ == 0) {
-      // Under nano-run the name starts with the job's id, so the launcher (or its guardian, if
-      // the launcher is killed) removes it when a rank dies before the name is unlinked below.
-      const char* job = std::getenv("NANO_JOB_ID");
-      name = "/nano-" + (job && *job ? std::string(job) : std::to_string(getpid())) + "-" +
-             std::to_string(context.master_port) + "-" + std::to_string(serial++);
-      try {
-        memory = SharedMemory::create(name, total);
-      } catch (const Error& e) {
-        // Say why once: the job still runs, but every all-reduce now goes through TCP.
-        std::cerr << e.what() << "; all-reduce goes through Gloo over TCP instead (NANO_SHM_BYTES=0 "
-                  << "chooses that quietly)" << std::endl;
-        name.clear();
-      }
-      store_->set(name_key, std::vector<uint8_t>(name.begin(), name.end()));
-    } else {
-      const auto value = store_->get(name_key);
-      name.assign(value.begin(), value.end());
-      if (!name.empty()) {
-        try {
-          memory = SharedMemory::open(name, total);
-        } catch (const Error& e) {
-          // This rank reports "not mapped" below, so every rank falls back to TCP; say why.
-          std::cerr << "nano: rank " << rank_ << ": " << e.what() << "; all-reduce goes through Gloo over TCP instead"
-                    << std::endl;
-        }
-      }
-    }
-    if (memory) ShmAllReduce::init_header(memory->data() + area * rank_);
-    // Reporting also orders every header's initialisation before anyone's first all-reduce.
-    store_->set("nano/shm/ok/" + std::to_string(rank_), std::vector<uint8_t>{uint8_t(memory ? 1 : 0)});
-    bool everyone = true;
-    for (int r = 0; r < size_; ++r) {
-      const auto ok = store_->get("nano/shm/ok/" + std::to_string(r));
-      everyone = everyone && !ok.empty() && ok[0] == 1;
-    }
-    // Every rank has mapped it or given up: the name can go, so a killed job leaves nothing
-    // in /dev/shm.
-    if (memory && rank_ == 0) memory->unlink();
-    if (!everyone) return;
+    world = join_shared_memory(*store_, rank_, size_, segment_bytes, context.collective_timeout, "nano");
   } catch (const std::exception& e) {
     throw Error("nano: rendezvous at " + context.master_addr + ":" + std::to_string(context.master_port) +
                 " failed while agreeing on shared memory: " + first_line(e.what()));
   }
-  std::vector<char*> areas;
-  for (int q = 0; q < size_; ++q) areas.push_back(memory->data() + area * q);
-  shm_ = std::make_unique<ShmAllReduce>(std::move(areas), static_cast<int64_t>(segment_bytes), rank_,
-                                        context.collective_timeout);
-  shm_memory_ = std::move(memory);
+  if (!world.collectives) return;
+  shm_ = std::move(world.collectives);
+  shm_memory_ = std::move(world.memory);
   shm_thread_ = std::make_unique<SerialExecutor>();
 }
 
@@ -182,11 +113,11 @@ std::unique_ptr<Work> GlooCommunicator::all_reduce_async(at::Tensor& tensor, Red
   check_reducible(tensor, "all_reduce");
   const int size = size_;
   const bool average = op == ReduceOp::kAverage && size > 1;
-  if (shm_ && static_cast<int64_t>(tensor.nbytes()) >= ShmAllReduce::kMinBytes) {
+  if (shm_ && static_cast<int64_t>(tensor.nbytes()) >= ShmCollectives::kMinBytes) {
     // The task holds its own reference so the storage outlives the collective.
-    ShmAllReduce* shm = shm_.get();
+    ShmCollectives* shm = shm_.get();
     return std::make_unique<CompletionWork>(shm_thread_->submit(
-        [shm, tensor, average, size]() mutable { shm->all_reduce(tensor, average ? 1.0 / size : 1.0); }));
+        [shm, tensor, average, size]() mutable { shm->all_reduce(tensor, ShmReduceOp::kSum, average ? size : 1); }));
   }
   if (tensor.scalar_type() == at::kBFloat16) {
     // Debian's Gloo build has no bfloat16 reduction: reduce a float copy.

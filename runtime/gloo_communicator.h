@@ -1,7 +1,7 @@
 #pragma once
 // Communicator over Debian libtorch's c10d::ProcessGroupGloo, rendezvous through a
 // c10d::TCPStore that rank 0 hosts on MASTER_ADDR:MASTER_PORT. When every rank runs on one
-// host, all-reduces of 16 KiB and more go through a POSIX shared-memory object (ShmAllReduce,
+// host, all-reduces of 16 KiB and more go through a POSIX shared-memory object (ShmCollectives,
 // on a thread of its own) instead of Gloo's TCP loopback, whose copies and two I/O threads
 // cost a rank bound to one core more than the reduction itself.
 #include <c10/util/intrusive_ptr.h>
@@ -10,7 +10,7 @@
 #include <memory>
 
 #include "runtime/peer_communicator.h"
-#include "runtime/shm_all_reduce.h"
+#include "runtime/shm_collectives.h"
 
 namespace c10d {
 class ProcessGroupGloo;
@@ -28,7 +28,7 @@ class GlooCommunicator : public PeerCommunicator {
   /// ranks). Every collective is bounded by context.collective_timeout.
   /// `shm_segment_bytes`: per-rank shared-memory area when context.local_world_size equals the
   /// world size (0 = always Gloo). The ranks use it only if every one of them could map it.
-  explicit GlooCommunicator(const Context& context, std::size_t shm_segment_bytes = ShmAllReduce::kDefaultAreaBytes);
+  explicit GlooCommunicator(const Context& context, std::size_t shm_segment_bytes = ShmCollectives::kDefaultAreaBytes);
   ~GlooCommunicator() override;
 
   std::string name() const override { return "gloo"; }
@@ -46,7 +46,7 @@ class GlooCommunicator : public PeerCommunicator {
   c10::intrusive_ptr<c10d::ProcessGroupGloo> group_;
   // Declared in teardown order's reverse: the thread stops before the memory goes.
   std::unique_ptr<SharedMemory> shm_memory_;
-  std::unique_ptr<ShmAllReduce> shm_;
+  std::unique_ptr<ShmCollectives> shm_;
   std::unique_ptr<SerialExecutor> shm_thread_;
 };
 

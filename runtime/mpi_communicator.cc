@@ -30,7 +30,7 @@
 #include <nano/error.h>
 #include "runtime/rendezvous.h"
 #include "runtime/serial_executor.h"
-#include "runtime/shm_all_reduce.h"
+#include "runtime/shm_collectives.h"
 
 namespace nano {
 
@@ -175,7 +175,7 @@ class MpiEngine {
 struct ShmArena {
   MPI_Win win = MPI_WIN_NULL;
   MPI_Comm comm = MPI_COMM_NULL;
-  std::unique_ptr<ShmAllReduce> reduce;
+  std::unique_ptr<ShmCollectives> reduce;
 };
 
 void MpiEngine::finalize() {
@@ -213,7 +213,7 @@ std::string shared_window_shortfall(int64_t data_bytes, int ranks) {
   // Each rank's area, rounded up to pages, plus Open MPI's own control pages. data_bytes is at
   // most 1 PiB (make_communicator), so only the product over the ranks needs a guard.
   const u64 page = static_cast<u64>(std::max(4096L, sysconf(_SC_PAGESIZE)));
-  const u64 area = (static_cast<u64>(data_bytes) + ShmAllReduce::kHeaderBytes + page - 1) / page * page + 2 * page;
+  const u64 area = (static_cast<u64>(data_bytes) + ShmCollectives::kHeaderBytes + page - 1) / page * page + 2 * page;
   const u64 n = static_cast<u64>(std::max(ranks, 1));
   const u64 needed = area > std::numeric_limits<u64>::max() / n ? std::numeric_limits<u64>::max() : area * n;
   if (free_bytes >= needed) return "";
@@ -273,10 +273,10 @@ MpiCommunicator::MpiCommunicator(const Context& context, std::size_t shm_segment
         int node_rank = 0;
         MPI_Comm_rank(node, &node_rank);
         char* mine = nullptr;
-        check_mpi(MPI_Win_allocate_shared(data_bytes + ShmAllReduce::kHeaderBytes, 1, MPI_INFO_NULL, node, &mine,
+        check_mpi(MPI_Win_allocate_shared(data_bytes + ShmCollectives::kHeaderBytes, 1, MPI_INFO_NULL, node, &mine,
                                           &arena->win),
                   "MPI_Win_allocate_shared");
-        ShmAllReduce::init_header(mine);
+        ShmCollectives::init_header(mine);
         std::vector<char*> areas;
         for (int q = 0; q < node_size; ++q) {
           MPI_Aint bytes = 0;
@@ -285,7 +285,7 @@ MpiCommunicator::MpiCommunicator(const Context& context, std::size_t shm_segment
           check_mpi(MPI_Win_shared_query(arena->win, q, &bytes, &disp, &ptr), "MPI_Win_shared_query");
           areas.push_back(ptr);
         }
-        arena->reduce = std::make_unique<ShmAllReduce>(std::move(areas), data_bytes, node_rank, timeout);
+        arena->reduce = std::make_unique<ShmCollectives>(std::move(areas), data_bytes, node_rank, timeout);
         check_mpi(MPI_Win_lock_all(MPI_MODE_NOCHECK, arena->win), "MPI_Win_lock_all");
         MPI_Win_sync(arena->win);
         check_mpi(MPI_Barrier(node), "MPI_Barrier");  // every header is initialised
@@ -351,8 +351,8 @@ std::unique_ptr<Work> MpiCommunicator::all_reduce_async(at::Tensor& tensor, Redu
   return std::make_unique<CompletionWork>(engine_->submit([=]() mutable {
     char* data = static_cast<char*>(tensor.data_ptr());
     int64_t n = tensor.numel();
-    if (shm && n * static_cast<int64_t>(elem) >= ShmAllReduce::kMinBytes) {
-      shm->reduce->all_reduce(tensor, op == ReduceOp::kAverage ? 1.0 / size : 1.0);
+    if (shm && n * static_cast<int64_t>(elem) >= ShmCollectives::kMinBytes) {
+      shm->reduce->all_reduce(tensor, ShmReduceOp::kSum, op == ReduceOp::kAverage ? size : 1);
       return;
     }
     for (int64_t off = 0; off < n; off += kMaxCount) {

@@ -3,12 +3,12 @@
 // between hosts. Every MPI call runs on one dedicated communication thread, so an
 // all_reduce_async started from an autograd hook progresses while backward continues.
 // When every rank shares one host, all-reduces of 16 KiB and more run through an MPI
-// shared-memory window (ShmAllReduce: about 1.5 memcpy of traffic per rank). Across hosts
+// shared-memory window (ShmCollectives: about 1.5 memcpy of traffic per rank). Across hosts
 // it is MPI_Allreduce.
 #include <memory>
 
 #include "runtime/peer_communicator.h"
-#include "runtime/shm_all_reduce.h"
+#include "runtime/shm_collectives.h"
 
 namespace nano {
 
@@ -21,7 +21,7 @@ class MpiCommunicator : public PeerCommunicator {
   /// finalised at process exit) and duplicates MPI_COMM_WORLD. Throws nano::Error when MPI's
   /// world disagrees with `context` (rank or size).
   /// `shm_segment_bytes`: per-rank shared window (0 = never use shared memory).
-  explicit MpiCommunicator(const Context& context, std::size_t shm_segment_bytes = ShmAllReduce::kDefaultAreaBytes);
+  explicit MpiCommunicator(const Context& context, std::size_t shm_segment_bytes = ShmCollectives::kDefaultAreaBytes);
   ~MpiCommunicator() override;
 
   std::string name() const override { return "mpi"; }
@@ -29,7 +29,7 @@ class MpiCommunicator : public PeerCommunicator {
   std::unique_ptr<Work> all_reduce_async(at::Tensor& tensor, ReduceOp op) override;
   void barrier() override;
   std::vector<double> gather(const std::vector<double>& values) override;
-  /// True when all-reduces of ShmAllReduce::kMinBytes and more go through the shared window
+  /// True when all-reduces of ShmCollectives::kMinBytes and more go through the shared window
   /// (smaller ones always take MPI_Allreduce). False across hosts, with
   /// shm_segment_bytes 0, or when the window's backing directory (Open MPI: /dev/shm) has too
   /// little free space; rank 0 then prints one line saying so and MPI_Allreduce carries them.

@@ -20,6 +20,7 @@ Subcommands:
   launcher     [BUILD_DIR] [RUNS]               nano-run start-up against mpirun and run_cpu
   multihost    [BUILD_DIR] [MB] [REPS]          one host against two (namespace test bed; root)
   platforms    [RUNS] [FIRST]                   training on Debian 12 and 13, interleaved (root)
+  torch-backend [BUILD_DIR] [REPS] [REPEATS]    stock PyTorch on the nano torch backend against gloo
 
 BUILD_DIR defaults to $NANO_BUILD_DIR, else build.
 USAGE
@@ -27,7 +28,7 @@ USAGE
 
 case ${1:-training} in
   -h | --help | help) usage ;;
-  training | allreduce | balance | checkpoint | ddp | launcher | multihost | platforms)
+  training | allreduce | balance | checkpoint | ddp | launcher | multihost | platforms | torch-backend)
     name=${1:-training}
     shift || true
     exec bash "$here/bench/$name.sh" "$@" ;;

@@ -14,6 +14,9 @@ packages=(
   libtorch-dev libgloo-dev libcli11-dev libhwloc-dev hwloc nlohmann-json3-dev
   libopenmpi-dev openmpi-bin doctest-dev libjemalloc2 "$perftools"
   python3-torch dataset-fashion-mnist zlib1g-dev gnuplot-nox
+  # The `nano` backend of torch.distributed (runtime/python): a pybind11 extension built
+  # against python3-torch, with the same pybind11 that Debian built torch with.
+  pybind11-dev python3-dev
   # An optimised BLAS for the Linear layers of libtorch and python3-torch (Debian's default
   # alternative is the single-threaded reference BLAS); the OpenMP build follows OMP_NUM_THREADS.
   libopenblas0-openmp

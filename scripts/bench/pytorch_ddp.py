@@ -11,7 +11,10 @@ is started (and pinned with taskset) by scripts/bench/run.py. Rank 0 prints one 
 with the global images/s over the timed steps (warm-up steps are not timed).
 With --single it is one plain process instead (no process group, no DDP wrapper): PyTorch's
 own per-core base when pinned to one core with OMP_NUM_THREADS=1.
-Usage: pytorch_ddp.py {lenet|resnet18} --steps S [--warmup W] [--batch-size 64] [--data-dir D] [--single]
+--dist-backend nano uses nano's torch.distributed backend (runtime/python: `import nano_torch`)
+instead of Gloo, the one line a stock program changes.
+Usage: pytorch_ddp.py {lenet|resnet18} --steps S [--warmup W] [--batch-size 64] [--data-dir D]
+                      [--single] [--dist-backend gloo|nano]
 """
 import argparse
 import gzip
@@ -133,6 +136,7 @@ def main():
     p.add_argument("--batch-size", type=int, default=64, help="batch per rank")
     p.add_argument("--data-dir", default=FASHION_MNIST_DIR)
     p.add_argument("--single", action="store_true", help="one plain process: no process group, no DDP")
+    p.add_argument("--dist-backend", choices=["gloo", "nano"], default="gloo", help="torch.distributed backend")
     a = p.parse_args()
     if a.steps < 1 or a.warmup < 0 or a.batch_size < 1:
         sys.exit("pytorch_ddp.py: --steps and --batch-size must be >= 1, --warmup >= 0")
@@ -143,7 +147,10 @@ def main():
         # PyTorch >= 2.4 hosts the env:// store on libuv unless told otherwise, and Debian 13's
         # torch 2.6 is built without it (nano-run sets the same for the ranks it starts).
         os.environ.setdefault("USE_LIBUV", "0")
-        dist.init_process_group("gloo")  # env:// rendezvous (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT)
+        if a.dist_backend == "nano":
+            import nano_torch  # noqa: F401  registers the "nano" backend
+        # env:// rendezvous (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT)
+        dist.init_process_group(a.dist_backend)
         rank, world = dist.get_rank(), dist.get_world_size()
     barrier = (lambda: None) if a.single else dist.barrier
     torch.manual_seed(0)
@@ -196,6 +203,7 @@ def main():
             "seconds": seconds,
             "model": a.model,
             "torch": torch.__version__,
+            "dist_backend": None if a.single else a.dist_backend,
         }
         print("nano-result: " + json.dumps(result), flush=True)
     if not a.single:

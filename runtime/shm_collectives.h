@@ -1,10 +1,11 @@
 #pragma once
-// All-reduce through memory that every rank of one host maps: each rank publishes the slices
-// its peers reduce, reduces its own 1/N slice straight from the peers' areas, then copies the
-// other reduced slices back (about 1.5 memcpy of traffic per rank, no sockets, no extra
-// threads). A late peer is awaited on a futex, so waiting costs sleep rather than a spinning
-// core that backward() on a one-core rank needs. MpiCommunicator places the areas in an MPI
-// shared window, GlooCommunicator in a POSIX shared-memory object (SharedMemory).
+// Collectives through memory that every rank of one host maps. All-reduce: each rank publishes
+// the slices its peers reduce, reduces its own 1/N slice straight from the peers' areas, then
+// copies the other reduced slices back (about 1.5 memcpy of traffic per rank, no sockets, no
+// extra threads). Broadcast, all-gather and barrier use the same areas and fences. A late peer
+// is awaited on a futex, so waiting costs sleep rather than a spinning core that backward() on
+// a one-core rank needs. MpiCommunicator places the areas in an MPI shared window,
+// GlooCommunicator and the torch backend in a POSIX shared-memory object (SharedMemory).
 #include <ATen/core/Tensor.h>
 
 #include <chrono>
@@ -12,11 +13,15 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace nano {
 
-class ShmAllReduce {
+/// How all_reduce combines the ranks' values.
+enum class ShmReduceOp { kSum, kProduct, kMin, kMax };
+
+class ShmCollectives {
  public:
   /// Each area starts with this many header bytes (fence counter, owner pid).
   static constexpr int64_t kHeaderBytes = 64;
@@ -34,20 +39,42 @@ class ShmAllReduce {
   /// `areas[q]`: rank q's area (kHeaderBytes + `data_bytes`), as mapped in this process.
   /// `timeout`: how long one wait for a peer may last before the collective fails (the
   /// communicator's collective timeout; 0 = no bound).
-  ShmAllReduce(std::vector<char*> areas, int64_t data_bytes, int rank,
-               std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
+  ShmCollectives(std::vector<char*> areas, int64_t data_bytes, int rank,
+                 std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
 
-  /// In place: `tensor` = scale * (sum over ranks). A contiguous CPU float32, float64 or
-  /// bfloat16 tensor of the same numel on every rank; every rank calls with the same
-  /// sequence of tensors, from one thread. Throws nano::Error naming the peer when a peer
-  /// process of this host exits while being awaited (noticed within about 0.1 s) or does not
-  /// arrive within the timeout (a stopped or stuck peer).
-  void all_reduce(at::Tensor& tensor, double scale);
+  /// True for the dtypes all_reduce combines: float32, float64, bfloat16, float16, int8,
+  /// uint8, int16, int32, int64.
+  static bool reducible(at::ScalarType type);
+
+  /// In place: `tensor` = op over ranks, then divided by `average_over` (floating types:
+  /// multiplied by 1/average_over; integers: divided, truncating; 1 = no division; only with
+  /// kSum). bfloat16 and float16 are accumulated in float and rounded once. A contiguous CPU
+  /// tensor of a reducible() dtype and the same numel on every rank; every rank calls with the
+  /// same sequence of collectives, from one thread. The sum adds the ranks' values in rank
+  /// order, so every rank gets the same bits and a run repeats exactly. Throws nano::Error
+  /// naming the peer when a peer process of this host exits while being awaited (noticed within
+  /// about 0.1 s) or does not arrive within the timeout (a stopped or stuck peer).
+  void all_reduce(at::Tensor& tensor, ShmReduceOp op = ShmReduceOp::kSum, int average_over = 1);
+
+  /// In place: every rank's `tensor` (contiguous CPU, any dtype, the same bytes on every rank)
+  /// gets `root`'s bytes. Errors as all_reduce.
+  void broadcast(at::Tensor& tensor, int root);
+
+  /// `outputs[q]` = rank q's `input` for every q (contiguous CPU tensors of the input's bytes;
+  /// the same size on every rank). Errors as all_reduce.
+  void all_gather(const at::Tensor& input, std::vector<at::Tensor>& outputs);
+
+  /// Returns when every rank has called barrier(). Errors as all_reduce.
+  void barrier() { fence(); }
 
   /// Marks this rank as gone for good (its communicator is being destroyed): a peer waiting
   /// for it in a collective fails at once with a line naming it, instead of waiting for its
   /// exit or the timeout. Ranks that finished the same collectives are not affected.
   void leave();
+
+  /// What the timeout message names as the setting of the bound (default
+  /// "NANO_COLLECTIVE_TIMEOUT"; the torch backend's is the process group's timeout).
+  void set_bound_name(std::string name) { bound_name_ = std::move(name); }
 
   int rank() const { return rank_; }
   int size() const { return static_cast<int>(areas_.size()); }
@@ -61,6 +88,7 @@ class ShmAllReduce {
   int rank_ = 0;
   std::chrono::milliseconds timeout_{0};
   uint32_t epoch_ = 0;
+  std::string bound_name_ = "NANO_COLLECTIVE_TIMEOUT";
 };
 
 /// A POSIX shared-memory object mapped read-write into this process; unmapped on destruction.

@@ -1,6 +1,7 @@
-#include "runtime/shm_all_reduce.h"
+#include "runtime/shm_collectives.h"
 
 #include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <signal.h>
@@ -17,6 +18,7 @@
 #include <cstring>
 #include <new>
 #include <sstream>
+#include <type_traits>
 
 #include <nano/error.h>
 
@@ -31,7 +33,7 @@ struct Header {
   uint64_t pid_namespace;      // inode of /proc/self/ns/pid; 0 when unknown
   std::atomic<uint32_t> left;  // 1: the owner's communicator is gone; it joins no more collectives
 };
-static_assert(sizeof(Header) <= ShmAllReduce::kHeaderBytes, "header outgrew its cache line");
+static_assert(sizeof(Header) <= ShmCollectives::kHeaderBytes, "header outgrew its cache line");
 
 Header* header(char* area) { return reinterpret_cast<Header*>(area); }
 
@@ -44,36 +46,76 @@ bool reached(uint32_t value, uint32_t target) {
   return static_cast<int32_t>(value - target) >= 0;  // wrap-safe
 }
 
-template <class T>
-void reduce_slice(T* out, T* mirror, const T* const* srcs, int n, int64_t count, double scale) {
-  const T s = static_cast<T>(scale);
+// One slice of an all-reduce: out[i] = mirror[i] = op over the ranks' srcs[q][i], in rank
+// order, accumulated in Acc (float for the 16-bit floats) and rounded to T once.
+template <class T, class Acc, class Op>
+void reduce_slice(T* out, T* mirror, const T* const* srcs, int n, int64_t count, Op op, int average_over) {
+  const bool divide = average_over > 1;
+  auto finish = [average_over, scale = static_cast<Acc>(1.0 / average_over)](Acc acc) {
+    if constexpr (std::is_floating_point_v<Acc>) {
+      return static_cast<Acc>(acc * scale);
+    } else {
+      return static_cast<Acc>(acc / average_over);
+    }
+  };
   if (n == 2) {  // the common case, in a form the compiler vectorises
     const T* __restrict a = srcs[0];
     const T* __restrict b = srcs[1];
     T* __restrict o = out;
     T* __restrict m = mirror;
     for (int64_t i = 0; i < count; ++i) {
-      const T v = (a[i] + b[i]) * s;
-      o[i] = v;
-      m[i] = v;
+      Acc v = op(static_cast<Acc>(a[i]), static_cast<Acc>(b[i]));
+      if (divide) v = finish(v);
+      o[i] = m[i] = static_cast<T>(v);
     }
     return;
   }
   for (int64_t i = 0; i < count; ++i) {
-    T acc = srcs[0][i];
-    for (int q = 1; q < n; ++q) acc += srcs[q][i];
-    acc *= s;
-    out[i] = acc;
-    mirror[i] = acc;
+    Acc acc = static_cast<Acc>(srcs[0][i]);
+    for (int q = 1; q < n; ++q) acc = op(acc, static_cast<Acc>(srcs[q][i]));
+    if (divide) acc = finish(acc);
+    out[i] = mirror[i] = static_cast<T>(acc);
   }
 }
 
-void reduce_slice_bf16(c10::BFloat16* out, c10::BFloat16* mirror, const c10::BFloat16* const* srcs, int n,
-                       int64_t count, float scale) {
-  for (int64_t i = 0; i < count; ++i) {
-    float acc = float(srcs[0][i]);
-    for (int q = 1; q < n; ++q) acc += float(srcs[q][i]);
-    out[i] = mirror[i] = c10::BFloat16(acc * scale);
+template <class T, class Acc, class Op>
+void reduce_as(char* out, char* mirror, const char* const* srcs, int n, int64_t count, Op op, int average_over) {
+  reduce_slice<T, Acc>(reinterpret_cast<T*>(out), reinterpret_cast<T*>(mirror), reinterpret_cast<const T* const*>(srcs),
+                       n, count, op, average_over);
+}
+
+template <class Op>
+void reduce_typed(at::ScalarType type, char* out, char* mirror, const char* const* srcs, int n, int64_t count, Op op,
+                  int average_over) {
+  switch (type) {
+    case at::kFloat: return reduce_as<float, float>(out, mirror, srcs, n, count, op, average_over);
+    case at::kDouble: return reduce_as<double, double>(out, mirror, srcs, n, count, op, average_over);
+    case at::kBFloat16: return reduce_as<c10::BFloat16, float>(out, mirror, srcs, n, count, op, average_over);
+    case at::kHalf: return reduce_as<c10::Half, float>(out, mirror, srcs, n, count, op, average_over);
+    case at::kChar: return reduce_as<int8_t, int8_t>(out, mirror, srcs, n, count, op, average_over);
+    case at::kByte: return reduce_as<uint8_t, uint8_t>(out, mirror, srcs, n, count, op, average_over);
+    case at::kShort: return reduce_as<int16_t, int16_t>(out, mirror, srcs, n, count, op, average_over);
+    case at::kInt: return reduce_as<int32_t, int32_t>(out, mirror, srcs, n, count, op, average_over);
+    case at::kLong: return reduce_as<int64_t, int64_t>(out, mirror, srcs, n, count, op, average_over);
+    default: throw Error(std::string("nano: shared-memory all-reduce: unsupported dtype ") + c10::toString(type));
+  }
+}
+
+void reduce_with(ShmReduceOp op, at::ScalarType type, char* out, char* mirror, const char* const* srcs, int n,
+                 int64_t count, int average_over) {
+  switch (op) {
+    case ShmReduceOp::kSum:
+      return reduce_typed(
+          type, out, mirror, srcs, n, count, [](auto a, auto b) { return a + b; }, average_over);
+    case ShmReduceOp::kProduct:
+      return reduce_typed(
+          type, out, mirror, srcs, n, count, [](auto a, auto b) { return a * b; }, average_over);
+    case ShmReduceOp::kMin:
+      return reduce_typed(
+          type, out, mirror, srcs, n, count, [](auto a, auto b) { return b < a ? b : a; }, 1);
+    case ShmReduceOp::kMax:
+      return reduce_typed(
+          type, out, mirror, srcs, n, count, [](auto a, auto b) { return a < b ? b : a; }, 1);
   }
 }
 
@@ -81,7 +123,7 @@ std::string system_reason() { return std::strerror(errno); }
 
 }  // namespace
 
-void ShmAllReduce::init_header(char* area) {
+void ShmCollectives::init_header(char* area) {
   Header* h = new (area) Header{};
   h->counter.store(0, std::memory_order_relaxed);
   h->pid = static_cast<int32_t>(getpid());
@@ -90,7 +132,8 @@ void ShmAllReduce::init_header(char* area) {
   std::atomic_thread_fence(std::memory_order_release);
 }
 
-ShmAllReduce::ShmAllReduce(std::vector<char*> areas, int64_t data_bytes, int rank, std::chrono::milliseconds timeout)
+ShmCollectives::ShmCollectives(std::vector<char*> areas, int64_t data_bytes, int rank,
+                               std::chrono::milliseconds timeout)
     : areas_(std::move(areas)), data_bytes_(data_bytes), rank_(rank), timeout_(timeout) {
   if (rank_ < 0 || rank_ >= size() || data_bytes_ < 64) {
     throw Error("nano: shared-memory all-reduce: bad layout (rank " + std::to_string(rank_) + " of " +
@@ -98,7 +141,7 @@ ShmAllReduce::ShmAllReduce(std::vector<char*> areas, int64_t data_bytes, int ran
   }
 }
 
-void ShmAllReduce::await_peer(int q) {
+void ShmCollectives::await_peer(int q) {
   Header* peer = header(areas_[q]);
   std::chrono::steady_clock::time_point deadline{}, left_since{};
   for (int spins = 0, sleeps = 0;; ++spins) {
@@ -142,13 +185,13 @@ void ShmAllReduce::await_peer(int q) {
       std::ostringstream seconds;
       seconds << timeout_.count() / 1000.0;
       throw Error("nano: shared-memory all-reduce: rank " + std::to_string(q) + " (pid " + std::to_string(peer->pid) +
-                  ") did not reach the collective within " + seconds.str() +
-                  " s (stopped or stuck; NANO_COLLECTIVE_TIMEOUT sets this bound)");
+                  ") did not reach the collective within " + seconds.str() + " s (stopped or stuck; " + bound_name_ +
+                  " sets this bound)");
     }
   }
 }
 
-void ShmAllReduce::leave() {
+void ShmCollectives::leave() {
   Header* mine = header(areas_[rank_]);
   mine->left.store(1, std::memory_order_release);
   // Wake peers asleep on our counter so they see it now, not at their next 10 ms tick.
@@ -158,7 +201,7 @@ void ShmAllReduce::leave() {
 // A barrier on the shared counters: MPI_Barrier busy-polls, and yield loops lose whole time
 // slices on a loaded machine; both starve backward() on a rank bound to one core while a DDP
 // bucket waits.
-void ShmAllReduce::fence() {
+void ShmCollectives::fence() {
   ++epoch_;
   Header* mine = header(areas_[rank_]);
   mine->counter.store(epoch_, std::memory_order_release);
@@ -168,8 +211,26 @@ void ShmAllReduce::fence() {
   }
 }
 
-void ShmAllReduce::all_reduce(at::Tensor& tensor, double scale) {
+bool ShmCollectives::reducible(at::ScalarType type) {
+  switch (type) {
+    case at::kFloat:
+    case at::kDouble:
+    case at::kBFloat16:
+    case at::kHalf:
+    case at::kChar:
+    case at::kByte:
+    case at::kShort:
+    case at::kInt:
+    case at::kLong: return true;
+    default: return false;
+  }
+}
+
+void ShmCollectives::all_reduce(at::Tensor& tensor, ShmReduceOp op, int average_over) {
   const at::ScalarType type = tensor.scalar_type();
+  if (!reducible(type)) {
+    throw Error(std::string("nano: shared-memory all-reduce: unsupported dtype ") + c10::toString(type));
+  }
   const int64_t elem = static_cast<int64_t>(tensor.element_size());
   const int64_t count = tensor.numel();
   char* data = static_cast<char*>(tensor.data_ptr());
@@ -188,24 +249,7 @@ void ShmAllReduce::all_reduce(at::Tensor& tensor, double scale) {
     fence();
     const int64_t a = lo(rank_), len = lo(rank_ + 1) - a;
     for (int q = 0; q < n; ++q) srcs[q] = (q == rank_ ? mine : areas_[q] + kHeaderBytes) + a * elem;
-    char* out = mine + a * elem;
-    char* mirror = shared + a * elem;
-    switch (type) {
-      case at::kFloat:
-        reduce_slice(reinterpret_cast<float*>(out), reinterpret_cast<float*>(mirror),
-                     reinterpret_cast<const float* const*>(srcs.data()), n, len, scale);
-        break;
-      case at::kDouble:
-        reduce_slice(reinterpret_cast<double*>(out), reinterpret_cast<double*>(mirror),
-                     reinterpret_cast<const double* const*>(srcs.data()), n, len, scale);
-        break;
-      case at::kBFloat16:
-        reduce_slice_bf16(reinterpret_cast<c10::BFloat16*>(out), reinterpret_cast<c10::BFloat16*>(mirror),
-                          reinterpret_cast<const c10::BFloat16* const*>(srcs.data()), n, len,
-                          static_cast<float>(scale));
-        break;
-      default: throw Error(std::string("nano: shared-memory all-reduce: unsupported dtype ") + c10::toString(type));
-    }
+    reduce_with(op, type, mine + a * elem, shared + a * elem, srcs.data(), n, len, average_over);
     fence();
     for (int q = 0; q < n; ++q) {
       if (q != rank_) {
@@ -213,6 +257,35 @@ void ShmAllReduce::all_reduce(at::Tensor& tensor, double scale) {
       }
     }
     fence();  // peers finished reading my area before the next chunk overwrites it
+  }
+}
+
+void ShmCollectives::broadcast(at::Tensor& tensor, int root) {
+  char* data = static_cast<char*>(tensor.data_ptr());
+  const int64_t bytes = static_cast<int64_t>(tensor.nbytes());
+  char* shared = areas_[root] + kHeaderBytes;
+  for (int64_t done = 0; done < bytes; done += data_bytes_) {
+    const int64_t chunk = std::min(data_bytes_, bytes - done);
+    if (rank_ == root) std::memcpy(shared, data + done, chunk);
+    fence();
+    if (rank_ != root) std::memcpy(data + done, shared, chunk);
+    fence();  // everyone has read the root's area before it takes the next chunk
+  }
+}
+
+void ShmCollectives::all_gather(const at::Tensor& input, std::vector<at::Tensor>& outputs) {
+  const char* in = static_cast<const char*>(input.data_ptr());
+  const int64_t bytes = static_cast<int64_t>(input.nbytes());
+  for (int64_t done = 0; done < bytes; done += data_bytes_) {
+    const int64_t chunk = std::min(data_bytes_, bytes - done);
+    std::memcpy(areas_[rank_] + kHeaderBytes, in + done, chunk);
+    fence();
+    for (int q = 0; q < size(); ++q) {
+      char* out = static_cast<char*>(outputs[q].data_ptr()) + done;
+      const char* from = q == rank_ ? in + done : areas_[q] + kHeaderBytes;
+      if (out != from) std::memmove(out, from, chunk);
+    }
+    fence();
   }
 }
 

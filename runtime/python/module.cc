@@ -1,0 +1,33 @@
+// nano_torch._C: the creator that torch.distributed.Backend.register_backend calls for "nano"
+// (nano_torch/__init__.py registers it), and a probe of the path a group took.
+#include <pybind11/chrono.h>
+#include <torch/csrc/utils/pybind.h>  // c10::intrusive_ptr as a holder, shared with torch's bindings
+
+#include <chrono>
+
+#include "runtime/torch_backend.h"
+
+namespace py = pybind11;
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "nano's collectives as a torch.distributed backend";
+  // torch's bindings register the base class (and the Store) that the values below cross as.
+  py::module_::import("torch.distributed");
+  // Returned as the base class torch has bound (ProcessGroup on 1.13, Backend on 2.x), as its
+  // own C++ extensions of c10d do: nothing of ours needs a Python type.
+  m.def(
+      "create",
+      [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, std::chrono::milliseconds timeout) {
+        return c10::intrusive_ptr<nano::TorchBackendBase>(
+            c10::make_intrusive<nano::TorchBackend>(store, nano::torch_backend_options(rank, size, timeout)));
+      },
+      py::arg("store"), py::arg("rank"), py::arg("world_size"), py::arg("timeout"),
+      py::call_guard<py::gil_scoped_release>(), "Joins a nano process group (the creator given to register_backend).");
+  m.def(
+      "uses_shared_memory",
+      [](const c10::intrusive_ptr<nano::TorchBackendBase>& backend) {
+        const auto* nano_backend = dynamic_cast<const nano::TorchBackend*>(backend.get());
+        return nano_backend != nullptr && nano_backend->uses_shared_memory();
+      },
+      "True when this nano backend's collectives go through shared memory.");
+}

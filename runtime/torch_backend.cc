@@ -1,0 +1,622 @@
+#include "runtime/torch_backend.h"
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <ATen/ATen.h>
+#include <ATen/core/ivalue.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <sstream>
+#include <utility>
+
+#include <nano/error.h>
+#include "runtime/gloo_device.h"
+#include "runtime/rendezvous.h"
+#include "runtime/serial_executor.h"
+#include "runtime/shm_collectives.h"
+#include "runtime/shm_rendezvous.h"
+
+namespace nano {
+
+namespace {
+
+using RedOp = c10d::ReduceOp::RedOpType;
+
+// Work::wait()'s "no timeout given" (c10d's kNoTimeout, 0 ms, which torch 1.13 declares at
+// global scope and 2.x inside c10d).
+constexpr std::chrono::milliseconds kCallerGaveNoTimeout{0};
+
+std::string seconds_text(std::chrono::milliseconds limit) {
+  std::ostringstream out;
+  out << limit.count() / 1000.0;
+  return out.str();
+}
+
+// What tells two ranks they can map each other's shared memory: the host's name and the
+// /dev/shm they see (two containers of one host with their own /dev/shm cannot).
+std::string host_identity() {
+  char name[256] = {};
+  gethostname(name, sizeof(name) - 1);
+  struct stat st {};
+  const unsigned long long device = stat("/dev/shm", &st) == 0 ? static_cast<unsigned long long>(st.st_dev) : 0;
+  return std::string(name) + "/" + std::to_string(device);
+}
+
+std::string text_of(const std::vector<uint8_t>& bytes) { return std::string(bytes.begin(), bytes.end()); }
+
+// The shared-memory form of `op`, when it has one.
+bool shm_op(RedOp op, ShmReduceOp* out) {
+  switch (op) {
+    case c10d::ReduceOp::SUM:
+    case c10d::ReduceOp::AVG: *out = ShmReduceOp::kSum; return true;
+    case c10d::ReduceOp::PRODUCT: *out = ShmReduceOp::kProduct; return true;
+    case c10d::ReduceOp::MIN: *out = ShmReduceOp::kMin; return true;
+    case c10d::ReduceOp::MAX: *out = ShmReduceOp::kMax; return true;
+    default: return false;
+  }
+}
+
+// A contiguous CPU tensor's bytes, as a uint8 tensor over the same memory (which it keeps
+// alive: Gloo's send may outlive the caller's tensor): how operations that only move bytes
+// serve every dtype, Gloo's missing bfloat16 and bool included.
+at::Tensor bytes_of(const at::Tensor& tensor) {
+  return at::from_blob(
+      tensor.data_ptr(), {static_cast<int64_t>(tensor.nbytes())}, [keep = tensor](void*) {},
+      at::TensorOptions().dtype(at::kByte));
+}
+
+void check_cpu(const at::Tensor& tensor, const char* what) {
+  if (!tensor.device().is_cpu() || tensor.is_sparse()) {
+    throw Error(std::string("nano: ") + what + ": the nano backend takes dense CPU tensors, got one on " +
+                tensor.device().str() + (tensor.is_sparse() ? " (sparse)" : ""));
+  }
+}
+
+void check_one(const std::vector<at::Tensor>& tensors, const char* what) {
+  if (tensors.size() != 1) {
+    throw Error(std::string("nano: ") + what + " takes one tensor per rank, got " + std::to_string(tensors.size()));
+  }
+  check_cpu(tensors[0], what);
+}
+
+// Runs `body` on a contiguous form of `tensor` and copies the result back when a copy was made.
+template <class Body>
+void on_contiguous(at::Tensor& tensor, Body body) {
+  if (tensor.is_contiguous()) {
+    body(tensor);
+    return;
+  }
+  at::Tensor dense = tensor.contiguous();
+  body(dense);
+  tensor.copy_(dense);
+}
+
+// The Work of one queued operation: a future of its output tensors, completed on the backend's
+// thread (where DDP's callbacks then run, as on Gloo's), and a bounded wait.
+class NanoWork : public c10d::Work {
+ public:
+  NanoWork(int rank, c10d::OpType type, const char* what, std::vector<at::Tensor> outputs,
+           std::chrono::milliseconds limit, SerialExecutor* owner)
+      : c10d::Work(rank, type),
+        what_(what),
+        outputs_(std::move(outputs)),
+        limit_(limit),
+        owner_(owner),
+        future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {}
+
+  // Called once, by the backend's thread.
+  void finish(std::exception_ptr error) {
+    if (error) {
+      future_->setError(error);
+    } else {
+      future_->markCompleted(c10::IValue(outputs_));
+    }
+  }
+  void set_completion(std::shared_ptr<Completion> completion) { completion_ = std::move(completion); }
+
+  bool isCompleted() override { return future_->completed(); }
+  bool isSuccess() const override { return future_->completed() && !future_->hasError(); }
+  std::exception_ptr exception() const override { return future_->completed() ? future_->exception_ptr() : nullptr; }
+  std::vector<at::Tensor> result() override { return outputs_; }
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+
+  // `timeout` from the caller (Work.wait(timeout)); kNoTimeout means the group's.
+  bool wait(std::chrono::milliseconds timeout) override {
+    const std::chrono::milliseconds limit = timeout == kCallerGaveNoTimeout ? limit_ : timeout;
+    if (!completion_->wait_for(limit)) {
+      // The operation is stuck in a call that does not return (every collective of ours is
+      // bounded by the group's timeout, so this is a safety net): nothing more can run after it.
+      if (timeout == kCallerGaveNoTimeout) owner_->abandon(collective_timeout_message(what_, limit));
+      throw Error(collective_timeout_message(what_, limit));
+    }
+    return true;
+  }
+
+ private:
+  const char* what_;
+  std::vector<at::Tensor> outputs_;
+  std::chrono::milliseconds limit_;
+  SerialExecutor* owner_;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+  std::shared_ptr<Completion> completion_;
+};
+
+// Waits until every rank has set "<prefix><rank>", at most `timeout`; names the missing ones.
+void await_ranks(c10d::Store& store, const std::string& prefix, int rank, int size, std::chrono::milliseconds timeout) {
+  std::vector<std::string> keys;
+  for (int r = 0; r < size; ++r) keys.push_back(prefix + std::to_string(r));
+  try {
+    store.wait(keys, timeout);
+  } catch (const std::exception& e) {
+    std::vector<int> missing;
+    try {
+      for (int r = 0; r < size; ++r) {
+        if (!store.check({keys[r]})) missing.push_back(r);
+      }
+    } catch (const std::exception&) {
+      throw Error("nano: rank " + std::to_string(rank) +
+                  ": the nano backend's rendezvous failed: " + first_line(e.what()));
+    }
+    std::string names;
+    for (int r : missing) names += (names.empty() ? "" : ", ") + std::to_string(r);
+    throw Error("nano: rank " + std::to_string(rank) + ": " + std::to_string(missing.size()) + " of " +
+                std::to_string(size) + " ranks did not join the nano process group within " + seconds_text(timeout) +
+                " s (missing: " + names + ")");
+  }
+}
+
+}  // namespace
+
+TorchBackend::Options torch_backend_options(int rank, int size, std::chrono::milliseconds timeout) {
+  TorchBackend::Options options;
+  options.rank = rank;
+  options.size = size;
+  options.timeout = timeout;
+  options.shm_bytes = shm_bytes_from_environment();
+  if (const char* addr = std::getenv("MASTER_ADDR")) options.master_addr = addr;
+  return options;
+}
+
+TorchBackend::TorchBackend(const c10::intrusive_ptr<c10d::Store>& store, const Options& options)
+    : TorchBackendBase(options.rank, options.size), timeout_(options.timeout) {
+  const int rank = options.rank, size = options.size;
+  // Which ranks share this host decides the path: shared memory only if all do.
+  store->set("nano/host/" + std::to_string(rank), [] {
+    const std::string id = host_identity();
+    return std::vector<uint8_t>(id.begin(), id.end());
+  }());
+  await_ranks(*store, "nano/host/", rank, size, timeout_);
+  const std::string mine = host_identity();
+  bool one_host = true;
+  for (int r = 0; r < size && one_host; ++r) one_host = text_of(store->get("nano/host/" + std::to_string(r))) == mine;
+
+  if (one_host && size > 1 && options.shm_bytes > 0) {
+    SharedWorld world = join_shared_memory(*store, rank, size, options.shm_bytes, timeout_, "nano");
+    shm_ = std::move(world.collectives);
+    if (shm_) shm_->set_bound_name("the process group's timeout");
+    shm_memory_ = std::move(world.memory);
+  }
+  // Gloo's own bound on each of its operations is the group's timeout; on one host it listens
+  // on loopback only.
+  auto gloo_options = c10d::ProcessGroupGloo::Options::create(timeout_);
+  gloo_options->devices.push_back(make_gloo_device(options.master_addr, !one_host, rank).device);
+  gloo_options->threads = 2;
+  try {
+    gloo_ = c10::make_intrusive<c10d::ProcessGroupGloo>(c10::make_intrusive<c10d::PrefixStore>("nano/gloo", store),
+                                                        rank, size, gloo_options);
+  } catch (const std::exception& e) {
+    throw Error("nano: rank " + std::to_string(rank) +
+                ": the nano backend's Gloo group did not connect: " + first_line(e.what()));
+  }
+  thread_ = std::make_unique<SerialExecutor>();
+}
+
+TorchBackend::~TorchBackend() {
+  // Peers waiting for this rank in a shared-memory collective learn at once that it left.
+  if (shm_) shm_->leave();
+}
+
+c10::intrusive_ptr<c10d::Work> TorchBackend::enqueue(c10d::OpType type, const char* what,
+                                                     std::vector<at::Tensor> outputs, std::function<void()> body) {
+  {
+    std::lock_guard<std::mutex> lock(broken_mutex_);
+    if (!broken_.empty()) {
+      throw Error(std::string("nano: ") + what + " after an earlier collective of this group failed: " + broken_);
+    }
+  }
+  // A little longer than the group's timeout: every collective below is bounded by that
+  // itself and then says which peer it waited for, which is the better message.
+  const auto limit = timeout_ + std::chrono::seconds(5);
+  auto work = c10::make_intrusive<NanoWork>(getRank(), type, what, std::move(outputs), limit, thread_.get());
+  NanoWork* raw = work.get();
+  c10::intrusive_ptr<NanoWork> keep = work;
+  auto completion = thread_->submit([this, keep, body = std::move(body), what]() {
+    try {
+      body();
+    } catch (const std::exception& e) {
+      {
+        std::lock_guard<std::mutex> lock(broken_mutex_);
+        if (broken_.empty()) broken_ = first_line(e.what());
+      }
+      Error error(std::string(e.what()).rfind("nano: ", 0) == 0
+                      ? first_line(e.what())
+                      : std::string("nano: ") + what + " failed: " + first_line(e.what()));
+      keep->finish(std::make_exception_ptr(error));
+      throw error;
+    }
+    keep->finish(nullptr);
+  });
+  raw->set_completion(std::move(completion));
+  return work;
+}
+
+void TorchBackend::gloo_wait(const c10::intrusive_ptr<c10d::Work>& work, const char* what) {
+  try {
+    work->wait();  // bounded by Gloo's own timeout, the group's
+  } catch (const std::exception& e) {
+    throw Error(std::string("nano: ") + what + " (through Gloo) failed: " + first_line(e.what()));
+  }
+}
+
+void TorchBackend::gloo_all_reduce(at::Tensor& tensor, RedOp op) {
+  // Gloo has no AVG: a sum, divided after. Debian's Gloo has no bfloat16 reduction: a float
+  // copy, rounded back once.
+  const bool average = op == c10d::ReduceOp::AVG;
+  const bool widen = tensor.scalar_type() == at::kBFloat16;
+  at::Tensor work_on = widen ? tensor.to(at::kFloat) : tensor;
+  std::vector<at::Tensor> tensors{work_on};
+  c10d::AllreduceOptions opts;
+  opts.reduceOp = c10d::ReduceOp(average ? c10d::ReduceOp::SUM : op);
+  gloo_wait(gloo_->allreduce(tensors, opts), "all_reduce");
+  if (average) {
+    if (at::isFloatingType(work_on.scalar_type())) {
+      work_on.div_(getSize());
+    } else {
+      work_on.div_(getSize(), "trunc");
+    }
+  }
+  if (widen) tensor.copy_(work_on);
+}
+
+void TorchBackend::all_reduce_now(at::Tensor& tensor, RedOp op) {
+  ShmReduceOp fast;
+  if (shm_ && shm_op(op, &fast) && ShmCollectives::reducible(tensor.scalar_type())) {
+    on_contiguous(tensor, [&](at::Tensor& t) { shm_->all_reduce(t, fast, op == c10d::ReduceOp::AVG ? getSize() : 1); });
+    return;
+  }
+  if (op == c10d::ReduceOp::PREMUL_SUM) {
+    throw Error("nano: all_reduce: ReduceOp.PREMUL_SUM is NCCL's alone (Gloo has none either)");
+  }
+  on_contiguous(tensor, [&](at::Tensor& t) { gloo_all_reduce(t, op); });
+}
+
+void TorchBackend::broadcast_now(at::Tensor& tensor, int root) {
+  on_contiguous(tensor, [&](at::Tensor& t) {
+    if (shm_) {
+      shm_->broadcast(t, root);
+      return;
+    }
+    std::vector<at::Tensor> tensors{bytes_of(t)};
+    c10d::BroadcastOptions opts;
+    opts.rootRank = root;
+    gloo_wait(gloo_->broadcast(tensors, opts), "broadcast");
+  });
+}
+
+void TorchBackend::all_gather_now(const at::Tensor& input, std::vector<at::Tensor>& outputs) {
+  if (static_cast<int>(outputs.size()) != getSize()) {
+    throw Error("nano: all_gather: expected " + std::to_string(getSize()) + " output tensors, got " +
+                std::to_string(outputs.size()));
+  }
+  for (const auto& out : outputs) {
+    if (out.nbytes() != input.nbytes()) {
+      throw Error("nano: all_gather: output tensors must match the input's size (" + std::to_string(input.nbytes()) +
+                  " bytes), got one of " + std::to_string(out.nbytes()));
+    }
+  }
+  const at::Tensor in = input.contiguous();
+  std::vector<at::Tensor> dense;
+  for (const auto& out : outputs) dense.push_back(out.is_contiguous() ? out : at::empty_like(in));
+  if (shm_) {
+    shm_->all_gather(in, dense);
+  } else {
+    std::vector<std::vector<at::Tensor>> gathered(1);
+    for (auto& d : dense) gathered[0].push_back(bytes_of(d));
+    std::vector<at::Tensor> inputs{bytes_of(in)};
+    gloo_wait(gloo_->allgather(gathered, inputs), "all_gather");
+  }
+  for (std::size_t q = 0; q < outputs.size(); ++q) {
+    if (!outputs[q].is_contiguous()) outputs[q].copy_(dense[q].view(outputs[q].sizes()));
+  }
+}
+
+void TorchBackend::barrier_now() {
+  if (shm_) {
+    shm_->barrier();
+    return;
+  }
+  gloo_wait(gloo_->barrier(), "barrier");
+}
+
+c10::intrusive_ptr<c10d::Work> TorchBackend::broadcast(std::vector<at::Tensor>& tensors,
+                                                       const c10d::BroadcastOptions& opts) {
+  check_one(tensors, "broadcast");
+  const int root = static_cast<int>(opts.rootRank);
+  if (root < 0 || root >= getSize()) {
+    throw Error("nano: broadcast: root rank " + std::to_string(root) + " is outside the group of " +
+                std::to_string(getSize()));
+  }
+  at::Tensor tensor = tensors[0];
+  return enqueue(c10d::OpType::BROADCAST, "broadcast", tensors,
+                 [this, tensor, root]() mutable { broadcast_now(tensor, root); });
+}
+
+c10::intrusive_ptr<c10d::Work> TorchBackend::allreduce(std::vector<at::Tensor>& tensors,
+                                                       const c10d::AllreduceOptions& opts) {
+  check_one(tensors, "all_reduce");
+  at::Tensor tensor = tensors[0];
+  const RedOp op = opts.reduceOp.op_;
+  return enqueue(c10d::OpType::ALLREDUCE, "all_reduce", tensors,
+                 [this, tensor, op]() mutable { all_reduce_now(tensor, op); });
+}
+
+c10::intrusive_ptr<c10d::Work> TorchBackend::allreduce_coalesced(std::vector<at::Tensor>& tensors,
+                                                                 const c10d::AllreduceCoalescedOptions& opts) {
+  for (const auto& t : tensors) check_cpu(t, "all_reduce_coalesced");
+  const RedOp op = opts.reduceOp.op_;
+  return enqueue(c10d::OpType::ALLREDUCE_COALESCED, "all_reduce_coalesced", tensors, [this, tensors, op]() mutable {
+    // One collective over all of them, per dtype, in the order given.
+    for (std::size_t i = 0; i < tensors.size();) {
+      std::size_t j = i;
+      std::vector<at::Tensor> flat;
+      while (j < tensors.size() && tensors[j].scalar_type() == tensors[i].scalar_type()) {
+        flat.push_back(tensors[j].reshape({-1}));
+        ++j;
+      }
+      at::Tensor joined = at::cat(flat);
+      all_reduce_now(joined, op);
+      int64_t offset = 0;
+      for (std::size_t k = i; k < j; ++k) {
+        const int64_t n = tensors[k].numel();
+        tensors[k].copy_(joined.narrow(0, offset, n).view(tensors[k].sizes()));
+        offset += n;
+      }
+      i = j;
+    }
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> TorchBackend::reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) {
+  check_one(tensors, "reduce");
+  at::Tensor tensor = tensors[0];
+  const RedOp op = opts.reduceOp.op_;
+  const int root = static_cast<int>(opts.rootRank);
+  // An all-reduce, kept by the root: the fast path, every dtype and op. The other ranks'
+  // tensors are left as they were.
+  return enqueue(c10d::OpType::REDUCE, "reduce", tensors, [this, tensor, op, root]() mutable {
+    if (getRank() == root) {
+      all_reduce_now(tensor, op);
+    } else {
+      at::Tensor scratch = tensor.clone();
+      all_reduce_now(scratch, op);
+    }
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> TorchBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                       std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions&) {
+  check_one(inputs, "all_gather");
+  if (outputs.size() != 1) {
+    throw Error("nano: all_gather takes one output list per rank, got " + std::to_string(outputs.size()));
+  }
+  for (const auto& t : outputs[0]) check_cpu(t, "all_gather");
+  at::Tensor input = inputs[0];
+  std::vector<at::Tensor> out = outputs[0];
+  return enqueue(c10d::OpType::ALLGATHER, "all_gather", out,
+                 [this, input, out]() mutable { all_gather_now(input, out); });
+}
+
+c10::intrusive_ptr<c10d::Work> TorchBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
+                                                             const c10d::AllgatherOptions&) {
+  check_cpu(input, "all_gather_into_tensor");
+  check_cpu(output, "all_gather_into_tensor");
+  if (output.numel() != input.numel() * getSize() || output.scalar_type() != input.scalar_type()) {
+    throw Error("nano: all_gather_into_tensor: the output must hold " + std::to_string(getSize()) +
+                " inputs of the input's dtype (" + std::to_string(input.numel() * getSize()) + " elements), got " +
+                std::to_string(output.numel()));
+  }
+  at::Tensor in = input, out = output;
+  return enqueue(c10d::OpType::_ALLGATHER_BASE, "all_gather_into_tensor", {output}, [this, in, out]() mutable {
+    at::Tensor dense = out.is_contiguous() ? out : at::empty(out.sizes(), out.options());
+    std::vector<at::Tensor> parts = dense.reshape({getSize(), -1}).unbind(0);
+    all_gather_now(in, parts);
+    if (!out.is_contiguous()) out.copy_(dense);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> TorchBackend::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::AllgatherOptions&) {
+  if (outputs.size() != inputs.size()) {
+    throw Error("nano: all_gather_coalesced: " + std::to_string(inputs.size()) + " inputs but " +
+                std::to_string(outputs.size()) + " output lists");
+  }
+  std::vector<at::Tensor> flat_outputs;
+  for (const auto& list : outputs) flat_outputs.insert(flat_outputs.end(), list.begin(), list.end());
+  return enqueue(c10d::OpType::ALLGATHER_COALESCED, "all_gather_coalesced", flat_outputs,
+                 [this, inputs, outputs]() mutable {
+                   for (std::size_t i = 0; i < inputs.size(); ++i) all_gather_now(inputs[i], outputs[i]);
+                 });
+}
+
+c10::intrusive_ptr<c10d::Work> TorchBackend::gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                    std::vector<at::Tensor>& inputs, const c10d::GatherOptions& opts) {
+  check_one(inputs, "gather");
+  auto body = [this, outputs, inputs, opts]() mutable {
+    // Bytes in, bytes out: every dtype; outputs that are not contiguous get theirs copied back.
+    std::vector<std::vector<at::Tensor>> dense(outputs.size()), out(outputs.size());
+    for (std::size_t i = 0; i < outputs.size(); ++i) {
+      for (const auto& t : outputs[i]) {
+        dense[i].push_back(t.is_contiguous() ? t : t.contiguous());
+        out[i].push_back(bytes_of(dense[i].back()));
+      }
+    }
+    const at::Tensor dense_in = inputs[0].contiguous();
+    std::vector<at::Tensor> in{bytes_of(dense_in)};
+    gloo_wait(gloo_->gather(out, in, opts), "gather");
+    for (std::size_t i = 0; i < outputs.size(); ++i) {
+      for (std::size_t q = 0; q < outputs[i].size(); ++q) {
+        if (!outputs[i][q].is_contiguous()) outputs[i][q].copy_(dense[i][q]);
+      }
+    }
+  };
+  std::vector<at::Tensor> flat;
+  for (const auto& list : outputs) flat.insert(flat.end(), list.begin(), list.end());
+  return enqueue(c10d::OpType::GATHER, "gather", flat, std::move(body));
+}
+
+c10::intrusive_ptr<c10d::Work> TorchBackend::scatter(std::vector<at::Tensor>& outputs,
+                                                     std::vector<std::vector<at::Tensor>>& inputs,
+                                                     const c10d::ScatterOptions& opts) {
+  check_one(outputs, "scatter");
+  at::Tensor output = outputs[0];
+  return enqueue(c10d::OpType::SCATTER, "scatter", outputs, [this, output, inputs, opts]() mutable {
+    on_contiguous(output, [&](at::Tensor& dense) {
+      std::vector<std::vector<at::Tensor>> in(inputs.size());
+      for (std::size_t i = 0; i < inputs.size(); ++i) {
+        for (const auto& t : inputs[i]) in[i].push_back(bytes_of(t.contiguous()));
+      }
+      std::vector<at::Tensor> out{bytes_of(dense)};
+      gloo_wait(gloo_->scatter(out, in, opts), "scatter");
+    });
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> TorchBackend::reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                            std::vector<std::vector<at::Tensor>>& inputs,
+                                                            const c10d::ReduceScatterOptions& opts) {
+  check_one(outputs, "reduce_scatter");
+  if (inputs.size() != 1 || static_cast<int>(inputs[0].size()) != getSize()) {
+    throw Error("nano: reduce_scatter takes " + std::to_string(getSize()) + " input tensors per rank");
+  }
+  at::Tensor output = outputs[0];
+  std::vector<at::Tensor> parts = inputs[0];
+  const RedOp op = opts.reduceOp.op_;
+  // An all-reduce of every part (the fast path, every dtype and op), of which each rank keeps
+  // its own: more bytes than a true reduce-scatter, but never unsupported.
+  return enqueue(c10d::OpType::REDUCE_SCATTER, "reduce_scatter", outputs, [this, output, parts, op]() mutable {
+    std::vector<at::Tensor> flat;
+    for (const auto& p : parts) flat.push_back(p.reshape({-1}));
+    at::Tensor joined = at::cat(flat);
+    all_reduce_now(joined, op);
+    int64_t offset = 0;
+    for (int q = 0; q < getRank(); ++q) offset += parts[q].numel();
+    output.copy_(joined.narrow(0, offset, parts[getRank()].numel()).view(output.sizes()));
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> TorchBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                                  const c10d::ReduceScatterOptions& opts) {
+  check_cpu(input, "reduce_scatter_tensor");
+  check_cpu(output, "reduce_scatter_tensor");
+  if (input.numel() != output.numel() * getSize()) {
+    throw Error("nano: reduce_scatter_tensor: the input must hold " + std::to_string(getSize()) + " outputs (" +
+                std::to_string(output.numel() * getSize()) + " elements), got " + std::to_string(input.numel()));
+  }
+  at::Tensor in = input, out = output;
+  const RedOp op = opts.reduceOp.op_;
+  return enqueue(c10d::OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor", {output}, [this, in, out, op]() mutable {
+    at::Tensor joined = in.reshape({-1}).clone();
+    all_reduce_now(joined, op);
+    out.copy_(joined.narrow(0, out.numel() * getRank(), out.numel()).view(out.sizes()));
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> TorchBackend::alltoall_base(at::Tensor& output, at::Tensor& input,
+                                                           std::vector<int64_t>& output_split_sizes,
+                                                           std::vector<int64_t>& input_split_sizes,
+                                                           const c10d::AllToAllOptions& opts) {
+  check_cpu(input, "all_to_all_single");
+  check_cpu(output, "all_to_all_single");
+  at::Tensor in = input, out = output;
+  std::vector<int64_t> out_splits = output_split_sizes, in_splits = input_split_sizes;
+  return enqueue(c10d::OpType::ALLTOALL_BASE, "all_to_all_single", {output},
+                 [this, in, out, out_splits, in_splits, opts]() mutable {
+                   at::Tensor dense_in = in.contiguous();
+                   on_contiguous(out, [&](at::Tensor& dense_out) {
+                     gloo_wait(gloo_->alltoall_base(dense_out, dense_in, out_splits, in_splits, opts),
+                               "all_to_all_single");
+                   });
+                 });
+}
+
+c10::intrusive_ptr<c10d::Work> TorchBackend::alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                                                      const c10d::AllToAllOptions& opts) {
+  if (static_cast<int>(outputs.size()) != getSize() || static_cast<int>(inputs.size()) != getSize()) {
+    throw Error("nano: all_to_all takes " + std::to_string(getSize()) + " input and output tensors per rank");
+  }
+  // Gloo's list form is missing in some versions: the single-tensor form over the joined
+  // bytes serves every version and dtype.
+  return enqueue(c10d::OpType::ALLTOALL, "all_to_all", outputs, [this, outputs, inputs, opts]() mutable {
+    std::vector<at::Tensor> in_bytes, out_bytes;
+    std::vector<int64_t> in_splits, out_splits;
+    for (const auto& t : inputs) {
+      in_bytes.push_back(bytes_of(t.contiguous()).clone());
+      in_splits.push_back(static_cast<int64_t>(t.nbytes()));
+    }
+    for (const auto& t : outputs) out_splits.push_back(static_cast<int64_t>(t.nbytes()));
+    at::Tensor joined_in = at::cat(in_bytes);
+    int64_t total = 0;
+    for (int64_t n : out_splits) total += n;
+    at::Tensor joined_out = at::empty({total}, at::TensorOptions().dtype(at::kByte));
+    // Gloo takes (moves from) the split vectors it is given: give it copies.
+    std::vector<int64_t> out_counts = out_splits, in_counts = in_splits;
+    gloo_wait(gloo_->alltoall_base(joined_out, joined_in, out_counts, in_counts, opts), "all_to_all");
+    int64_t offset = 0;
+    for (std::size_t q = 0; q < outputs.size(); ++q) {
+      at::Tensor dense = outputs[q].is_contiguous() ? outputs[q] : at::empty_like(outputs[q]).contiguous();
+      bytes_of(dense).copy_(joined_out.narrow(0, offset, out_splits[q]));
+      if (!outputs[q].is_contiguous()) outputs[q].copy_(dense);
+      offset += out_splits[q];
+    }
+  });
+}
+
+// Point-to-point goes straight to Gloo, outside the queue: a send and the matching receive are
+// issued in different orders on the two ranks, so serialising them could deadlock.
+c10::intrusive_ptr<c10d::Work> TorchBackend::send(std::vector<at::Tensor>& tensors, int dst_rank, int tag) {
+  check_one(tensors, "send");
+  std::vector<at::Tensor> bytes{bytes_of(tensors[0].contiguous())};
+  return gloo_->send(bytes, dst_rank, tag);
+}
+
+c10::intrusive_ptr<c10d::Work> TorchBackend::recv(std::vector<at::Tensor>& tensors, int src_rank, int tag) {
+  check_one(tensors, "recv");
+  if (!tensors[0].is_contiguous()) throw Error("nano: recv needs a contiguous tensor");
+  std::vector<at::Tensor> bytes{bytes_of(tensors[0])};
+  return gloo_->recv(bytes, src_rank, tag);
+}
+
+c10::intrusive_ptr<c10d::Work> TorchBackend::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
+  check_one(tensors, "recv");
+  if (!tensors[0].is_contiguous()) throw Error("nano: recv needs a contiguous tensor");
+  std::vector<at::Tensor> bytes{bytes_of(tensors[0])};
+  return gloo_->recvAnysource(bytes, tag);
+}
+
+c10::intrusive_ptr<c10d::Work> TorchBackend::barrier(const c10d::BarrierOptions&) {
+  return enqueue(c10d::OpType::BARRIER, "barrier", {}, [this]() { barrier_now(); });
+}
+
+void TorchBackend::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) {
+  // Gloo's names the ranks that did not arrive; after the queue has drained, so it is ordered
+  // after every operation issued before it.
+  barrier()->wait(kCallerGaveNoTimeout);
+  gloo_->monitoredBarrier(opts, wait_all_ranks);
+}
+
+}  // namespace nano

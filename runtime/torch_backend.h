@@ -1,0 +1,148 @@
+#pragma once
+// The `nano` backend of torch.distributed: stock PyTorch programs (DistributedDataParallel,
+// dist.all_reduce, the object collectives) reach nano's collectives through the interface
+// torch documents for third-party backends. runtime/python/ registers it with
+// torch.distributed.Backend.register_backend.
+//
+// When every rank of the group runs on one host, all_reduce (SUM, AVG, PRODUCT, MIN, MAX on
+// the float and integer dtypes), broadcast, all_gather and barrier go through shared memory
+// (ShmCollectives). Every other operation, and every operation of a group that spans hosts,
+// goes through a c10d::ProcessGroupGloo that the backend builds from the same store, so nothing
+// fails for being unsupported where Gloo supports it; reduce, reduce_scatter and the coalesced
+// forms are composed from the fast collectives, so they are fast and complete on every dtype.
+//
+// Every operation returns at once and runs on one thread of the backend's, in the order the
+// operations were issued (the same order on every rank), so DDP's overlap of backward and
+// communication holds. A Work's future carries the output tensors (DDP's communication hooks).
+// Every wait is bounded by the group's timeout: a peer that dies inside a collective fails the
+// others within about 0.1 s, one that is stopped within the timeout, each with a line naming it.
+#include <torch/csrc/api/include/torch/version.h>
+#if TORCH_VERSION_MAJOR >= 2
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#else
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#endif
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace c10d {
+class ProcessGroupGloo;
+class Store;
+}  // namespace c10d
+
+namespace nano {
+
+class SerialExecutor;
+class SharedMemory;
+class ShmCollectives;
+
+// torch 2.x splits a process group into a ProcessGroup front and per-device Backends, and
+// register_backend's creator must return a c10d::Backend. torch 1.13's creator returns the
+// process group itself, a c10d::ProcessGroup (its Backend class exists but Python does not use
+// it). The collective methods have the same signatures in both.
+#if TORCH_VERSION_MAJOR >= 2
+using TorchBackendBase = c10d::Backend;
+#else
+using TorchBackendBase = c10d::ProcessGroup;
+#endif
+
+class TorchBackend final : public TorchBackendBase {
+ public:
+  /// How the group's ranks meet and how long any wait may last.
+  struct Options {
+    int rank = 0;
+    int size = 1;
+    std::chrono::milliseconds timeout{std::chrono::minutes(30)};
+    /// Per-rank shared-memory area in bytes (NANO_SHM_BYTES; 0 = never shared memory).
+    std::size_t shm_bytes = 0;
+    /// The rendezvous host (MASTER_ADDR): which address the Gloo group binds across hosts.
+    std::string master_addr;
+  };
+
+  /// Joins the group through `store` (the PrefixStore torch gives each group): every rank
+  /// announces its host, the ranks agree on shared memory when they share one, and the inner
+  /// Gloo group connects. Throws nano::Error naming the ranks that did not join within
+  /// options.timeout.
+  TorchBackend(const c10::intrusive_ptr<c10d::Store>& store, const Options& options);
+  ~TorchBackend() override;
+
+  const std::string getBackendName() const override { return "nano"; }
+  /// True when the fast collectives go through shared memory (every rank on this host).
+  bool uses_shared_memory() const { return shm_ != nullptr; }
+
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts = c10d::BroadcastOptions()) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts = c10d::AllreduceOptions()) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
+      std::vector<at::Tensor>& tensors,
+      const c10d::AllreduceCoalescedOptions& opts = c10d::AllreduceCoalescedOptions()) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
+                                        const c10d::ReduceOptions& opts = c10d::ReduceOptions()) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts = c10d::AllgatherOptions()) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(
+      at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts = c10d::AllgatherOptions()) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(
+      std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts = c10d::AllgatherOptions()) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts = c10d::GatherOptions()) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts = c10d::ScatterOptions()) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(
+      std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+      const c10d::ReduceScatterOptions& opts = c10d::ReduceScatterOptions()) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
+      at::Tensor& output, at::Tensor& input,
+      const c10d::ReduceScatterOptions& opts = c10d::ReduceScatterOptions()) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& output_split_sizes,
+                                               std::vector<int64_t>& input_split_sizes,
+                                               const c10d::AllToAllOptions& opts = c10d::AllToAllOptions()) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts = c10d::AllToAllOptions()) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst_rank, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src_rank, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts = c10d::BarrierOptions()) override;
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks = false) override;
+
+ private:
+  // Queues `body` on the backend's thread; the Work's future carries `outputs` once it ran.
+  c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, const char* what, std::vector<at::Tensor> outputs,
+                                         std::function<void()> body);
+  // Run on the backend's thread: the fast collective where there is one, Gloo's otherwise.
+  void all_reduce_now(at::Tensor& tensor, c10d::ReduceOp::RedOpType op);
+  void broadcast_now(at::Tensor& tensor, int root);
+  void all_gather_now(const at::Tensor& input, std::vector<at::Tensor>& outputs);
+  void barrier_now();
+  // Gloo's forms, with what Debian's Gloo lacks made up for (AVG, bfloat16, any dtype for
+  // the operations that only move bytes).
+  void gloo_all_reduce(at::Tensor& tensor, c10d::ReduceOp::RedOpType op);
+  void gloo_wait(const c10::intrusive_ptr<c10d::Work>& work, const char* what);
+
+  std::chrono::milliseconds timeout_;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> gloo_;
+  // Declared in teardown order's reverse: the thread stops before the memory goes.
+  std::unique_ptr<SharedMemory> shm_memory_;
+  std::unique_ptr<ShmCollectives> shm_;
+  std::unique_ptr<SerialExecutor> thread_;
+  // The first failure: the ranks' collectives are out of step after it, so every later
+  // operation fails at once with it instead of waiting on peers that moved on.
+  std::mutex broken_mutex_;
+  std::string broken_;
+};
+
+/// The backend's options from the creator's arguments and the environment: NANO_SHM_BYTES
+/// (default ShmCollectives::kDefaultAreaBytes) and MASTER_ADDR. Throws nano::UsageError naming a
+/// malformed NANO_SHM_BYTES.
+TorchBackend::Options torch_backend_options(int rank, int size, std::chrono::milliseconds timeout);
+
+}  // namespace nano

@@ -1,0 +1,162 @@
+#!/usr/bin/python3
+"""Process-level tests of the `nano` torch.distributed backend (runtime/torch_backend.h,
+runtime/python/) on Debian's python3-torch. Each case starts real ranks, bounds them by a
+timeout, and checks that nothing is left in /dev/shm. Prints "PASS: CASE" or "FAIL: CASE: why".
+
+Usage: torch_backend_test.py BUILD_DIR CASE
+  collectives_2 | collectives_3            every collective x dtype x op against Gloo, shared memory
+  collectives_chunked                      the same, 4 KiB areas (many chunks per tensor)
+  collectives_gloo_path                    the same with NANO_SHM_BYTES=0: all through Gloo inside
+  ddp_bit_identical                        2 ranks under nano-run: nano's weights == gloo's, bit for bit
+  ddp_3_4_ranks                            3 and 4 ranks: nano's weights match gloo's to float tolerance
+  fault_kill | fault_stop | fault_absent   a rank killed / stopped inside all_reduce, or never joining
+  nano_run_finds_module                    under nano-run, `import nano_torch` needs no PYTHONPATH
+"""
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import ranks  # noqa: E402
+
+BUILD = os.path.abspath(sys.argv[1])
+CASE = sys.argv[2]
+PYDIR = os.path.join(BUILD, "lib", "nano", "python")
+NANO_RUN = os.path.join(BUILD, "bin", "nano-run")
+
+
+class Failure(Exception):
+    pass
+
+
+def check(condition, why):
+    if not condition:
+        raise Failure(why)
+
+
+def describe(results):
+    return "; ".join(f"rank {r.rank} exit {r.code} after {r.seconds:.1f} s: {r.out.strip()[-600:]!r} "
+                     f"{r.err.strip()[-400:]!r}" for r in results)
+
+
+def collectives(n, env, expect_shm):
+    env = dict(env, EXPECT_SHM="1" if expect_shm else "0")
+    results = ranks.finish(ranks.start(n, [os.path.join(HERE, "collectives_check.py")], PYDIR, env=env), 300)
+    check(all(r.code == 0 for r in results), describe(results))
+    for r in results:
+        print(f"rank {r.rank}: {r.out.strip().splitlines()[-1]}")
+
+
+def train(launch, backend, n, out, steps=12):
+    argv = [os.path.join(HERE, "ddp_train.py"), "--backend", backend, "--steps", str(steps), "--out", out]
+    if launch == "nano-run":
+        env = dict(os.environ, PYTHONPATH=PYDIR, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+        p = subprocess.run([NANO_RUN, "-n", str(n), "--backend", "subprocess", ranks.PYTHON] + argv, env=env,
+                           capture_output=True, text=True, timeout=300)
+        check(p.returncode == 0, f"nano-run {backend} exited {p.returncode}: {p.stderr[-800:]}")
+    else:
+        results = ranks.finish(ranks.start(n, argv, PYDIR), 300)
+        check(all(r.code == 0 for r in results), describe(results))
+
+
+def weights_compare(a, b, exact):
+    code = f"""
+import torch
+a, b = torch.load({a!r}), torch.load({b!r})
+worst = max((x - y).abs().max().item() for x, y in zip(a.values(), b.values()))
+same = all(torch.equal(x, y) for x, y in zip(a.values(), b.values()))
+close = all(torch.allclose(x, y, rtol=1e-4, atol=1e-5) for x, y in zip(a.values(), b.values()))
+print(same, close, worst)
+"""
+    p = subprocess.run([ranks.PYTHON, "-c", code], capture_output=True, text=True, timeout=120)
+    check(p.returncode == 0, p.stderr[-500:])
+    same, close, worst = p.stdout.split()
+    print(f"largest difference {worst}")
+    check(same == "True" if exact else close == "True",
+          f"weights differ (largest difference {worst}, {'bit-identical' if exact else 'tolerance'} required)")
+
+
+def fault(case):
+    started = time.monotonic()
+    rs = ranks.start(2, [os.path.join(HERE, "faults_check.py"), case], PYDIR)
+    survivor = rs[0]
+    # Reap rank 1 as soon as it ends, as a launcher does: a zombie still answers kill(pid, 0).
+    if case == "kill":
+        threading.Thread(target=rs[1].process.wait, daemon=True).start()
+    try:
+        out, err = survivor.process.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        ranks.kill_all(rs)
+        raise Failure(f"rank 0 still running 30 s after the start ({case})")
+    seconds = time.monotonic() - started
+    peer = rs[1].process
+    if case == "stop":
+        check(peer.poll() is None, "the stopped rank is gone")
+    ranks.kill_all(rs)
+    peer.communicate()
+    print(f"rank 0 ended {seconds:.1f} s after the start, exit {survivor.process.returncode}: "
+          f"{err.strip().splitlines()[-1] if err.strip() else out!r}")
+    check(survivor.process.returncode != 0, f"rank 0 exited 0: {out}")
+    # The bound: 3 s group timeout (+ start-up); a death is noticed within about 0.1 s.
+    bound = {"kill": 15, "stop": 20, "absent": 20}[case]
+    check(seconds < bound, f"rank 0 took {seconds:.1f} s (bound {bound} s)")
+    named = {"kill": r"rank 1 \(pid \d+\) exited during the collective",
+             "stop": r"rank 1 \(pid \d+\) did not reach the collective within 3 s",
+             "absent": r"1 of 2 ranks did not join the nano process group within 3 s \(missing: 1\)"}[case]
+    check(re.search(named, err), f"rank 0's error does not name rank 1 ({named!r}): {err[-600:]}")
+
+
+def main():
+    before = ranks.nano_shm_entries()
+    tmp = tempfile.mkdtemp(prefix="nano-torch-backend-")
+    try:
+        if CASE == "collectives_2":
+            collectives(2, {}, True)
+        elif CASE == "collectives_3":
+            collectives(3, {}, True)
+        elif CASE == "collectives_chunked":
+            collectives(2, {"NANO_SHM_BYTES": "4096"}, True)
+        elif CASE == "collectives_gloo_path":
+            collectives(3, {"NANO_SHM_BYTES": "0"}, False)
+        elif CASE == "ddp_bit_identical":
+            train("nano-run", "nano", 2, os.path.join(tmp, "nano.pt"))
+            train("nano-run", "gloo", 2, os.path.join(tmp, "gloo.pt"))
+            weights_compare(os.path.join(tmp, "nano.pt"), os.path.join(tmp, "gloo.pt"), exact=True)
+        elif CASE == "ddp_3_4_ranks":
+            for n in (3, 4):
+                train("ranks", "nano", n, os.path.join(tmp, f"nano{n}.pt"), steps=8)
+                train("ranks", "gloo", n, os.path.join(tmp, f"gloo{n}.pt"), steps=8)
+                weights_compare(os.path.join(tmp, f"nano{n}.pt"), os.path.join(tmp, f"gloo{n}.pt"), exact=False)
+        elif CASE in ("fault_kill", "fault_stop", "fault_absent"):
+            fault(CASE[len("fault_"):])
+        elif CASE == "nano_run_finds_module":
+            env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+            prog = ("import datetime, torch.distributed as dist, nano_torch; "
+                    "dist.init_process_group('nano', timeout=datetime.timedelta(seconds=30)); "
+                    "print('module', nano_torch.__file__, 'shm', nano_torch.uses_shared_memory())")
+            p = subprocess.run([NANO_RUN, "-n", "2", "--backend", "subprocess", ranks.PYTHON, "-c", prog], env=env,
+                               capture_output=True, text=True, timeout=120)
+            check(p.returncode == 0, f"nano-run exited {p.returncode}: {p.stderr[-800:]}")
+            check(p.stdout.count(f"module {PYDIR}/nano_torch/__init__.py shm True") == 2, p.stdout)
+        else:
+            raise Failure(f"unknown case {CASE}")
+        left = sorted(set(ranks.nano_shm_entries()) - set(before))
+        check(not left, f"left in /dev/shm: {left}")
+    except Failure as e:
+        print(f"FAIL: {CASE}: {e}")
+        return 1
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"PASS: {CASE}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
