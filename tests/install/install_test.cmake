@@ -34,3 +34,20 @@ endif()
 run(${CMAKE_COMMAND} --build ${WORK_DIR}/build)
 run(${prefix}/bin/nano-run -n 2 --backend subprocess --output-ranks 0 --no-tag-output
     ${WORK_DIR}/build/train)
+# The nano torch backend, where it was built: installed under <prefix>/lib/nano/python, which
+# the installed nano-run puts on its ranks' PYTHONPATH (none is set here).
+if(TORCH_PYTHON)
+  set(module ${prefix}/lib/nano/python/nano_torch/__init__.py)
+  if(NOT EXISTS ${module})
+    message(FATAL_ERROR "the nano torch backend was built but not installed: no ${module}")
+  endif()
+  execute_process(
+    COMMAND ${CMAKE_COMMAND} -E env --unset=PYTHONPATH ${prefix}/bin/nano-run -n 2 --backend subprocess
+            --output-ranks 0 --no-tag-output ${TORCH_PYTHON} -c
+            "import torch.distributed as dist, nano_torch; dist.init_process_group('nano'); print('imported', nano_torch.__file__)"
+    RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0 OR NOT out MATCHES "imported ${module}")
+    message(FATAL_ERROR "installed nano-run did not find the installed nano_torch (${rc}):\n${out}\n${err}")
+  endif()
+  message(STATUS "installed nano_torch imported under the installed nano-run: ${module}")
+endif()

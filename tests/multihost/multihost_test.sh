@@ -4,7 +4,8 @@
 #   multihost_test.sh BUILD_DIR CASE
 # CASE: env2, env3 (what reaches the ranks on each host; env2 also a stock PyTorch program's
 # @record exception on another host, and a restart), train (same weights as one host, both
-# communicators), fashion (Fashion-MNIST 2 hosts x 2 against 4 on one), busy_port (MASTER_PORT taken where rank 0 listens), slurm (a real Slurm:
+# communicators), fashion (Fashion-MNIST 2 hosts x 2 against 4 on one), torch_backend (stock
+# DDP on the nano torch backend, 2 hosts x 2 against 4 on one), busy_port (MASTER_PORT taken where rank 0 listens), slurm (a real Slurm:
 # salloc, sbatch, srun), rank_killed, host_lost,
 # link_cut, interrupt (Ctrl-C on the launching host).
 # Exits 0 on success, 1 with "FAIL: ..." lines, 77 when the test bed cannot be made here.
@@ -192,6 +193,25 @@ fashion)
     [ -n "$one" ] && [ -n "$two" ] && awk -v a="$one" -v b="$two" 'BEGIN { d = a - b; exit !(d <= 0.005 && d >= -0.005) }' ||
       fail "$backend: accuracy $one on one host, $two on two"
   done
+  ;;
+torch_backend)
+  # Stock PyTorch DDP on the nano torch backend (runtime/python), 2 hosts x 2 ranks against 4
+  # ranks on one host. Across hosts the backend goes through its Gloo group, which sums in
+  # another order than one host's shared memory: the weights agree to float tolerance.
+  dir=$(mktemp -d /tmp/nano-multihost-torch-XXXXXX)
+  train=(/usr/bin/python3 "$here/../runtime/torch_backend/ddp_train.py" --backend nano --steps 8)
+  run_a "$nano_run" -n 4 --oversubscribe "${train[@]}" --out "$dir/one.pt"
+  [ $rc -eq 0 ] || fail "one host: exit $rc: $(tail -3 "$out")"
+  run_a "$nano_run" -n 4 --hosts hostA:2,hostB:2 "${train[@]}" --out "$dir/two.pt"
+  [ $rc -eq 0 ] || fail "two hosts: exit $rc: $(tail -3 "$out")"
+  diff=$(/usr/bin/python3 -c "
+import torch
+a, b = torch.load('$dir/one.pt'), torch.load('$dir/two.pt')
+print(max((x - y).abs().max().item() for x, y in zip(a.values(), b.values())))" 2>&1)
+  echo "largest weight difference between 4 ranks on one host and 2 hosts x 2: $diff"
+  awk -v d="$diff" 'BEGIN { exit !(d + 0 == d && d < 1e-4) }' || fail "weights differ: $diff"
+  rm -rf "$dir"
+  check_nothing_left
   ;;
 busy_port)
   # MASTER_PORT taken on hostB, where rank 0 runs (launched from hostA, which runs no rank):

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "common"))
-from free_port import free_port  # noqa: E402
+from free_port import free_port  # noqa: E402,F401  (also for the tests)
 
 PYTHON = sys.executable  # the interpreter the tests run under: the one the backend was built for
 

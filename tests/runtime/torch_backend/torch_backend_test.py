@@ -11,6 +11,8 @@ Usage: torch_backend_test.py BUILD_DIR CASE
   ddp_3_4_ranks                            3 and 4 ranks: nano's weights match gloo's to float tolerance
   fault_kill | fault_stop | fault_absent   a rank killed / stopped inside all_reduce, or never joining
   nano_run_finds_module                    under nano-run, `import nano_torch` needs no PYTHONPATH
+  torchrun                                 under plain torchrun (exit 77, skipped, where this torch's
+                                           own torchrun cannot start a gloo program: Debian 12's)
 """
 import os
 import re
@@ -61,6 +63,7 @@ def train(launch, backend, n, out, steps=12):
         p = subprocess.run([NANO_RUN, "-n", str(n), "--backend", "subprocess", ranks.PYTHON] + argv, env=env,
                            capture_output=True, text=True, timeout=300)
         check(p.returncode == 0, f"nano-run {backend} exited {p.returncode}: {p.stderr[-800:]}")
+        check(f"({backend}, shared memory {backend == 'nano'})" in p.stdout, p.stdout[-400:])
     else:
         results = ranks.finish(ranks.start(n, argv, PYDIR), 300)
         check(all(r.code == 0 for r in results), describe(results))
@@ -113,6 +116,32 @@ def fault(case):
     check(re.search(named, err), f"rank 0's error does not name rank 1 ({named!r}): {err[-600:]}")
 
 
+def torchrun(tmp):
+    """2 ranks under `python3 -m torch.distributed.run`, first on gloo (does torchrun itself
+    work here?), then on nano."""
+    prog = os.path.join(tmp, "prog.py")
+    with open(prog, "w") as f:
+        f.write("import sys, datetime, torch, torch.distributed as dist\n"
+                "if sys.argv[1] == 'nano':\n    import nano_torch\n"
+                "dist.init_process_group(sys.argv[1], timeout=datetime.timedelta(seconds=30))\n"
+                "t = torch.ones(100000)\ndist.all_reduce(t)\n"
+                "print('rank', dist.get_rank(), 'sum', t[0].item(), flush=True)\n")
+    env = dict(os.environ, PYTHONPATH=PYDIR, USE_LIBUV="0", OMP_NUM_THREADS="1")
+    for backend in ("gloo", "nano"):
+        argv = [ranks.PYTHON, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", "2",
+                "--master_addr", "127.0.0.1", "--master_port", str(ranks.free_port()), prog, backend]
+        p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+        if backend == "gloo" and p.returncode != 0:
+            last = (p.stderr.strip().splitlines() or ["?"])[-1]
+            print(f"SKIP: torchrun: this torch's own torchrun fails on a gloo program: {last}")
+            return 77
+        check(p.returncode == 0, f"torchrun with {backend} exited {p.returncode}: {p.stderr[-800:]}")
+        check(p.stdout.count("sum 2.0") == 2, f"torchrun with {backend}: {p.stdout}")
+        print(f"torchrun, {backend}: {p.stdout.strip()}")
+    print(f"PASS: {CASE}")
+    return 0
+
+
 def main():
     before = ranks.nano_shm_entries()
     tmp = tempfile.mkdtemp(prefix="nano-torch-backend-")
@@ -145,6 +174,8 @@ def main():
                                capture_output=True, text=True, timeout=120)
             check(p.returncode == 0, f"nano-run exited {p.returncode}: {p.stderr[-800:]}")
             check(p.stdout.count(f"module {PYDIR}/nano_torch/__init__.py shm True") == 2, p.stdout)
+        elif CASE == "torchrun":
+            return torchrun(tmp)
         else:
             raise Failure(f"unknown case {CASE}")
         left = sorted(set(ranks.nano_shm_entries()) - set(before))
