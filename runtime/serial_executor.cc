@@ -119,12 +119,17 @@ void SerialExecutor::loop(std::shared_ptr<State> state) {
       completion = std::move(state->queue.front().second);
       state->queue.pop_front();
     }
+    // What the task captured (tensors among them) is released here, before its waiter wakes:
+    // a tensor whose last reference a Python caller dropped must not be freed on this thread
+    // once the interpreter may be finalizing.
+    std::exception_ptr error;
     try {
       task();
-      completion->finish(nullptr);
     } catch (...) {
-      completion->finish(std::current_exception());
+      error = std::current_exception();
     }
+    task = nullptr;
+    completion->finish(error);
   }
 }
 

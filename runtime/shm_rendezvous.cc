@@ -47,34 +47,40 @@ SharedWorld join_shared_memory(c10d::Store& store, int rank, int size, std::size
                                std::chrono::milliseconds timeout, const std::string& tag) {
   SharedWorld world;
   if (size < 2 || segment_bytes == 0) return world;
-  const std::size_t area = ShmCollectives::kHeaderBytes + segment_bytes;
-  const std::size_t total = area * static_cast<std::size_t>(size);
   const std::string prefix = tag + "/shm/";
+  // Rank 0's size is everyone's (a rank with another NANO_SHM_BYTES would cut its chunks
+  // elsewhere and fall out of step), rounded to a cache line so every area's header stays
+  // aligned for its atomics and futex.
+  std::size_t data_bytes = (segment_bytes + 63) / 64 * 64;
   std::unique_ptr<SharedMemory> memory;
   std::string name;
   if (rank == 0) {
     name = object_name();
     try {
-      memory = SharedMemory::create(name, total);
+      memory = SharedMemory::create(name, (ShmCollectives::kHeaderBytes + data_bytes) * static_cast<std::size_t>(size));
     } catch (const Error& e) {
       // Said once, by the creator: the job still runs, on the slower path.
       std::cerr << e.what() << "; collectives go through TCP instead (NANO_SHM_BYTES=0 chooses that quietly)"
                 << std::endl;
       name.clear();
     }
-    store.set(prefix + "name", bytes_of(name));
+    store.set(prefix + "name", bytes_of(name + "\n" + std::to_string(data_bytes)));
   } else {
     const auto value = store.get(prefix + "name");
-    name.assign(value.begin(), value.end());
+    const std::string text(value.begin(), value.end());
+    const std::size_t cut = text.find('\n');
+    name = text.substr(0, cut);
+    data_bytes = cut == std::string::npos ? 0 : std::stoull(text.substr(cut + 1));
     if (!name.empty()) {
       try {
-        memory = SharedMemory::open(name, total);
+        memory = SharedMemory::open(name, (ShmCollectives::kHeaderBytes + data_bytes) * static_cast<std::size_t>(size));
       } catch (const Error& e) {
         // This rank reports "not mapped" below, so every rank goes without; say why.
         std::cerr << "nano: rank " << rank << ": " << e.what() << "; collectives go through TCP instead" << std::endl;
       }
     }
   }
+  const std::size_t area = ShmCollectives::kHeaderBytes + data_bytes;
   if (memory) ShmCollectives::init_header(memory->data() + area * rank);
   // Reporting also orders every header's initialisation before anyone's first collective.
   store.set(prefix + "ok/" + std::to_string(rank), std::vector<uint8_t>{uint8_t(memory ? 1 : 0)});
@@ -89,7 +95,7 @@ SharedWorld join_shared_memory(c10d::Store& store, int rank, int size, std::size
   std::vector<char*> areas;
   for (int q = 0; q < size; ++q) areas.push_back(memory->data() + area * q);
   world.collectives =
-      std::make_unique<ShmCollectives>(std::move(areas), static_cast<int64_t>(segment_bytes), rank, timeout);
+      std::make_unique<ShmCollectives>(std::move(areas), static_cast<int64_t>(data_bytes), rank, timeout);
   world.memory = std::move(memory);
   return world;
 }

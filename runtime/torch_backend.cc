@@ -26,6 +26,9 @@ namespace {
 
 using RedOp = c10d::ReduceOp::RedOpType;
 
+// The backend whose future's callbacks this thread is running (null elsewhere).
+thread_local const TorchBackend* running_on_thread = nullptr;
+
 // Work::wait()'s "no timeout given" (c10d's kNoTimeout, 0 ms, which torch 1.13 declares at
 // global scope and 2.x inside c10d).
 constexpr std::chrono::milliseconds kCallerGaveNoTimeout{0};
@@ -60,13 +63,25 @@ bool shm_op(RedOp op, ShmReduceOp* out) {
   }
 }
 
-// A contiguous CPU tensor's bytes, as a uint8 tensor over the same memory (which it keeps
-// alive: Gloo's send may outlive the caller's tensor): how operations that only move bytes
-// serve every dtype, Gloo's missing bfloat16 and bool included.
-at::Tensor bytes_of(const at::Tensor& tensor) {
+// A contiguous CPU tensor's bytes, as a uint8 tensor over the same memory: how operations that
+// only move bytes serve every dtype, Gloo's missing bfloat16 and bool included. It keeps the
+// tensor alive: for Gloo's send and recv, which outlive the call.
+at::Tensor owned_bytes(const at::Tensor& tensor) {
   return at::from_blob(
       tensor.data_ptr(), {static_cast<int64_t>(tensor.nbytes())}, [keep = tensor](void*) {},
       at::TensorOptions().dtype(at::kByte));
+}
+
+// The same without keeping it alive, for what the backend's thread hands Gloo and waits for:
+// Gloo's threads then never hold (and free, perhaps during the interpreter's exit) a tensor a
+// Python caller owns.
+at::Tensor borrowed_bytes(const at::Tensor& tensor) {
+  return at::from_blob(tensor.data_ptr(), {static_cast<int64_t>(tensor.nbytes())},
+                       at::TensorOptions().dtype(at::kByte));
+}
+
+at::Tensor borrowed(const at::Tensor& tensor) {
+  return at::from_blob(tensor.data_ptr(), tensor.sizes(), tensor.strides(), tensor.options());
 }
 
 void check_cpu(const at::Tensor& tensor, const char* what) {
@@ -83,6 +98,31 @@ void check_one(const std::vector<at::Tensor>& tensors, const char* what) {
   check_cpu(tensors[0], what);
 }
 
+// The checks torch's own backends make before communicating, so a wrong argument is one rank's
+// error (the group goes on) and not a failure of the group.
+void check_op(RedOp op, at::ScalarType type, const char* what) {
+  if (!ShmCollectives::reducible(type)) {
+    throw Error(std::string("nano: ") + what + ": cannot reduce " + c10::toString(type) + " tensors");
+  }
+  if (op == c10d::ReduceOp::PREMUL_SUM) {
+    throw Error(std::string("nano: ") + what + ": ReduceOp.PREMUL_SUM is NCCL's alone (Gloo has none either)");
+  }
+  const bool bitwise = op == c10d::ReduceOp::BAND || op == c10d::ReduceOp::BOR || op == c10d::ReduceOp::BXOR;
+  if (bitwise && at::isFloatingType(type)) {
+    throw Error(std::string("nano: ") + what + ": bitwise reductions need an integer dtype, got " +
+                c10::toString(type));
+  }
+}
+
+void check_like(const at::Tensor& tensor, const at::Tensor& like, const char* what) {
+  check_cpu(tensor, what);
+  if (tensor.scalar_type() != like.scalar_type() || tensor.numel() != like.numel()) {
+    throw Error(std::string("nano: ") + what + ": expected a " + c10::toString(like.scalar_type()) + " tensor of " +
+                std::to_string(like.numel()) + " elements, got a " + c10::toString(tensor.scalar_type()) +
+                " tensor of " + std::to_string(tensor.numel()));
+  }
+}
+
 // Runs `body` on a contiguous form of `tensor` and copies the result back when a copy was made.
 template <class Body>
 void on_contiguous(at::Tensor& tensor, Body body) {
@@ -96,27 +136,27 @@ void on_contiguous(at::Tensor& tensor, Body body) {
 }
 
 // The Work of one queued operation: a future of its output tensors, completed on the backend's
-// thread (where DDP's callbacks then run, as on Gloo's), and a bounded wait.
+// thread (where DDP's callbacks then run), and a wait bounded by the group's timeout.
 class NanoWork : public c10d::Work {
  public:
   NanoWork(int rank, c10d::OpType type, const char* what, std::vector<at::Tensor> outputs,
-           std::chrono::milliseconds limit, SerialExecutor* owner)
+           std::chrono::milliseconds limit)
       : c10d::Work(rank, type),
         what_(what),
         outputs_(std::move(outputs)),
         limit_(limit),
-        owner_(owner),
-        future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {}
+        future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))),
+        done_(std::make_shared<Completion>()) {}
 
-  // Called once, by the backend's thread.
+  // Called once, on the backend's thread: the future's callbacks run, then waiters wake.
   void finish(std::exception_ptr error) {
     if (error) {
       future_->setError(error);
     } else {
       future_->markCompleted(c10::IValue(outputs_));
     }
+    done_->finish(error);
   }
-  void set_completion(std::shared_ptr<Completion> completion) { completion_ = std::move(completion); }
 
   bool isCompleted() override { return future_->completed(); }
   bool isSuccess() const override { return future_->completed() && !future_->hasError(); }
@@ -124,15 +164,11 @@ class NanoWork : public c10d::Work {
   std::vector<at::Tensor> result() override { return outputs_; }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
 
-  // `timeout` from the caller (Work.wait(timeout)); kNoTimeout means the group's.
+  // `timeout` from the caller (Work.wait(timeout)); none given means the group's (a little
+  // more: the collective itself fails first at the group's timeout, naming the peer it awaited).
   bool wait(std::chrono::milliseconds timeout) override {
     const std::chrono::milliseconds limit = timeout == kCallerGaveNoTimeout ? limit_ : timeout;
-    if (!completion_->wait_for(limit)) {
-      // The operation is stuck in a call that does not return (every collective of ours is
-      // bounded by the group's timeout, so this is a safety net): nothing more can run after it.
-      if (timeout == kCallerGaveNoTimeout) owner_->abandon(collective_timeout_message(what_, limit));
-      throw Error(collective_timeout_message(what_, limit));
-    }
+    if (!done_->wait_for(limit)) throw Error(collective_timeout_message(what_, limit));
     return true;
   }
 
@@ -140,9 +176,8 @@ class NanoWork : public c10d::Work {
   const char* what_;
   std::vector<at::Tensor> outputs_;
   std::chrono::milliseconds limit_;
-  SerialExecutor* owner_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
-  std::shared_ptr<Completion> completion_;
+  std::shared_ptr<Completion> done_;
 };
 
 // Waits until every rank has set "<prefix><rank>", at most `timeout`; names the missing ones.
@@ -216,41 +251,67 @@ TorchBackend::TorchBackend(const c10::intrusive_ptr<c10d::Store>& store, const O
 }
 
 TorchBackend::~TorchBackend() {
-  // Peers waiting for this rank in a shared-memory collective learn at once that it left.
+  // What was issued runs to its end (each bounded by the timeout), its futures completed; then
+  // peers still waiting for this rank in a shared-memory collective learn at once that it left.
+  thread_.reset();
   if (shm_) shm_->leave();
+}
+
+std::string TorchBackend::broken() const {
+  std::lock_guard<std::mutex> lock(broken_mutex_);
+  return broken_;
+}
+
+void TorchBackend::check_root(int root, const char* what) const {
+  if (root < 0 || root >= getSize()) {
+    throw Error(std::string("nano: ") + what + ": root rank " + std::to_string(root) + " is outside the group of " +
+                std::to_string(getSize()));
+  }
 }
 
 c10::intrusive_ptr<c10d::Work> TorchBackend::enqueue(c10d::OpType type, const char* what,
                                                      std::vector<at::Tensor> outputs, std::function<void()> body) {
-  {
-    std::lock_guard<std::mutex> lock(broken_mutex_);
-    if (!broken_.empty()) {
-      throw Error(std::string("nano: ") + what + " after an earlier collective of this group failed: " + broken_);
-    }
+  if (const std::string reason = broken(); !reason.empty()) {
+    throw Error(std::string("nano: ") + what + " after an earlier collective of this group failed: " + reason);
   }
   // A little longer than the group's timeout: every collective below is bounded by that
   // itself and then says which peer it waited for, which is the better message.
-  const auto limit = timeout_ + std::chrono::seconds(5);
-  auto work = c10::make_intrusive<NanoWork>(getRank(), type, what, std::move(outputs), limit, thread_.get());
-  NanoWork* raw = work.get();
-  c10::intrusive_ptr<NanoWork> keep = work;
-  auto completion = thread_->submit([this, keep, body = std::move(body), what]() {
-    try {
-      body();
-    } catch (const std::exception& e) {
-      {
-        std::lock_guard<std::mutex> lock(broken_mutex_);
-        if (broken_.empty()) broken_ = first_line(e.what());
+  auto work =
+      c10::make_intrusive<NanoWork>(getRank(), type, what, std::move(outputs), timeout_ + std::chrono::seconds(5));
+  auto run = [this, work, body = std::move(body), what]() mutable {
+    std::exception_ptr error;
+    if (const std::string reason = broken(); !reason.empty()) {
+      // Queued before the failure: its peers are out of step, so it must not touch the
+      // shared areas (it could pass a fence of another collective) nor wait a timeout more.
+      error = std::make_exception_ptr(
+          Error(std::string("nano: ") + what + " after an earlier collective of this group failed: " + reason));
+    } else {
+      try {
+        body();
+      } catch (const std::exception& e) {
+        const std::string line = first_line(e.what());
+        {
+          std::lock_guard<std::mutex> lock(broken_mutex_);
+          if (broken_.empty()) broken_ = line;
+        }
+        error = std::make_exception_ptr(
+            Error(line.rfind("nano: ", 0) == 0 ? line : std::string("nano: ") + what + " failed: " + line));
       }
-      Error error(std::string(e.what()).rfind("nano: ", 0) == 0
-                      ? first_line(e.what())
-                      : std::string("nano: ") + what + " failed: " + first_line(e.what()));
-      keep->finish(std::make_exception_ptr(error));
-      throw error;
     }
-    keep->finish(nullptr);
-  });
-  raw->set_completion(std::move(completion));
+    body = nullptr;  // the tensors it captured are released here, before anyone is woken
+    const TorchBackend* outer = running_on_thread;
+    running_on_thread = this;  // collectives the future's callbacks issue run inline (below)
+    work->finish(error);
+    running_on_thread = outer;
+  };
+  if (running_on_thread == this) {
+    // Issued by a callback of one of this group's futures, on the backend's thread: run now.
+    // Queued, it would wait behind the callback that waits for it; and here it takes the same
+    // place in every rank's sequence, right after the operation whose callback issued it.
+    run();
+  } else {
+    thread_->submit(std::move(run));
+  }
   return work;
 }
 
@@ -268,7 +329,7 @@ void TorchBackend::gloo_all_reduce(at::Tensor& tensor, RedOp op) {
   const bool average = op == c10d::ReduceOp::AVG;
   const bool widen = tensor.scalar_type() == at::kBFloat16;
   at::Tensor work_on = widen ? tensor.to(at::kFloat) : tensor;
-  std::vector<at::Tensor> tensors{work_on};
+  std::vector<at::Tensor> tensors{borrowed(work_on)};
   c10d::AllreduceOptions opts;
   opts.reduceOp = c10d::ReduceOp(average ? c10d::ReduceOp::SUM : op);
   gloo_wait(gloo_->allreduce(tensors, opts), "all_reduce");
@@ -284,12 +345,9 @@ void TorchBackend::gloo_all_reduce(at::Tensor& tensor, RedOp op) {
 
 void TorchBackend::all_reduce_now(at::Tensor& tensor, RedOp op) {
   ShmReduceOp fast;
-  if (shm_ && shm_op(op, &fast) && ShmCollectives::reducible(tensor.scalar_type())) {
+  if (shm_ && shm_op(op, &fast)) {
     on_contiguous(tensor, [&](at::Tensor& t) { shm_->all_reduce(t, fast, op == c10d::ReduceOp::AVG ? getSize() : 1); });
     return;
-  }
-  if (op == c10d::ReduceOp::PREMUL_SUM) {
-    throw Error("nano: all_reduce: ReduceOp.PREMUL_SUM is NCCL's alone (Gloo has none either)");
   }
   on_contiguous(tensor, [&](at::Tensor& t) { gloo_all_reduce(t, op); });
 }
@@ -300,24 +358,15 @@ void TorchBackend::broadcast_now(at::Tensor& tensor, int root) {
       shm_->broadcast(t, root);
       return;
     }
-    std::vector<at::Tensor> tensors{bytes_of(t)};
+    std::vector<at::Tensor> tensors{borrowed_bytes(t)};
     c10d::BroadcastOptions opts;
     opts.rootRank = root;
     gloo_wait(gloo_->broadcast(tensors, opts), "broadcast");
   });
 }
 
+// `outputs`: getSize() tensors of the input's dtype and numel (checked by the caller).
 void TorchBackend::all_gather_now(const at::Tensor& input, std::vector<at::Tensor>& outputs) {
-  if (static_cast<int>(outputs.size()) != getSize()) {
-    throw Error("nano: all_gather: expected " + std::to_string(getSize()) + " output tensors, got " +
-                std::to_string(outputs.size()));
-  }
-  for (const auto& out : outputs) {
-    if (out.nbytes() != input.nbytes()) {
-      throw Error("nano: all_gather: output tensors must match the input's size (" + std::to_string(input.nbytes()) +
-                  " bytes), got one of " + std::to_string(out.nbytes()));
-    }
-  }
   const at::Tensor in = input.contiguous();
   std::vector<at::Tensor> dense;
   for (const auto& out : outputs) dense.push_back(out.is_contiguous() ? out : at::empty_like(in));
@@ -325,8 +374,8 @@ void TorchBackend::all_gather_now(const at::Tensor& input, std::vector<at::Tenso
     shm_->all_gather(in, dense);
   } else {
     std::vector<std::vector<at::Tensor>> gathered(1);
-    for (auto& d : dense) gathered[0].push_back(bytes_of(d));
-    std::vector<at::Tensor> inputs{bytes_of(in)};
+    for (auto& d : dense) gathered[0].push_back(borrowed_bytes(d));
+    std::vector<at::Tensor> inputs{borrowed_bytes(in)};
     gloo_wait(gloo_->allgather(gathered, inputs), "all_gather");
   }
   for (std::size_t q = 0; q < outputs.size(); ++q) {
@@ -346,10 +395,7 @@ c10::intrusive_ptr<c10d::Work> TorchBackend::broadcast(std::vector<at::Tensor>& 
                                                        const c10d::BroadcastOptions& opts) {
   check_one(tensors, "broadcast");
   const int root = static_cast<int>(opts.rootRank);
-  if (root < 0 || root >= getSize()) {
-    throw Error("nano: broadcast: root rank " + std::to_string(root) + " is outside the group of " +
-                std::to_string(getSize()));
-  }
+  check_root(root, "broadcast");
   at::Tensor tensor = tensors[0];
   return enqueue(c10d::OpType::BROADCAST, "broadcast", tensors,
                  [this, tensor, root]() mutable { broadcast_now(tensor, root); });
@@ -358,18 +404,22 @@ c10::intrusive_ptr<c10d::Work> TorchBackend::broadcast(std::vector<at::Tensor>& 
 c10::intrusive_ptr<c10d::Work> TorchBackend::allreduce(std::vector<at::Tensor>& tensors,
                                                        const c10d::AllreduceOptions& opts) {
   check_one(tensors, "all_reduce");
-  at::Tensor tensor = tensors[0];
   const RedOp op = opts.reduceOp.op_;
+  check_op(op, tensors[0].scalar_type(), "all_reduce");
+  at::Tensor tensor = tensors[0];
   return enqueue(c10d::OpType::ALLREDUCE, "all_reduce", tensors,
                  [this, tensor, op]() mutable { all_reduce_now(tensor, op); });
 }
 
 c10::intrusive_ptr<c10d::Work> TorchBackend::allreduce_coalesced(std::vector<at::Tensor>& tensors,
                                                                  const c10d::AllreduceCoalescedOptions& opts) {
-  for (const auto& t : tensors) check_cpu(t, "all_reduce_coalesced");
   const RedOp op = opts.reduceOp.op_;
+  for (const auto& t : tensors) {
+    check_cpu(t, "all_reduce_coalesced");
+    check_op(op, t.scalar_type(), "all_reduce_coalesced");
+  }
   return enqueue(c10d::OpType::ALLREDUCE_COALESCED, "all_reduce_coalesced", tensors, [this, tensors, op]() mutable {
-    // One collective over all of them, per dtype, in the order given.
+    // One collective over all of them, per run of one dtype, in the order given.
     for (std::size_t i = 0; i < tensors.size();) {
       std::size_t j = i;
       std::vector<at::Tensor> flat;
@@ -392,9 +442,11 @@ c10::intrusive_ptr<c10d::Work> TorchBackend::allreduce_coalesced(std::vector<at:
 
 c10::intrusive_ptr<c10d::Work> TorchBackend::reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) {
   check_one(tensors, "reduce");
-  at::Tensor tensor = tensors[0];
   const RedOp op = opts.reduceOp.op_;
+  check_op(op, tensors[0].scalar_type(), "reduce");
   const int root = static_cast<int>(opts.rootRank);
+  check_root(root, "reduce");
+  at::Tensor tensor = tensors[0];
   // An all-reduce, kept by the root: the fast path, every dtype and op. The other ranks'
   // tensors are left as they were.
   return enqueue(c10d::OpType::REDUCE, "reduce", tensors, [this, tensor, op, root]() mutable {
@@ -410,10 +462,10 @@ c10::intrusive_ptr<c10d::Work> TorchBackend::reduce(std::vector<at::Tensor>& ten
 c10::intrusive_ptr<c10d::Work> TorchBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs,
                                                        std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions&) {
   check_one(inputs, "all_gather");
-  if (outputs.size() != 1) {
-    throw Error("nano: all_gather takes one output list per rank, got " + std::to_string(outputs.size()));
+  if (outputs.size() != 1 || static_cast<int>(outputs[0].size()) != getSize()) {
+    throw Error("nano: all_gather takes one list of " + std::to_string(getSize()) + " output tensors per rank");
   }
-  for (const auto& t : outputs[0]) check_cpu(t, "all_gather");
+  for (const auto& t : outputs[0]) check_like(t, inputs[0], "all_gather");
   at::Tensor input = inputs[0];
   std::vector<at::Tensor> out = outputs[0];
   return enqueue(c10d::OpType::ALLGATHER, "all_gather", out,
@@ -438,35 +490,54 @@ c10::intrusive_ptr<c10d::Work> TorchBackend::_allgather_base(at::Tensor& output,
   });
 }
 
+// torch's layout: outputs[q][i] receives rank q's inputs[i].
 c10::intrusive_ptr<c10d::Work> TorchBackend::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
                                                                  std::vector<at::Tensor>& inputs,
                                                                  const c10d::AllgatherOptions&) {
-  if (outputs.size() != inputs.size()) {
-    throw Error("nano: all_gather_coalesced: " + std::to_string(inputs.size()) + " inputs but " +
-                std::to_string(outputs.size()) + " output lists");
+  if (static_cast<int>(outputs.size()) != getSize()) {
+    throw Error("nano: all_gather_coalesced takes " + std::to_string(getSize()) + " output lists, got " +
+                std::to_string(outputs.size()));
+  }
+  for (const auto& list : outputs) {
+    if (list.size() != inputs.size()) {
+      throw Error("nano: all_gather_coalesced: each output list must hold " + std::to_string(inputs.size()) +
+                  " tensors, got " + std::to_string(list.size()));
+    }
+    for (std::size_t i = 0; i < inputs.size(); ++i) check_like(list[i], inputs[i], "all_gather_coalesced");
   }
   std::vector<at::Tensor> flat_outputs;
   for (const auto& list : outputs) flat_outputs.insert(flat_outputs.end(), list.begin(), list.end());
   return enqueue(c10d::OpType::ALLGATHER_COALESCED, "all_gather_coalesced", flat_outputs,
                  [this, inputs, outputs]() mutable {
-                   for (std::size_t i = 0; i < inputs.size(); ++i) all_gather_now(inputs[i], outputs[i]);
+                   for (std::size_t i = 0; i < inputs.size(); ++i) {
+                     std::vector<at::Tensor> column;
+                     for (auto& list : outputs) column.push_back(list[i]);
+                     all_gather_now(inputs[i], column);
+                   }
                  });
 }
 
 c10::intrusive_ptr<c10d::Work> TorchBackend::gather(std::vector<std::vector<at::Tensor>>& outputs,
                                                     std::vector<at::Tensor>& inputs, const c10d::GatherOptions& opts) {
   check_one(inputs, "gather");
+  check_root(static_cast<int>(opts.rootRank), "gather");
+  if (getRank() == opts.rootRank) {
+    if (outputs.size() != 1 || static_cast<int>(outputs[0].size()) != getSize()) {
+      throw Error("nano: gather takes one list of " + std::to_string(getSize()) + " output tensors on the root");
+    }
+    for (const auto& t : outputs[0]) check_like(t, inputs[0], "gather");
+  }
   auto body = [this, outputs, inputs, opts]() mutable {
     // Bytes in, bytes out: every dtype; outputs that are not contiguous get theirs copied back.
     std::vector<std::vector<at::Tensor>> dense(outputs.size()), out(outputs.size());
     for (std::size_t i = 0; i < outputs.size(); ++i) {
       for (const auto& t : outputs[i]) {
         dense[i].push_back(t.is_contiguous() ? t : t.contiguous());
-        out[i].push_back(bytes_of(dense[i].back()));
+        out[i].push_back(borrowed_bytes(dense[i].back()));
       }
     }
     const at::Tensor dense_in = inputs[0].contiguous();
-    std::vector<at::Tensor> in{bytes_of(dense_in)};
+    std::vector<at::Tensor> in{borrowed_bytes(dense_in)};
     gloo_wait(gloo_->gather(out, in, opts), "gather");
     for (std::size_t i = 0; i < outputs.size(); ++i) {
       for (std::size_t q = 0; q < outputs[i].size(); ++q) {
@@ -483,14 +554,24 @@ c10::intrusive_ptr<c10d::Work> TorchBackend::scatter(std::vector<at::Tensor>& ou
                                                      std::vector<std::vector<at::Tensor>>& inputs,
                                                      const c10d::ScatterOptions& opts) {
   check_one(outputs, "scatter");
+  check_root(static_cast<int>(opts.rootRank), "scatter");
+  if (getRank() == opts.rootRank) {
+    if (inputs.size() != 1 || static_cast<int>(inputs[0].size()) != getSize()) {
+      throw Error("nano: scatter takes one list of " + std::to_string(getSize()) + " input tensors on the root");
+    }
+    for (const auto& t : inputs[0]) check_like(t, outputs[0], "scatter");
+  }
   at::Tensor output = outputs[0];
   return enqueue(c10d::OpType::SCATTER, "scatter", outputs, [this, output, inputs, opts]() mutable {
-    on_contiguous(output, [&](at::Tensor& dense) {
-      std::vector<std::vector<at::Tensor>> in(inputs.size());
+    on_contiguous(output, [&](at::Tensor& dense_out) {
+      std::vector<std::vector<at::Tensor>> dense(inputs.size()), in(inputs.size());
       for (std::size_t i = 0; i < inputs.size(); ++i) {
-        for (const auto& t : inputs[i]) in[i].push_back(bytes_of(t.contiguous()));
+        for (const auto& t : inputs[i]) {
+          dense[i].push_back(t.contiguous());
+          in[i].push_back(borrowed_bytes(dense[i].back()));
+        }
       }
-      std::vector<at::Tensor> out{bytes_of(dense)};
+      std::vector<at::Tensor> out{borrowed_bytes(dense_out)};
       gloo_wait(gloo_->scatter(out, in, opts), "scatter");
     });
   });
@@ -503,9 +584,15 @@ c10::intrusive_ptr<c10d::Work> TorchBackend::reduce_scatter(std::vector<at::Tens
   if (inputs.size() != 1 || static_cast<int>(inputs[0].size()) != getSize()) {
     throw Error("nano: reduce_scatter takes " + std::to_string(getSize()) + " input tensors per rank");
   }
+  const RedOp op = opts.reduceOp.op_;
+  check_op(op, outputs[0].scalar_type(), "reduce_scatter");
+  for (const auto& t : inputs[0]) check_cpu(t, "reduce_scatter");
+  check_like(inputs[0][getRank()], outputs[0], "reduce_scatter");
+  for (const auto& t : inputs[0]) {
+    if (t.scalar_type() != outputs[0].scalar_type()) check_like(t, outputs[0], "reduce_scatter");
+  }
   at::Tensor output = outputs[0];
   std::vector<at::Tensor> parts = inputs[0];
-  const RedOp op = opts.reduceOp.op_;
   // An all-reduce of every part (the fast path, every dtype and op), of which each rank keeps
   // its own: more bytes than a true reduce-scatter, but never unsupported.
   return enqueue(c10d::OpType::REDUCE_SCATTER, "reduce_scatter", outputs, [this, output, parts, op]() mutable {
@@ -523,12 +610,14 @@ c10::intrusive_ptr<c10d::Work> TorchBackend::_reduce_scatter_base(at::Tensor& ou
                                                                   const c10d::ReduceScatterOptions& opts) {
   check_cpu(input, "reduce_scatter_tensor");
   check_cpu(output, "reduce_scatter_tensor");
-  if (input.numel() != output.numel() * getSize()) {
-    throw Error("nano: reduce_scatter_tensor: the input must hold " + std::to_string(getSize()) + " outputs (" +
-                std::to_string(output.numel() * getSize()) + " elements), got " + std::to_string(input.numel()));
+  const RedOp op = opts.reduceOp.op_;
+  check_op(op, output.scalar_type(), "reduce_scatter_tensor");
+  if (input.numel() != output.numel() * getSize() || input.scalar_type() != output.scalar_type()) {
+    throw Error("nano: reduce_scatter_tensor: the input must hold " + std::to_string(getSize()) +
+                " outputs of the output's dtype (" + std::to_string(output.numel() * getSize()) + " elements), got " +
+                std::to_string(input.numel()));
   }
   at::Tensor in = input, out = output;
-  const RedOp op = opts.reduceOp.op_;
   return enqueue(c10d::OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor", {output}, [this, in, out, op]() mutable {
     at::Tensor joined = in.reshape({-1}).clone();
     all_reduce_now(joined, op);
@@ -536,19 +625,74 @@ c10::intrusive_ptr<c10d::Work> TorchBackend::_reduce_scatter_base(at::Tensor& ou
   });
 }
 
+#if TORCH_VERSION_MAJOR >= 2
+c10::intrusive_ptr<c10d::Work> TorchBackend::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                             std::vector<at::Tensor>& inputs,
+                                                                             const c10d::AllgatherOptions&) {
+  if (outputs.size() != inputs.size()) {
+    throw Error("nano: all_gather_into_tensor (coalesced): " + std::to_string(inputs.size()) + " inputs but " +
+                std::to_string(outputs.size()) + " outputs");
+  }
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    check_cpu(inputs[i], "all_gather_into_tensor");
+    if (outputs[i].numel() != inputs[i].numel() * getSize() || outputs[i].scalar_type() != inputs[i].scalar_type() ||
+        !outputs[i].is_contiguous()) {
+      throw Error("nano: all_gather_into_tensor (coalesced): output " + std::to_string(i) + " must be a contiguous " +
+                  std::to_string(getSize()) + " x input of its dtype");
+    }
+  }
+  return enqueue(c10d::OpType::COALESCED, "all_gather_into_tensor_coalesced", outputs,
+                 [this, outputs, inputs]() mutable {
+                   for (std::size_t i = 0; i < inputs.size(); ++i) {
+                     std::vector<at::Tensor> parts = outputs[i].reshape({getSize(), -1}).unbind(0);
+                     all_gather_now(inputs[i], parts);
+                   }
+                 });
+}
+
+c10::intrusive_ptr<c10d::Work> TorchBackend::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                             std::vector<at::Tensor>& inputs,
+                                                                             const c10d::ReduceScatterOptions& opts) {
+  if (outputs.size() != inputs.size()) {
+    throw Error("nano: reduce_scatter_tensor (coalesced): " + std::to_string(inputs.size()) + " inputs but " +
+                std::to_string(outputs.size()) + " outputs");
+  }
+  const RedOp op = opts.reduceOp.op_;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    check_cpu(inputs[i], "reduce_scatter_tensor");
+    check_op(op, inputs[i].scalar_type(), "reduce_scatter_tensor");
+    if (inputs[i].numel() != outputs[i].numel() * getSize() || inputs[i].scalar_type() != outputs[i].scalar_type()) {
+      throw Error("nano: reduce_scatter_tensor (coalesced): input " + std::to_string(i) + " must hold " +
+                  std::to_string(getSize()) + " outputs of its dtype");
+    }
+  }
+  return enqueue(c10d::OpType::COALESCED, "reduce_scatter_tensor_coalesced", outputs,
+                 [this, outputs, inputs, op]() mutable {
+                   for (std::size_t i = 0; i < inputs.size(); ++i) {
+                     at::Tensor joined = inputs[i].reshape({-1}).clone();
+                     all_reduce_now(joined, op);
+                     const int64_t n = outputs[i].numel();
+                     outputs[i].copy_(joined.narrow(0, n * getRank(), n).view(outputs[i].sizes()));
+                   }
+                 });
+}
+#endif
+
 c10::intrusive_ptr<c10d::Work> TorchBackend::alltoall_base(at::Tensor& output, at::Tensor& input,
                                                            std::vector<int64_t>& output_split_sizes,
                                                            std::vector<int64_t>& input_split_sizes,
                                                            const c10d::AllToAllOptions& opts) {
   check_cpu(input, "all_to_all_single");
   check_cpu(output, "all_to_all_single");
+  if (input.scalar_type() != output.scalar_type()) check_like(input, output, "all_to_all_single");
   at::Tensor in = input, out = output;
   std::vector<int64_t> out_splits = output_split_sizes, in_splits = input_split_sizes;
   return enqueue(c10d::OpType::ALLTOALL_BASE, "all_to_all_single", {output},
                  [this, in, out, out_splits, in_splits, opts]() mutable {
-                   at::Tensor dense_in = in.contiguous();
+                   const at::Tensor dense_in = in.contiguous();
                    on_contiguous(out, [&](at::Tensor& dense_out) {
-                     gloo_wait(gloo_->alltoall_base(dense_out, dense_in, out_splits, in_splits, opts),
+                     at::Tensor gloo_in = borrowed(dense_in), gloo_out = borrowed(dense_out);
+                     gloo_wait(gloo_->alltoall_base(gloo_out, gloo_in, out_splits, in_splits, opts),
                                "all_to_all_single");
                    });
                  });
@@ -559,13 +703,15 @@ c10::intrusive_ptr<c10d::Work> TorchBackend::alltoall(std::vector<at::Tensor>& o
   if (static_cast<int>(outputs.size()) != getSize() || static_cast<int>(inputs.size()) != getSize()) {
     throw Error("nano: all_to_all takes " + std::to_string(getSize()) + " input and output tensors per rank");
   }
+  for (const auto& t : inputs) check_cpu(t, "all_to_all");
+  for (const auto& t : outputs) check_cpu(t, "all_to_all");
   // Gloo's list form is missing in some versions: the single-tensor form over the joined
   // bytes serves every version and dtype.
   return enqueue(c10d::OpType::ALLTOALL, "all_to_all", outputs, [this, outputs, inputs, opts]() mutable {
-    std::vector<at::Tensor> in_bytes, out_bytes;
+    std::vector<at::Tensor> in_bytes;
     std::vector<int64_t> in_splits, out_splits;
     for (const auto& t : inputs) {
-      in_bytes.push_back(bytes_of(t.contiguous()).clone());
+      in_bytes.push_back(borrowed_bytes(t.contiguous()).clone());
       in_splits.push_back(static_cast<int64_t>(t.nbytes()));
     }
     for (const auto& t : outputs) out_splits.push_back(static_cast<int64_t>(t.nbytes()));
@@ -578,8 +724,8 @@ c10::intrusive_ptr<c10d::Work> TorchBackend::alltoall(std::vector<at::Tensor>& o
     gloo_wait(gloo_->alltoall_base(joined_out, joined_in, out_counts, in_counts, opts), "all_to_all");
     int64_t offset = 0;
     for (std::size_t q = 0; q < outputs.size(); ++q) {
-      at::Tensor dense = outputs[q].is_contiguous() ? outputs[q] : at::empty_like(outputs[q]).contiguous();
-      bytes_of(dense).copy_(joined_out.narrow(0, offset, out_splits[q]));
+      at::Tensor dense = outputs[q].is_contiguous() ? outputs[q] : outputs[q].contiguous();
+      borrowed_bytes(dense).copy_(joined_out.narrow(0, offset, out_splits[q]));
       if (!outputs[q].is_contiguous()) outputs[q].copy_(dense);
       offset += out_splits[q];
     }
@@ -587,24 +733,25 @@ c10::intrusive_ptr<c10d::Work> TorchBackend::alltoall(std::vector<at::Tensor>& o
 }
 
 // Point-to-point goes straight to Gloo, outside the queue: a send and the matching receive are
-// issued in different orders on the two ranks, so serialising them could deadlock.
+// issued in different orders on the two ranks, so serialising them could deadlock. Gloo's work
+// outlives the call, so the bytes it is given keep the tensor alive.
 c10::intrusive_ptr<c10d::Work> TorchBackend::send(std::vector<at::Tensor>& tensors, int dst_rank, int tag) {
   check_one(tensors, "send");
-  std::vector<at::Tensor> bytes{bytes_of(tensors[0].contiguous())};
+  std::vector<at::Tensor> bytes{owned_bytes(tensors[0].contiguous())};
   return gloo_->send(bytes, dst_rank, tag);
 }
 
 c10::intrusive_ptr<c10d::Work> TorchBackend::recv(std::vector<at::Tensor>& tensors, int src_rank, int tag) {
   check_one(tensors, "recv");
   if (!tensors[0].is_contiguous()) throw Error("nano: recv needs a contiguous tensor");
-  std::vector<at::Tensor> bytes{bytes_of(tensors[0])};
+  std::vector<at::Tensor> bytes{owned_bytes(tensors[0])};
   return gloo_->recv(bytes, src_rank, tag);
 }
 
 c10::intrusive_ptr<c10d::Work> TorchBackend::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
   check_one(tensors, "recv");
   if (!tensors[0].is_contiguous()) throw Error("nano: recv needs a contiguous tensor");
-  std::vector<at::Tensor> bytes{bytes_of(tensors[0])};
+  std::vector<at::Tensor> bytes{owned_bytes(tensors[0])};
   return gloo_->recvAnysource(bytes, tag);
 }
 
@@ -614,7 +761,8 @@ c10::intrusive_ptr<c10d::Work> TorchBackend::barrier(const c10d::BarrierOptions&
 
 void TorchBackend::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) {
   // Gloo's names the ranks that did not arrive; after the queue has drained, so it is ordered
-  // after every operation issued before it.
+  // after every operation issued before it. (torch's monitored_barrier itself admits only the
+  // gloo backend today; this serves a caller of the C++ API.)
   barrier()->wait(kCallerGaveNoTimeout);
   gloo_->monitoredBarrier(opts, wait_all_ranks);
 }

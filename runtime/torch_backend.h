@@ -14,6 +14,9 @@
 // Every operation returns at once and runs on one thread of the backend's, in the order the
 // operations were issued (the same order on every rank), so DDP's overlap of backward and
 // communication holds. A Work's future carries the output tensors (DDP's communication hooks).
+// Its callbacks run on that thread, right after the operation, and a collective a callback
+// issues (PowerSGD all-reduces inside its callbacks and waits there) runs there and then: at the
+// same point of every rank's sequence, so the ranks agree on the order without a lock step.
 // Every wait is bounded by the group's timeout: a peer that dies inside a collective fails the
 // others within about 0.1 s, one that is stopped within the timeout, each with a line naming it.
 #include <torch/csrc/api/include/torch/version.h>
@@ -113,11 +116,24 @@ class TorchBackend final : public TorchBackendBase {
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts = c10d::BarrierOptions()) override;
   void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks = false) override;
+#if TORCH_VERSION_MAJOR >= 2
+  // torch 2.x's coalescing manager (all_gather_into_tensor / reduce_scatter_tensor inside
+  // dist._coalescing_manager) asks for these; 1.13 has neither.
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts = c10d::AllgatherOptions()) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::ReduceScatterOptions& opts = c10d::ReduceScatterOptions()) override;
+#endif
 
  private:
   // Queues `body` on the backend's thread; the Work's future carries `outputs` once it ran.
+  // Arguments are checked before (by the caller, on its own thread): what fails inside `body`
+  // is a failure of the group's communication and breaks the group.
   c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, const char* what, std::vector<at::Tensor> outputs,
                                          std::function<void()> body);
+  std::string broken() const;
   // Run on the backend's thread: the fast collective where there is one, Gloo's otherwise.
   void all_reduce_now(at::Tensor& tensor, c10d::ReduceOp::RedOpType op);
   void broadcast_now(at::Tensor& tensor, int root);
@@ -127,17 +143,19 @@ class TorchBackend final : public TorchBackendBase {
   // the operations that only move bytes).
   void gloo_all_reduce(at::Tensor& tensor, c10d::ReduceOp::RedOpType op);
   void gloo_wait(const c10::intrusive_ptr<c10d::Work>& work, const char* what);
+  // Throws nano::Error naming `what` unless `root` is a rank of the group.
+  void check_root(int root, const char* what) const;
 
   std::chrono::milliseconds timeout_;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> gloo_;
-  // Declared in teardown order's reverse: the thread stops before the memory goes.
   std::unique_ptr<SharedMemory> shm_memory_;
   std::unique_ptr<ShmCollectives> shm_;
-  std::unique_ptr<SerialExecutor> thread_;
   // The first failure: the ranks' collectives are out of step after it, so every later
-  // operation fails at once with it instead of waiting on peers that moved on.
-  std::mutex broken_mutex_;
+  // operation (queued or new) fails at once with it instead of waiting on peers that moved on.
+  mutable std::mutex broken_mutex_;
   std::string broken_;
+  // Declared last, destroyed first (and explicitly, in the destructor): it uses all of the above.
+  std::unique_ptr<SerialExecutor> thread_;
 };
 
 /// The backend's options from the creator's arguments and the environment: NANO_SHM_BYTES

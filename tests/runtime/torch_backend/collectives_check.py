@@ -166,6 +166,7 @@ got = torch.empty(1000, dtype=torch.bfloat16)
 reqs = [dist.isend(values(torch.bfloat16, 1000, RANK, 15), send_to), dist.irecv(got, recv_from)]
 for req in reqs:
     req.wait()
+del reqs  # Gloo's works hold tensors: drop them while the interpreter is whole
 expect("send/recv ring bfloat16", got, values(torch.bfloat16, 1000, recv_from, 15), torch.bfloat16, "reference")
 
 # The object collectives (through broadcast and all_gather), against Gloo's.
@@ -192,4 +193,7 @@ if failures:
 total = checks["gloo"] + checks["reference"]
 print(f"collectives: {total} checks passed ({checks['gloo']} against Gloo's own result, {checks['reference']} "
       f"against the float64 reference or the known inputs)", flush=True)
+# Every group goes before the interpreter's teardown (torch's own advice: Gloo's threads must not
+# release Python-owned tensors once it has begun).
+del GLOO
 dist.destroy_process_group()

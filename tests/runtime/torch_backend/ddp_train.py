@@ -1,7 +1,7 @@
 """One rank of a stock PyTorch DistributedDataParallel training on real Fashion-MNIST (Debian's
 dataset-fashion-mnist), unchanged but for the backend it names: the LeNet-style CNN of the
 benchmarks, SGD with momentum, DistributedSampler, 2048 training images. Rank 0 saves the final state_dict to --out.
-Usage: ddp_train.py --backend nano|gloo --steps K --out FILE
+Usage: ddp_train.py --backend nano|gloo --steps K --out FILE [--hook none|fp16|powersgd]
 """
 import argparse
 import datetime
@@ -23,6 +23,8 @@ p.add_argument("--backend", required=True)
 p.add_argument("--steps", type=int, default=12)
 p.add_argument("--out", required=True)
 p.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
+p.add_argument("--hook", choices=["none", "fp16", "powersgd"], default="none",
+               help="a DDP communication hook of torch's (they run in the all-reduce futures' callbacks)")
 a = p.parse_args()
 if a.backend == "nano":
     import nano_torch  # noqa: F401  registers "nano"
@@ -35,6 +37,16 @@ data = torch.utils.data.Subset(data, range(2048))
 torch.manual_seed(rank)  # replicas start different: DDP's broadcast makes them equal
 model = pytorch_ddp.LeNet()
 ddp = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=1)  # several buckets
+if a.hook == "fp16":
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+    ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)
+elif a.hook == "powersgd":
+    # PowerSGD all-reduces again inside its futures' callbacks and waits for it there.
+    from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook
+
+    state = powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank=1, start_powerSGD_iter=2)
+    ddp.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
 opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
 loader = DataLoader(data, batch_size=32, sampler=DistributedSampler(data, world, rank, shuffle=True, seed=0))
 for step, (x, y) in enumerate(loader):
