@@ -27,7 +27,7 @@ bin=$build/runtime/nano_bench_allreduce
 [[ -x $bin ]] || { echo "bench torch-backend: $bin not built" >&2; exit 2; }
 export OMP_NUM_THREADS=1 USE_LIBUV=0
 
-echo "torch $($python -c 'import torch; print(torch.__version__)'), $(nproc) CPUs, $(date -u '+%Y-%m-%d %H:%M UTC')"
+echo "torch $($python -c "import torch; print(torch.__version__)"), $(getconf _NPROCESSORS_ONLN) CPUs, $(date -u "+%Y-%m-%d %H:%M UTC")"
 torch_out=$(gloo_pair PYTHONPATH="$pydir" -- "$python" scripts/bench/torch_allreduce.py --sizes 4,44,200 --reps "$reps")
 printf '\nall-reduce of float32, 2 ranks, ms: median (min-max) of %s\n' "$reps"
 printf '%-6s %-22s %-22s %-22s %-11s %s\n' MB "nano backend" "gloo backend" "nano C++ communicator" "nano/gloo" "nano/C++"
@@ -56,7 +56,7 @@ for ((i = 0; i < repeats; i++)); do
     done
   done
 done
-stats() { tr ' ' '\n' <<<"$1" | sed '/^$/d' | sort -g | awk '{v[NR]=$1} END{printf "%s %s %s", v[int((NR+1)/2)], v[1], v[NR]}'; }
+stats() { tr ' ' '\n' <<<"$1" | sed '/^$/d' | sort -g | awk '{v[NR]=$1} END{printf "%s %s %s\n", v[int((NR+1)/2)], v[1], v[NR]}'; }
 printf '\nstock DDP under nano-run -n 2, img/s: median (min-max) of %s\n' "$repeats"
 printf '%-9s %-24s %-24s %s\n' model "gloo" "nano" "nano/gloo (median)"
 for model in lenet resnet18; do

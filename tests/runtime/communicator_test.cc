@@ -103,7 +103,7 @@ TEST_CASE("gloo on one host: all-reduce through shared memory, and nothing left 
       CHECK(results[r].out.find("transport: gloo\n") != std::string::npos);
     }
     CHECK(results[0].err.find("nano: cannot size shared memory /nano-") != std::string::npos);
-    CHECK(results[0].err.find("; all-reduce goes through Gloo over TCP instead (NANO_SHM_BYTES=0 chooses that "
+    CHECK(results[0].err.find("; collectives go through TCP instead (NANO_SHM_BYTES=0 chooses that "
                               "quietly)\n") != std::string::npos);
   }
   SUBCASE("ranks posing as one per host (LOCAL_WORLD_SIZE 1 of 2) keep Gloo") {

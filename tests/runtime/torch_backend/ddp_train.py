@@ -59,4 +59,8 @@ if rank == 0:
     torch.save(model.state_dict(), a.out)
     shm = nano_torch.uses_shared_memory() if a.backend == "nano" else False
     print(f"trained {a.steps} steps on {world} ranks ({a.backend}, shared memory {shm})", flush=True)
+# DDP holds the process group: let it go first, so the group (and Gloo's threads) ends here and
+# not in the interpreter's teardown (torch 1.13's Gloo then aborts now and again: "terminate
+# called without an active exception").
+del ddp, opt, loader
 dist.destroy_process_group()

@@ -19,6 +19,9 @@ from free_port import free_port  # noqa: E402,F401  (also for the tests)
 PYTHON = sys.executable  # the interpreter the tests run under: the one the backend was built for
 
 
+STARTED_PIDS = []  # every rank this process started, for nano_shm_entries()
+
+
 @dataclass
 class Rank:
     rank: int
@@ -49,6 +52,7 @@ def start(n, argv, python_dir, env=None, threads=1):
         p = subprocess.Popen([PYTHON] + list(argv), env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True, start_new_session=True)
         ranks.append(Rank(r, p, time.monotonic()))
+        STARTED_PIDS.append(p.pid)
     return ranks
 
 
@@ -77,5 +81,9 @@ def finish(ranks, timeout):
 
 
 def nano_shm_entries():
-    """The /dev/shm names nano makes (nano-...), to check nothing is left."""
-    return sorted(n for n in os.listdir("/dev/shm") if n.startswith("nano-"))
+    """The /dev/shm names the backend made for the ranks started here (/nano-PID-N, or
+    /nano-JOB-PID-N under nano-run), to check nothing is left; other jobs' (tests running
+    beside this one) are not counted."""
+    mine = [str(pid) for pid in STARTED_PIDS]
+    return sorted(n for n in os.listdir("/dev/shm")
+                  if n.startswith("nano-") and any(part in mine for part in n.split("-")[1:3]))
