@@ -98,15 +98,16 @@ class ResNet18(nn.Module):
         return self.fc(F.adaptive_avg_pool2d(h, 1).flatten(1))
 
 
-def read_idx_gz(path, header_ints):
-    with gzip.open(path, "rb") as f:
-        raw = f.read()
+def read_idx_gz(path, header_ints, item_bytes, limit=None):
+    with gzip.open(path, "rb") as f:  # the first `limit` items only, when given
+        raw = f.read(-1 if limit is None else 4 * header_ints + limit * item_bytes)
     return np.frombuffer(raw, dtype=np.uint8, offset=4 * header_ints)
 
 
-def fashion_mnist_train(data_dir):
-    images = read_idx_gz(os.path.join(data_dir, "train-images-idx3-ubyte.gz"), 4).reshape(-1, 1, 28, 28)
-    labels = read_idx_gz(os.path.join(data_dir, "train-labels-idx1-ubyte.gz"), 2)
+def fashion_mnist_train(data_dir, limit=None):
+    """The training set (its first `limit` images when given), normalised."""
+    images = read_idx_gz(os.path.join(data_dir, "train-images-idx3-ubyte.gz"), 4, 784, limit).reshape(-1, 1, 28, 28)
+    labels = read_idx_gz(os.path.join(data_dir, "train-labels-idx1-ubyte.gz"), 2, 1, limit)
     x = (torch.from_numpy(images.astype(np.float32)) / 255.0 - FASHION_MNIST_MEAN) / FASHION_MNIST_STD
     return TensorDataset(x, torch.from_numpy(labels.astype(np.int64)))
 

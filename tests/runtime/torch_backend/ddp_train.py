@@ -32,8 +32,7 @@ dist.init_process_group(a.backend, timeout=datetime.timedelta(seconds=60))
 rank, world = dist.get_rank(), dist.get_world_size()
 # The model and data of scripts/bench/pytorch_ddp.py (the LeNet-style CNN of examples/): the
 # first 2048 training images.
-data = pytorch_ddp.fashion_mnist_train(a.data_dir)
-data = torch.utils.data.Subset(data, range(2048))
+data = pytorch_ddp.fashion_mnist_train(a.data_dir, limit=2048)
 torch.manual_seed(rank)  # replicas start different: DDP's broadcast makes them equal
 model = pytorch_ddp.LeNet()
 ddp = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=1)  # several buckets
