@@ -158,7 +158,7 @@ def main():
         elif CASE == "collectives_chunked":
             collectives(2, {"NANO_SHM_BYTES": "4096"}, True)
         elif CASE == "collectives_gloo_path":
-            collectives(3, {"NANO_SHM_BYTES": "0"}, False)
+            collectives(2, {"NANO_SHM_BYTES": "0"}, False)
         elif CASE == "ddp_bit_identical":
             train("nano-run", "nano", 2, os.path.join(tmp, "nano.pt"))
             train("nano-run", "gloo", 2, os.path.join(tmp, "gloo.pt"))
