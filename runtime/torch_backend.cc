@@ -123,6 +123,13 @@ void check_like(const at::Tensor& tensor, const at::Tensor& like, const char* wh
   }
 }
 
+// Every tensor of a list of lists, in order (a Work's outputs).
+std::vector<at::Tensor> flattened(const std::vector<std::vector<at::Tensor>>& lists) {
+  std::vector<at::Tensor> flat;
+  for (const auto& list : lists) flat.insert(flat.end(), list.begin(), list.end());
+  return flat;
+}
+
 // Runs `body` on a contiguous form of `tensor` and copies the result back when a copy was made.
 template <class Body>
 void on_contiguous(at::Tensor& tensor, Body body) {
@@ -391,6 +398,44 @@ void TorchBackend::barrier_now() {
   gloo_wait(gloo_->barrier(), "barrier");
 }
 
+// `output` holds getSize() inputs of `input`'s dtype (checked by the caller).
+void TorchBackend::all_gather_into_now(const at::Tensor& input, at::Tensor& output) {
+  at::Tensor dense = output.is_contiguous() ? output : at::empty(output.sizes(), output.options());
+  std::vector<at::Tensor> parts = dense.reshape({getSize(), -1}).unbind(0);
+  all_gather_now(input, parts);
+  if (!output.is_contiguous()) output.copy_(dense);
+}
+
+// An all-reduce of `joined` (the fast path, every dtype and op), of which this rank keeps
+// output.numel() elements from `offset`: more bytes than a true reduce-scatter, but never
+// unsupported.
+void TorchBackend::reduce_keep_slice(at::Tensor joined, RedOp op, int64_t offset, at::Tensor& output) {
+  all_reduce_now(joined, op);
+  output.copy_(joined.narrow(0, offset, output.numel()).view(output.sizes()));
+}
+
+void TorchBackend::check_gathered(const at::Tensor& output, const at::Tensor& input, const char* what) const {
+  check_cpu(input, what);
+  check_cpu(output, what);
+  if (output.numel() != input.numel() * getSize() || output.scalar_type() != input.scalar_type()) {
+    throw Error(std::string("nano: ") + what + ": the output must hold " + std::to_string(getSize()) +
+                " inputs of the input's dtype (" + std::to_string(input.numel() * getSize()) + " elements), got " +
+                std::to_string(output.numel()));
+  }
+}
+
+void TorchBackend::check_scattered(const at::Tensor& output, const at::Tensor& input, RedOp op,
+                                   const char* what) const {
+  check_cpu(input, what);
+  check_cpu(output, what);
+  check_op(op, output.scalar_type(), what);
+  if (input.numel() != output.numel() * getSize() || input.scalar_type() != output.scalar_type()) {
+    throw Error(std::string("nano: ") + what + ": the input must hold " + std::to_string(getSize()) +
+                " outputs of the output's dtype (" + std::to_string(output.numel() * getSize()) + " elements), got " +
+                std::to_string(input.numel()));
+  }
+}
+
 c10::intrusive_ptr<c10d::Work> TorchBackend::broadcast(std::vector<at::Tensor>& tensors,
                                                        const c10d::BroadcastOptions& opts) {
   check_one(tensors, "broadcast");
@@ -474,20 +519,10 @@ c10::intrusive_ptr<c10d::Work> TorchBackend::allgather(std::vector<std::vector<a
 
 c10::intrusive_ptr<c10d::Work> TorchBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
                                                              const c10d::AllgatherOptions&) {
-  check_cpu(input, "all_gather_into_tensor");
-  check_cpu(output, "all_gather_into_tensor");
-  if (output.numel() != input.numel() * getSize() || output.scalar_type() != input.scalar_type()) {
-    throw Error("nano: all_gather_into_tensor: the output must hold " + std::to_string(getSize()) +
-                " inputs of the input's dtype (" + std::to_string(input.numel() * getSize()) + " elements), got " +
-                std::to_string(output.numel()));
-  }
+  check_gathered(output, input, "all_gather_into_tensor");
   at::Tensor in = input, out = output;
-  return enqueue(c10d::OpType::_ALLGATHER_BASE, "all_gather_into_tensor", {output}, [this, in, out]() mutable {
-    at::Tensor dense = out.is_contiguous() ? out : at::empty(out.sizes(), out.options());
-    std::vector<at::Tensor> parts = dense.reshape({getSize(), -1}).unbind(0);
-    all_gather_now(in, parts);
-    if (!out.is_contiguous()) out.copy_(dense);
-  });
+  return enqueue(c10d::OpType::_ALLGATHER_BASE, "all_gather_into_tensor", {output},
+                 [this, in, out]() mutable { all_gather_into_now(in, out); });
 }
 
 // torch's layout: outputs[q][i] receives rank q's inputs[i].
@@ -505,9 +540,7 @@ c10::intrusive_ptr<c10d::Work> TorchBackend::allgather_coalesced(std::vector<std
     }
     for (std::size_t i = 0; i < inputs.size(); ++i) check_like(list[i], inputs[i], "all_gather_coalesced");
   }
-  std::vector<at::Tensor> flat_outputs;
-  for (const auto& list : outputs) flat_outputs.insert(flat_outputs.end(), list.begin(), list.end());
-  return enqueue(c10d::OpType::ALLGATHER_COALESCED, "all_gather_coalesced", flat_outputs,
+  return enqueue(c10d::OpType::ALLGATHER_COALESCED, "all_gather_coalesced", flattened(outputs),
                  [this, inputs, outputs]() mutable {
                    for (std::size_t i = 0; i < inputs.size(); ++i) {
                      std::vector<at::Tensor> column;
@@ -545,9 +578,7 @@ c10::intrusive_ptr<c10d::Work> TorchBackend::gather(std::vector<std::vector<at::
       }
     }
   };
-  std::vector<at::Tensor> flat;
-  for (const auto& list : outputs) flat.insert(flat.end(), list.begin(), list.end());
-  return enqueue(c10d::OpType::GATHER, "gather", flat, std::move(body));
+  return enqueue(c10d::OpType::GATHER, "gather", flattened(outputs), std::move(body));
 }
 
 c10::intrusive_ptr<c10d::Work> TorchBackend::scatter(std::vector<at::Tensor>& outputs,
@@ -589,39 +620,29 @@ c10::intrusive_ptr<c10d::Work> TorchBackend::reduce_scatter(std::vector<at::Tens
   for (const auto& t : inputs[0]) check_cpu(t, "reduce_scatter");
   check_like(inputs[0][getRank()], outputs[0], "reduce_scatter");
   for (const auto& t : inputs[0]) {
-    if (t.scalar_type() != outputs[0].scalar_type()) check_like(t, outputs[0], "reduce_scatter");
+    if (t.scalar_type() != outputs[0].scalar_type()) {
+      throw Error(std::string("nano: reduce_scatter: every input must be ") + c10::toString(outputs[0].scalar_type()) +
+                  ", got " + c10::toString(t.scalar_type()));
+    }
   }
   at::Tensor output = outputs[0];
   std::vector<at::Tensor> parts = inputs[0];
-  // An all-reduce of every part (the fast path, every dtype and op), of which each rank keeps
-  // its own: more bytes than a true reduce-scatter, but never unsupported.
   return enqueue(c10d::OpType::REDUCE_SCATTER, "reduce_scatter", outputs, [this, output, parts, op]() mutable {
     std::vector<at::Tensor> flat;
     for (const auto& p : parts) flat.push_back(p.reshape({-1}));
-    at::Tensor joined = at::cat(flat);
-    all_reduce_now(joined, op);
     int64_t offset = 0;
     for (int q = 0; q < getRank(); ++q) offset += parts[q].numel();
-    output.copy_(joined.narrow(0, offset, parts[getRank()].numel()).view(output.sizes()));
+    reduce_keep_slice(at::cat(flat), op, offset, output);
   });
 }
 
 c10::intrusive_ptr<c10d::Work> TorchBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                                                   const c10d::ReduceScatterOptions& opts) {
-  check_cpu(input, "reduce_scatter_tensor");
-  check_cpu(output, "reduce_scatter_tensor");
   const RedOp op = opts.reduceOp.op_;
-  check_op(op, output.scalar_type(), "reduce_scatter_tensor");
-  if (input.numel() != output.numel() * getSize() || input.scalar_type() != output.scalar_type()) {
-    throw Error("nano: reduce_scatter_tensor: the input must hold " + std::to_string(getSize()) +
-                " outputs of the output's dtype (" + std::to_string(output.numel() * getSize()) + " elements), got " +
-                std::to_string(input.numel()));
-  }
+  check_scattered(output, input, op, "reduce_scatter_tensor");
   at::Tensor in = input, out = output;
   return enqueue(c10d::OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor", {output}, [this, in, out, op]() mutable {
-    at::Tensor joined = in.reshape({-1}).clone();
-    all_reduce_now(joined, op);
-    out.copy_(joined.narrow(0, out.numel() * getRank(), out.numel()).view(out.sizes()));
+    reduce_keep_slice(in.reshape({-1}).clone(), op, out.numel() * getRank(), out);
   });
 }
 
@@ -634,19 +655,14 @@ c10::intrusive_ptr<c10d::Work> TorchBackend::allgather_into_tensor_coalesced(std
                 std::to_string(outputs.size()) + " outputs");
   }
   for (std::size_t i = 0; i < inputs.size(); ++i) {
-    check_cpu(inputs[i], "all_gather_into_tensor");
-    if (outputs[i].numel() != inputs[i].numel() * getSize() || outputs[i].scalar_type() != inputs[i].scalar_type() ||
-        !outputs[i].is_contiguous()) {
-      throw Error("nano: all_gather_into_tensor (coalesced): output " + std::to_string(i) + " must be a contiguous " +
-                  std::to_string(getSize()) + " x input of its dtype");
+    check_gathered(outputs[i], inputs[i], "all_gather_into_tensor (coalesced)");
+    if (!outputs[i].is_contiguous()) {
+      throw Error("nano: all_gather_into_tensor (coalesced): output " + std::to_string(i) + " is not contiguous");
     }
   }
   return enqueue(c10d::OpType::COALESCED, "all_gather_into_tensor_coalesced", outputs,
                  [this, outputs, inputs]() mutable {
-                   for (std::size_t i = 0; i < inputs.size(); ++i) {
-                     std::vector<at::Tensor> parts = outputs[i].reshape({getSize(), -1}).unbind(0);
-                     all_gather_now(inputs[i], parts);
-                   }
+                   for (std::size_t i = 0; i < inputs.size(); ++i) all_gather_into_now(inputs[i], outputs[i]);
                  });
 }
 
@@ -659,20 +675,12 @@ c10::intrusive_ptr<c10d::Work> TorchBackend::reduce_scatter_tensor_coalesced(std
   }
   const RedOp op = opts.reduceOp.op_;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
-    check_cpu(inputs[i], "reduce_scatter_tensor");
-    check_op(op, inputs[i].scalar_type(), "reduce_scatter_tensor");
-    if (inputs[i].numel() != outputs[i].numel() * getSize() || inputs[i].scalar_type() != outputs[i].scalar_type()) {
-      throw Error("nano: reduce_scatter_tensor (coalesced): input " + std::to_string(i) + " must hold " +
-                  std::to_string(getSize()) + " outputs of its dtype");
-    }
+    check_scattered(outputs[i], inputs[i], op, "reduce_scatter_tensor (coalesced)");
   }
   return enqueue(c10d::OpType::COALESCED, "reduce_scatter_tensor_coalesced", outputs,
                  [this, outputs, inputs, op]() mutable {
                    for (std::size_t i = 0; i < inputs.size(); ++i) {
-                     at::Tensor joined = inputs[i].reshape({-1}).clone();
-                     all_reduce_now(joined, op);
-                     const int64_t n = outputs[i].numel();
-                     outputs[i].copy_(joined.narrow(0, n * getRank(), n).view(outputs[i].sizes()));
+                     reduce_keep_slice(inputs[i].reshape({-1}).clone(), op, outputs[i].numel() * getRank(), outputs[i]);
                    }
                  });
 }

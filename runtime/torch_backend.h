@@ -139,12 +139,19 @@ class TorchBackend final : public TorchBackendBase {
   void broadcast_now(at::Tensor& tensor, int root);
   void all_gather_now(const at::Tensor& input, std::vector<at::Tensor>& outputs);
   void barrier_now();
+  void all_gather_into_now(const at::Tensor& input, at::Tensor& output);
+  void reduce_keep_slice(at::Tensor joined, c10d::ReduceOp::RedOpType op, int64_t offset, at::Tensor& output);
   // Gloo's forms, with what Debian's Gloo lacks made up for (AVG, bfloat16, any dtype for
   // the operations that only move bytes).
   void gloo_all_reduce(at::Tensor& tensor, c10d::ReduceOp::RedOpType op);
   void gloo_wait(const c10::intrusive_ptr<c10d::Work>& work, const char* what);
   // Throws nano::Error naming `what` unless `root` is a rank of the group.
   void check_root(int root, const char* what) const;
+  // Throws nano::Error naming `what` unless `output` holds getSize() of `input` (all-gather into
+  // one tensor) / `input` holds getSize() of `output` and `op` reduces its dtype (reduce-scatter).
+  void check_gathered(const at::Tensor& output, const at::Tensor& input, const char* what) const;
+  void check_scattered(const at::Tensor& output, const at::Tensor& input, c10d::ReduceOp::RedOpType op,
+                       const char* what) const;
 
   std::chrono::milliseconds timeout_;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> gloo_;
