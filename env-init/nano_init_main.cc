@@ -15,12 +15,14 @@
 #include "env-init/cpulist.h"
 #include "env-init/planner.h"
 #include "env-init/recipe.h"
+#include "env-init/setting.h"
 #include "env-init/shell.h"
 #include "env-init/topology.h"
 
 namespace {
 
-struct InitOptions {
+// nano-init's command line as typed (nano::InitOptions is the runtime's, another thing).
+struct InitCommand {
   std::string shell = "bash";
   bool json = false;
   bool unset = false;
@@ -41,7 +43,7 @@ struct InitOptions {
   nano::PlanOptions plan_options;
 };
 
-void setup_init(CLI::App& app, InitOptions& o) {
+void setup_init(CLI::App& app, InitCommand& o) {
   app.description(
       "Prints the environment that makes a libtorch process run well on this machine's CPUs:\n"
       "OpenMP threads, OpenMP binding policy and a preloaded memory allocator.");
@@ -98,7 +100,7 @@ void setup_init(CLI::App& app, InitOptions& o) {
       "                                           plan 4 ranks on a machine you don't have");
 }
 
-nano::Topology load_topology(const InitOptions& o) {
+nano::Topology load_topology(const InitCommand& o) {
   if (!o.topology_xml.empty()) return nano::load_xml_topology(o.topology_xml, o.allowed_cpus);
   if (!o.synthetic.empty()) return nano::load_synthetic_topology(o.synthetic, o.allowed_cpus);
   nano::Topology t = nano::load_machine_topology();
@@ -169,6 +171,11 @@ std::string describe_topology_json(const nano::Topology& topo) {
   return j.dump() + "\n";
 }
 
+// nano-init's names of the settings: nano-run's flags, but --plan for the rank count.
+std::string nano_init_flag(nano::Setting setting) {
+  return setting == nano::Setting::kNumProcesses ? "--plan" : nano::command_line_flag(setting);
+}
+
 std::string describe_plan(const nano::Plan& plan) {
   std::ostringstream out;
   out << "rank  threads  NUMA  CPUs\n";
@@ -182,13 +189,15 @@ std::string describe_plan(const nano::Plan& plan) {
     out << numa << std::string(6 - std::min<std::size_t>(numa.size(), 5), ' ');
     out << nano::format_cpu_list(r.cpus) << '\n';
   }
-  for (const std::string& note : plan.notes) out << "note: " << note << '\n';
+  for (const std::string& note : plan.notes) out << "note: " << nano::worded_text(note, nano_init_flag) << '\n';
   return out.str();
 }
 
-int run_init(const InitOptions& o) {
+int run_init(const InitCommand& o) {
+  // The recipe takes 0 for "not given": an explicit 0 is refused here.
   if (o.threads && *o.threads < 1)
-    throw nano::UsageError("--threads must be at least 1, got " + std::to_string(*o.threads));
+    throw nano::SettingError(nano::Setting::kThreads, std::to_string(*o.threads),
+                             "{threads} must be at least 1, got " + std::to_string(*o.threads));
   const nano::Shell shell = nano::parse_shell(o.shell);
   nano::RecipeOptions recipe_options;
   if (!o.allocator.empty()) recipe_options.allocator = nano::parse_allocator(o.allocator);
@@ -206,17 +215,9 @@ int run_init(const InitOptions& o) {
   }
   if (o.plan) {
     nano::PlanOptions plan_options = o.plan_options;
-    plan_options.names = nano::plan_flag_names();
-    plan_options.names.num_processes = "--plan";  // nano-init's name for the rank count
-    nano::check_num_processes(*o.plan, plan_options.names.num_processes);
+    nano::check_num_processes(*o.plan);
     plan_options.num_processes = *o.plan;
-    if (!o.cpu_lists.empty()) {
-      try {
-        plan_options.cpu_for_each_process = nano::parse_cpu_lists(o.cpu_lists);
-      } catch (const nano::UsageError& e) {
-        throw nano::UsageError(std::string("--cpu-for-each-process: ") + e.what());
-      }
-    }
+    if (!o.cpu_lists.empty()) plan_options.cpu_for_each_process = nano::parse_cpu_for_each_process(o.cpu_lists);
     std::cout << describe_plan(nano::make_plan(topology, plan_options));
     return 0;
   }
@@ -240,7 +241,7 @@ int run_init(const InitOptions& o) {
                 << " usable physical cores, CPUs " << nano::format_cpu_list(topology.allowed_pus) << '\n';
       // Span notes matter for ranks, not for one process that owns the whole machine.
       for (const std::string& note : plan.notes)
-        if (note.rfind("rank ", 0) != 0) std::cout << "# note: " << note << '\n';
+        if (note.rfind("rank ", 0) != 0) std::cout << "# note: " << nano::worded_text(note, nano_init_flag) << '\n';
     }
     std::cout << nano::render_exports(recipe, shell, o.explain);
   }
@@ -251,7 +252,7 @@ int run_init(const InitOptions& o) {
 
 int main(int argc, char** argv) {
   CLI::App app{"nano-init", "nano-init"};
-  InitOptions options;
+  InitCommand options;
   setup_init(app, options);
   try {
     app.parse(argc, argv);
@@ -261,13 +262,15 @@ int main(int argc, char** argv) {
     std::cout << e.what() << '\n';
     return 0;
   } catch (const CLI::ParseError& e) {
-    std::cerr << "nano-init: error: " << e.what() << '\n';
+    std::cerr << "nano-init: " << e.what() << '\n';
     return 2;
   }
+  // Worded here, once, as nano-run's main words its errors: "nano-init: X" for bad input
+  // (exit 2), "nano-init: error: X" when the machine failed us (exit 1).
   try {
     return run_init(options);
   } catch (const nano::UsageError& e) {
-    std::cerr << "nano-init: error: " << e.what() << '\n';
+    std::cerr << "nano-init: " << nano::worded(e, nano_init_flag) << '\n';
     return 2;
   } catch (const std::exception& e) {
     std::cerr << "nano-init: error: " << e.what() << '\n';

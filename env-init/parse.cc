@@ -1,5 +1,7 @@
 #include "env-init/parse.h"
 
+#include <cmath>
+#include <cstdlib>
 #include <limits>
 
 namespace nano {
@@ -22,6 +24,25 @@ std::optional<long long> parse_integer(const std::string& text, long long min, l
     if (value == lowest) return std::nullopt;
     value = -value;
   }
+  if (value < min || value > max) return std::nullopt;
+  return value;
+}
+
+std::optional<std::chrono::milliseconds> parse_seconds(const std::string& text, std::chrono::milliseconds min,
+                                                       std::chrono::milliseconds max) {
+  size_t digits = 0, dots = 0;
+  for (char c : text) {
+    if (c >= '0' && c <= '9')
+      ++digits;
+    else if (c == '.')
+      ++dots;
+    else
+      return std::nullopt;
+  }
+  // Long enough for any duration this project takes, short enough that strtod is exact enough.
+  if (digits == 0 || dots > 1 || text.size() > 20) return std::nullopt;
+  const double seconds = std::strtod(text.c_str(), nullptr);
+  const std::chrono::milliseconds value(std::llround(seconds * 1000));
   if (value < min || value > max) return std::nullopt;
   return value;
 }

@@ -1,7 +1,8 @@
 #pragma once
-// Strict integer text, shared by every layer that reads numbers from options, environment
+// Strict number text, shared by every layer that reads numbers from options, environment
 // variables and Slurm's lists: std::stoi and strtol accept "12abc", " 12" and "+12", which
 // would let a typo pass as a different number.
+#include <chrono>
 #include <optional>
 #include <string>
 
@@ -12,5 +13,12 @@ namespace nano {
 /// including on overflow. Callers word the error, so it can name the option and what is
 /// expected.
 std::optional<long long> parse_integer(const std::string& text, long long min, long long max);
+
+/// The duration `text` gives in seconds when it is a plain decimal number ("5", "0.5", "2.",
+/// ".25": digits with at most one '.', no sign, no exponent, no spaces), rounded to the
+/// millisecond and within [min, max]; nullopt otherwise. The one reader of seconds for every
+/// option and environment variable.
+std::optional<std::chrono::milliseconds> parse_seconds(const std::string& text, std::chrono::milliseconds min,
+                                                       std::chrono::milliseconds max);
 
 }  // namespace nano

@@ -8,6 +8,7 @@
 
 #include <nano/error.h>
 #include "env-init/cpulist.h"
+#include "env-init/setting.h"
 
 namespace nano {
 namespace {
@@ -137,14 +138,17 @@ void note_spans(Plan& plan, const std::vector<CoreList>& rank_cores) {
 }
 
 Plan explicit_plan(const Topology& topo, const PlanOptions& options) {
-  const std::string& flag = options.names.cpu_for_each_process;
+  const auto flag_error = [](const std::string& text) {
+    return SettingError(Setting::kCpuForEachProcess, "", "{cpu_for_each_process}" + text);
+  };
   if (options.cores_per_process != 0)
-    throw UsageError(flag + " and " + options.names.cores_per_process + " cannot be used together");
+    throw SettingError(Setting::kCpuForEachProcess, "",
+                       "{cpu_for_each_process} and {cores_per_process} cannot be used together");
   const auto& lists = options.cpu_for_each_process;
   const int n = static_cast<int>(lists.size());
   if (options.num_processes != 0 && options.num_processes != n)
-    throw UsageError(flag + " gives " + std::to_string(n) + (n == 1 ? " list" : " lists") + " but " +
-                     options.names.num_processes + " is " + std::to_string(options.num_processes));
+    throw flag_error(" gives " + std::to_string(n) + (n == 1 ? " list" : " lists") + " but {num_processes} is " +
+                     std::to_string(options.num_processes));
 
   std::map<int, const Core*> core_of;
   for (const Core& c : topo.cores)
@@ -153,21 +157,21 @@ Plan explicit_plan(const Topology& topo, const PlanOptions& options) {
   Plan plan;
   std::vector<CoreList> rank_cores;
   for (int rank = 0; rank < n; ++rank) {
-    if (lists[rank].empty()) throw UsageError(flag + ": the CPU list of rank " + std::to_string(rank) + " is empty");
+    if (lists[rank].empty()) throw flag_error(": the CPU list of rank " + std::to_string(rank) + " is empty");
     std::vector<int> cpus = lists[rank];
     std::sort(cpus.begin(), cpus.end());
     cpus.erase(std::unique(cpus.begin(), cpus.end()), cpus.end());
     CoreList cores;
     for (int cpu : cpus) {
       if (!std::binary_search(topo.present_pus.begin(), topo.present_pus.end(), cpu))
-        throw UsageError(flag + ": CPU " + std::to_string(cpu) + " does not exist on this machine");
+        throw flag_error(": CPU " + std::to_string(cpu) + " does not exist on this machine");
       auto found = core_of.find(cpu);
       if (found == core_of.end())
-        throw UsageError(flag + ": CPU " + std::to_string(cpu) +
+        throw flag_error(": CPU " + std::to_string(cpu) +
                          " is not allowed (allowed: " + format_cpu_list(topo.allowed_pus) + ")");
       auto [it, fresh] = owner.emplace(cpu, rank);
       if (!fresh)
-        throw UsageError(flag + ": CPU " + std::to_string(cpu) + " is listed for rank " + std::to_string(it->second) +
+        throw flag_error(": CPU " + std::to_string(cpu) + " is listed for rank " + std::to_string(it->second) +
                          " and rank " + std::to_string(rank));
       if (std::find(cores.begin(), cores.end(), found->second) == cores.end()) cores.push_back(found->second);
     }
@@ -198,25 +202,25 @@ Plan explicit_plan(const Topology& topo, const PlanOptions& options) {
 
 }  // namespace
 
-PlanSettingNames plan_flag_names() {
-  PlanSettingNames names;
-  names.num_processes = "--num-processes";
-  names.cores_per_process = "--cores-per-process";
-  names.cpu_for_each_process = "--cpu-for-each-process";
-  names.oversubscribe = "--oversubscribe";
-  names.use_efficiency_cores = "--use-efficiency-cores";
-  return names;
+std::vector<std::vector<int>> parse_cpu_for_each_process(const std::string& text) {
+  try {
+    return parse_cpu_lists(text);
+  } catch (const UsageError& e) {
+    throw SettingError(Setting::kCpuForEachProcess, text, std::string("{cpu_for_each_process}: ") + e.what());
+  }
 }
 
-void check_num_processes(int num_processes, const std::string& setting) {
-  if (num_processes < 1) throw UsageError(setting + " must be at least 1, got " + std::to_string(num_processes));
+void check_num_processes(int num_processes) {
+  if (num_processes < 1)
+    throw SettingError(Setting::kNumProcesses, std::to_string(num_processes),
+                       "{num_processes} must be at least 1, got " + std::to_string(num_processes));
 }
 
 Plan make_plan(const Topology& topo, const PlanOptions& options) {
-  const PlanSettingNames& names = options.names;
-  if (options.num_processes < 0) check_num_processes(options.num_processes, names.num_processes);
+  if (options.num_processes < 0) check_num_processes(options.num_processes);
   if (options.cores_per_process < 0)
-    throw UsageError(names.cores_per_process + " must be at least 1, got " + std::to_string(options.cores_per_process));
+    throw SettingError(Setting::kCoresPerProcess, std::to_string(options.cores_per_process),
+                       "{cores_per_process} must be at least 1, got " + std::to_string(options.cores_per_process));
   if (topo.cores.empty()) throw Error("no usable CPU on " + topo.source);
   if (!options.cpu_for_each_process.empty()) return explicit_plan(topo, options);
 
@@ -234,8 +238,8 @@ Plan make_plan(const Topology& topo, const PlanOptions& options) {
     left_out.clear();
   }
   if (!left_out.empty())
-    plan.notes.push_back("efficiency cores (CPUs " + format_cpu_list(left_out) + ") are left out; " +
-                         names.use_efficiency_cores + " uses them");
+    plan.notes.push_back("efficiency cores (CPUs " + format_cpu_list(left_out) +
+                         ") are left out; {use_efficiency_cores} uses them");
 
   const int cores = static_cast<int>(usable.size());
   const std::string usable_text = std::to_string(cores) + " usable physical " + (cores == 1 ? "core" : "cores");
@@ -243,15 +247,18 @@ Plan make_plan(const Topology& topo, const PlanOptions& options) {
   int n = options.num_processes;
   if (n == 0) {
     if (k > cores)
-      throw UsageError(names.cores_per_process + " " + std::to_string(k) + " is more than the " + usable_text);
+      throw SettingError(Setting::kCoresPerProcess, std::to_string(k),
+                         "{cores_per_process} " + std::to_string(k) + " is more than the " + usable_text);
     n = k > 0 ? cores / k : 1;
   } else if (k == 0 && n > cores && !options.oversubscribe) {
-    throw UsageError(names.num_processes + " " + std::to_string(n) + " is more than the " + usable_text + " (use " +
-                     names.oversubscribe + " to share cores)");
+    throw SettingError(Setting::kNumProcesses, std::to_string(n),
+                       "{num_processes} " + std::to_string(n) + " is more than the " + usable_text +
+                           " (use {oversubscribe} to share cores)");
   } else if (k > 0 && n * k > cores && !options.oversubscribe) {
-    throw UsageError(names.num_processes + " " + std::to_string(n) + " with " + names.cores_per_process + " " +
-                     std::to_string(k) + " needs " + std::to_string(n * k) + " physical cores but there are only " +
-                     usable_text + " (use " + names.oversubscribe + " to share cores)");
+    throw SettingError(Setting::kNumProcesses, std::to_string(n),
+                       "{num_processes} " + std::to_string(n) + " with {cores_per_process} " + std::to_string(k) +
+                           " needs " + std::to_string(n * k) + " physical cores but there are only " + usable_text +
+                           " (use {oversubscribe} to share cores)");
   }
 
   const int per_rank = std::min(std::max(k, 1), cores);

@@ -8,19 +8,6 @@
 
 namespace nano {
 
-/// How the front end that filled a PlanOptions calls its settings, for the planner's error
-/// texts: the C++ API's field names by default; nano-run and nano-init use plan_flag_names().
-struct PlanSettingNames {
-  std::string num_processes = "num_processes";
-  std::string cores_per_process = "cores_per_process";
-  std::string cpu_for_each_process = "cpu_for_each_process";
-  std::string oversubscribe = "oversubscribe";
-  std::string use_efficiency_cores = "use_efficiency_cores";
-};
-
-/// The command-line flags of nano-run and nano-init ("--num-processes", ...).
-PlanSettingNames plan_flag_names();
-
 /// What the user asked for. Zero means "not given".
 struct PlanOptions {
   int num_processes = 0;      ///< N; 0 = derive from cores_per_process, else 1
@@ -31,8 +18,11 @@ struct PlanOptions {
   bool use_logical_cores = false;     ///< give ranks every allowed PU, not one per core
   bool use_efficiency_cores = false;  ///< also use efficiency cores of a hybrid CPU
   bool oversubscribe = false;         ///< allow more ranks than usable cores (ranks share)
-  PlanSettingNames names;             ///< how errors and notes name the settings above
 };
+
+/// PlanOptions::cpu_for_each_process from its text form ("0-3;4-7", parse_cpu_lists); throws
+/// SettingError "{cpu_for_each_process}: <what is wrong>" naming the value.
+std::vector<std::vector<int>> parse_cpu_for_each_process(const std::string& text);
 
 /// The CPUs of one rank.
 struct RankPlan {
@@ -49,15 +39,16 @@ struct Plan {
   std::vector<std::string> notes;
 };
 
-/// Throws UsageError "<setting> must be at least 1, got N" when N < 1. PlanOptions uses 0 for
-/// "not given", so a front end whose user gave an explicit 0 calls this first; make_plan itself
-/// rejects negative counts with the same text. `setting`: the name the user knows.
-void check_num_processes(int num_processes, const std::string& setting);
+/// Throws SettingError "{num_processes} must be at least 1, got N" when N < 1. PlanOptions uses
+/// 0 for "not given", so a front end whose user gave an explicit 0 calls this first; make_plan
+/// itself rejects negative counts with the same text.
+void check_num_processes(int num_processes);
 
 /// Splits `topology` among ranks. Guarantees: CPU sets are disjoint (unless oversubscribed),
 /// SMT siblings of a core never go to two ranks, every usable core is used, remainders are
 /// spread (43/43/42) and ranks stay inside one NUMA node / package when the counts allow.
-/// Throws UsageError with the exact texts covered by tests/env-init/planner_test.cc.
+/// Throws SettingError (env-init/setting.h) with the exact texts covered by
+/// tests/env-init/planner_test.cc; notes name settings by the same placeholders.
 Plan make_plan(const Topology& topology, const PlanOptions& options);
 
 }  // namespace nano

@@ -8,6 +8,7 @@
 
 #include <nano/error.h>
 #include "env-init/cpulist.h"
+#include "env-init/setting.h"
 
 extern char** environ;
 
@@ -117,14 +118,15 @@ Allocator parse_allocator(const std::string& text) {
   if (text == "tcmalloc") return Allocator::kTcmalloc;
   if (text == "system") return Allocator::kSystem;
   if (text == "auto") return Allocator::kAutomatic;
-  throw UsageError("unknown allocator \"" + text + "\" (choose jemalloc, tcmalloc, system or auto)");
+  throw SettingError(Setting::kAllocator, text,
+                     "unknown allocator \"" + text + "\" (choose jemalloc, tcmalloc, system or auto)");
 }
 
 OpenMpRuntime parse_openmp_runtime(const std::string& text) {
   if (text == "gnu") return OpenMpRuntime::kGnu;
   if (text == "intel") return OpenMpRuntime::kIntel;
   if (text == "auto") return OpenMpRuntime::kAutomatic;
-  throw UsageError("unknown OpenMP runtime \"" + text + "\" (choose gnu, intel or auto)");
+  throw SettingError(Setting::kOpenMp, text, "unknown OpenMP runtime \"" + text + "\" (choose gnu, intel or auto)");
 }
 
 std::string find_installed_library(const std::vector<std::string>& names) {
@@ -137,7 +139,9 @@ std::string find_installed_library(const std::vector<std::string>& names) {
 
 Recipe make_recipe(int physical_cores, const std::vector<int>& cpus, const RecipeOptions& options,
                    const Environment& current, const LibraryFinder& find_library) {
-  if (options.threads < 0) throw UsageError("--threads must be at least 1, got " + std::to_string(options.threads));
+  if (options.threads < 0)
+    throw SettingError(Setting::kThreads, std::to_string(options.threads),
+                       "{threads} must be at least 1, got " + std::to_string(options.threads));
   Recipe recipe;
   auto add = [&](const std::string& name, const std::string& value, const std::string& reason) {
     recipe.set.push_back({name, value, reason});
@@ -189,14 +193,15 @@ Recipe make_recipe(int physical_cores, const std::vector<int>& cpus, const Recip
     library = find_library({"libjemalloc.so.2", "libjemalloc.so"});
     allocator_name = "jemalloc";
     if (library.empty() && options.allocator == Allocator::kJemalloc)
-      throw UsageError("--allocator jemalloc: libjemalloc.so.2 is not installed (Debian package libjemalloc2)");
+      throw SettingError(Setting::kAllocator, "jemalloc",
+                         "{allocator} jemalloc: libjemalloc.so.2 is not installed (Debian package libjemalloc2)");
   } else if (options.allocator == Allocator::kTcmalloc) {
     library = find_library({"libtcmalloc.so.4", "libtcmalloc.so"});
     allocator_name = "tcmalloc";
     if (library.empty())
-      throw UsageError(
-          "--allocator tcmalloc: libtcmalloc.so.4 is not installed (Debian package "
-          "libgoogle-perftools4)");
+      throw SettingError(Setting::kAllocator, "tcmalloc",
+                         "{allocator} tcmalloc: libtcmalloc.so.4 is not installed (Debian package "
+                         "libgoogle-perftools4)");
   }
   // An allocator the user preloads themselves wins over the automatic choice: two allocators
   // in one process would fight over every malloc. (The very library the recipe would add is

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <nano/environment.h>
+
 namespace nano {
 
 enum class Allocator { kAutomatic, kJemalloc, kTcmalloc, kSystem };
@@ -40,9 +42,6 @@ struct Recipe {
   std::vector<std::string> warnings;
 };
 
-/// The environment as a map (name -> value), e.g. from `environ`.
-using Environment = std::map<std::string, std::string>;
-
 /// Finds an installed shared library by its file name(s) ("libjemalloc.so.2"); returns its
 /// full path or "" when absent. Real implementation: `find_installed_library`.
 using LibraryFinder = std::function<std::string(const std::vector<std::string>& names)>;
@@ -63,8 +62,5 @@ Environment apply_recipe(const Recipe& recipe, Environment current);
 
 /// `current` with the recipe undone: its variables removed, its libraries taken out of LD_PRELOAD.
 Environment unapply_recipe(const Recipe& recipe, Environment current);
-
-/// Reads the process environment into a map.
-Environment current_environment();
 
 }  // namespace nano

@@ -19,12 +19,12 @@ namespace nano {
 
 namespace {
 
-const std::string* find(const EnvMap& env, const std::string& key) {
+const std::string* find(const Environment& env, const std::string& key) {
   auto it = env.find(key);
   return it == env.end() ? nullptr : &it->second;
 }
 
-long parse_int(const EnvMap& env, const std::string& key, long min, long max) {
+long parse_int(const Environment& env, const std::string& key, long min, long max) {
   const std::string& text = *find(env, key);
   const std::optional<long long> value = parse_integer(text, min, max);
   if (!value) {
@@ -34,22 +34,18 @@ long parse_int(const EnvMap& env, const std::string& key, long min, long max) {
   return static_cast<long>(*value);
 }
 
-std::optional<long> get_int(const EnvMap& env, const std::string& key, long min, long max) {
+std::optional<long> get_int(const Environment& env, const std::string& key, long min, long max) {
   if (!find(env, key)) return std::nullopt;
   return parse_int(env, key, min, max);
 }
 
-// A positive number of seconds (fractions allowed), at most about 116 days.
-std::optional<std::chrono::milliseconds> get_seconds(const EnvMap& env, const std::string& key) {
+// A positive number of seconds (fractions allowed, at least 1 ms), at most about 116 days.
+std::optional<std::chrono::milliseconds> get_seconds(const Environment& env, const std::string& key) {
   const std::string* text = find(env, key);
   if (!text) return std::nullopt;
-  errno = 0;
-  char* end = nullptr;
-  const double seconds = std::strtod(text->c_str(), &end);
-  if (text->empty() || *end != '\0' || errno != 0 || !(seconds > 0) || seconds > 1e7) {
-    throw UsageError("nano: bad " + key + "='" + *text + "': expected a positive number of seconds");
-  }
-  return std::chrono::milliseconds(std::max(1LL, static_cast<long long>(seconds * 1000)));
+  const auto value = parse_seconds(*text, std::chrono::milliseconds(1), std::chrono::seconds(10000000));
+  if (!value) throw UsageError("nano: bad " + key + "='" + *text + "': expected a positive number of seconds");
+  return value;
 }
 
 CommBackend parse_backend(const std::string& text) {
@@ -61,7 +57,7 @@ CommBackend parse_backend(const std::string& text) {
 
 }  // namespace
 
-Context context_from_env(const EnvMap& env, int affinity_cpus, const InitOptions& options) {
+Context context_from_env(const Environment& env, int affinity_cpus, const InitOptions& options) {
   Context c;
   const bool has_torchrun = find(env, "RANK") || find(env, "WORLD_SIZE");
   const bool has_mpi = find(env, "OMPI_COMM_WORLD_SIZE") != nullptr;
@@ -135,14 +131,12 @@ Context context_from_env(const EnvMap& env, int affinity_cpus, const InitOptions
   return c;
 }
 
-EnvMap current_env() { return current_environment(); }
-
 World init(const InitOptions& options) {
   cpu_set_t mask;
   int affinity = 0;
   if (sched_getaffinity(0, sizeof(mask), &mask) == 0) affinity = CPU_COUNT(&mask);
   World world;
-  world.context = context_from_env(current_env(), affinity, options);
+  world.context = context_from_env(current_environment(), affinity, options);
   if (options.set_threads && world.context.threads > 0) {
     at::set_num_threads(world.context.threads);
   }

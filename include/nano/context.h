@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 
+#include <nano/environment.h>
+
 namespace nano {
 
 class Communicator;
@@ -38,8 +40,6 @@ struct Context {
   std::chrono::milliseconds collective_timeout{600000};
 };
 
-using EnvMap = std::map<std::string, std::string>;
-
 /// Options of init(); each overrides the environment (NANO_BACKEND, NANO_RENDEZVOUS_TIMEOUT,
 /// NANO_COLLECTIVE_TIMEOUT).
 struct InitOptions {
@@ -54,10 +54,7 @@ struct InitOptions {
 /// OMPI_COMM_WORLD_*; both present and different is an error. Threads: OMP_NUM_THREADS, else
 /// the affinity mask size, only when launched by something (a world of one launched by nobody
 /// keeps libtorch's default). Throws UsageError naming the bad variable and value.
-Context context_from_env(const EnvMap& env, int affinity_cpus = 0, const InitOptions& options = {});
-
-/// The process environment as an EnvMap.
-EnvMap current_env();
+Context context_from_env(const Environment& env, int affinity_cpus = 0, const InitOptions& options = {});
 
 /// A ready training world: the context plus its connected communicator.
 struct World {

@@ -1,4 +1,5 @@
 #include "env-init/recipe.h"
+#include "env-init/setting.h"
 
 #include <doctest/doctest.h>
 
@@ -144,21 +145,28 @@ TEST_CASE("applying the recipe twice gives the same environment; unapply restore
   CHECK(unapply_recipe(bare, apply_recipe(bare, {{"X", "1"}})) == Environment{{"X", "1"}});
 }
 
-TEST_CASE("recipe errors name the value") {
+TEST_CASE("recipe errors name the setting (by its key until a front end words it) and the value") {
   RecipeOptions o;
   o.allocator = Allocator::kJemalloc;
   CHECK_THROWS_WITH_AS(make_recipe(2, {}, o, {}, nothing_installed),
-                       "--allocator jemalloc: libjemalloc.so.2 is not installed (Debian package "
+                       "allocator jemalloc: libjemalloc.so.2 is not installed (Debian package "
                        "libjemalloc2)",
                        UsageError);
   o.allocator = Allocator::kTcmalloc;
   CHECK_THROWS_WITH_AS(make_recipe(2, {}, o, {}, nothing_installed),
-                       "--allocator tcmalloc: libtcmalloc.so.4 is not installed (Debian package "
+                       "allocator tcmalloc: libtcmalloc.so.4 is not installed (Debian package "
                        "libgoogle-perftools4)",
                        UsageError);
   o = RecipeOptions{};
   o.threads = -1;
-  CHECK_THROWS_WITH_AS(make_recipe(2, {}, o, {}, fake_finder), "--threads must be at least 1, got -1", UsageError);
+  CHECK_THROWS_WITH_AS(make_recipe(2, {}, o, {}, fake_finder), "threads must be at least 1, got -1", SettingError);
+  try {
+    make_recipe(2, {}, o, {}, fake_finder);
+  } catch (const SettingError& e) {
+    CHECK(e.worded(command_line_flag) == "--threads must be at least 1, got -1");
+    CHECK(e.setting() == Setting::kThreads);
+    CHECK(e.value() == "-1");
+  }
   CHECK_THROWS_WITH_AS(parse_allocator("hoard"),
                        "unknown allocator \"hoard\" (choose jemalloc, tcmalloc, system or auto)", UsageError);
   CHECK_THROWS_WITH_AS(parse_openmp_runtime("msvc"), "unknown OpenMP runtime \"msvc\" (choose gnu, intel or auto)",

@@ -31,7 +31,7 @@ const std::string kWorker = NANO_TEST_RANK_WORKER;
 
 // Asserts every rank printed its OK line and exited 0.
 void expect_ok_gloo(const std::string& scenario, int world, const std::string& arg = "",
-                    const nano::test::Env& env = {}) {
+                    const nano::test::Environment& env = {}) {
   std::vector<std::string> argv{kWorker, scenario};
   if (!arg.empty()) argv.push_back(arg);
   auto results = run_world(argv, world, env);
@@ -43,7 +43,7 @@ void expect_ok_gloo(const std::string& scenario, int world, const std::string& a
   }
 }
 
-void expect_ok_mpi(const std::string& scenario, int world, const nano::test::Env& env = {}) {
+void expect_ok_mpi(const std::string& scenario, int world, const nano::test::Environment& env = {}) {
   std::vector<std::string> argv{kWorker, scenario};
   auto result = run_mpirun(argv, world, env);
   INFO("mpirun stdout:\n" << result.out << "stderr:\n" << result.err);
@@ -84,7 +84,7 @@ std::vector<std::string> orphaned_shared_memory() {
 TEST_CASE("gloo on one host: all-reduce through shared memory, and nothing left in /dev/shm") {
   SUBCASE("the transport each setting selects") {
     for (auto [bytes, transport] : {std::pair<const char*, const char*>{nullptr, "shared memory"}, {"0", "gloo"}}) {
-      nano::test::Env env;
+      nano::test::Environment env;
       if (bytes) env["NANO_SHM_BYTES"] = bytes;
       auto results = run_world({kWorker, "collectives"}, 2, env);
       for (int r = 0; r < 2; ++r) {

@@ -10,13 +10,13 @@
 
 using nano::CommBackend;
 using nano::Context;
-using nano::EnvMap;
+using nano::Environment;
 using nano::Launcher;
 
 TEST_CASE("context_from_env: launchers") {
   struct Row {
     const char* name;
-    EnvMap env;
+    Environment env;
     int affinity;
     int rank, world, local_rank, local_world;
     Launcher launcher;
@@ -154,7 +154,7 @@ TEST_CASE("context_from_env: address, cpus, timeout, explicit options") {
 
 TEST_CASE("context_from_env: bad input names the variable and value") {
   struct Row {
-    EnvMap env;
+    Environment env;
     const char* message;
   };
   const std::vector<Row> rows = {

@@ -37,7 +37,7 @@ struct Child {
   std::string out_path, err_path;
 };
 
-Child spawn(const std::vector<std::string>& argv, const Env& env) {
+Child spawn(const std::vector<std::string>& argv, const Environment& env) {
   static int counter = 0;
   Child c;
   const std::string base = "/tmp/nano-rt-test-" + std::to_string(getpid()) + "-" + std::to_string(counter++);
@@ -110,11 +110,11 @@ std::vector<RankResult> wait_all(std::vector<Child>& children, int timeout_s) {
 }  // namespace
 
 std::vector<RankResult> run_ranks(const std::vector<std::string>& argv, int world, const std::vector<int>& ranks,
-                                  const Env& extra, int port, int timeout_s) {
+                                  const Environment& extra, int port, int timeout_s) {
   if (port == 0) port = nano::pick_free_port();  // nano-run's own pick (cli/port.h)
   std::vector<Child> children;
   for (int r : ranks) {
-    Env env = extra;
+    Environment env = extra;
     env["RANK"] = std::to_string(r);
     env.emplace("LOCAL_RANK", std::to_string(r));  // `extra` may describe ranks on several hosts
     env["WORLD_SIZE"] = std::to_string(world);
@@ -127,14 +127,15 @@ std::vector<RankResult> run_ranks(const std::vector<std::string>& argv, int worl
   return wait_all(children, timeout_s);
 }
 
-std::vector<RankResult> run_world(const std::vector<std::string>& argv, int world, const Env& extra, int timeout_s) {
+std::vector<RankResult> run_world(const std::vector<std::string>& argv, int world, const Environment& extra,
+                                  int timeout_s) {
   std::vector<int> ranks;
   for (int r = 0; r < world; ++r) ranks.push_back(r);
   return run_ranks(argv, world, ranks, extra, 0, timeout_s);
 }
 
-RankResult run_mpirun(const std::vector<std::string>& argv, int world, const Env& extra, int timeout_s) {
-  Env env = extra;
+RankResult run_mpirun(const std::vector<std::string>& argv, int world, const Environment& extra, int timeout_s) {
+  Environment env = extra;
   env["OMPI_ALLOW_RUN_AS_ROOT"] = "1";
   env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1";
   env.emplace("OMP_NUM_THREADS", "1");
@@ -151,8 +152,8 @@ RankResult run_mpirun(const std::vector<std::string>& argv, int world, const Env
   return wait_all(children, timeout_s)[0];
 }
 
-RankResult run_command(const std::vector<std::string>& argv, const Env& extra, int timeout_s) {
-  Env env = extra;
+RankResult run_command(const std::vector<std::string>& argv, const Environment& extra, int timeout_s) {
+  Environment env = extra;
   env["OMPI_ALLOW_RUN_AS_ROOT"] = "1";
   env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1";
   std::vector<Child> children{spawn(argv, env)};

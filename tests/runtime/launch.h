@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <nano/environment.h>
+
 namespace nano::test {
 
 struct RankResult {
@@ -15,22 +17,23 @@ struct RankResult {
   std::string err;     // stderr
 };
 
-using Env = std::map<std::string, std::string>;
+using nano::Environment;
 
 /// Runs `ranks` (a subset of 0..world-1) of `argv` with the rank contract for `world` ranks on
 /// 127.0.0.1:`port` (0 = a free port), plus `extra` variables (which may set LOCAL_RANK and
 /// LOCAL_WORLD_SIZE, to pose as ranks on several hosts). Returns one result per rank.
 std::vector<RankResult> run_ranks(const std::vector<std::string>& argv, int world, const std::vector<int>& ranks,
-                                  const Env& extra = {}, int port = 0, int timeout_s = 120);
+                                  const Environment& extra = {}, int port = 0, int timeout_s = 120);
 
 /// All ranks 0..world-1.
-std::vector<RankResult> run_world(const std::vector<std::string>& argv, int world, const Env& extra = {},
+std::vector<RankResult> run_world(const std::vector<std::string>& argv, int world, const Environment& extra = {},
                                   int timeout_s = 120);
 
 /// `mpirun -np world argv...` (allow-run-as-root set, binding off); one combined result.
-RankResult run_mpirun(const std::vector<std::string>& argv, int world, const Env& extra = {}, int timeout_s = 120);
+RankResult run_mpirun(const std::vector<std::string>& argv, int world, const Environment& extra = {},
+                      int timeout_s = 120);
 
 /// Any command (e.g. nano-run), allow-run-as-root set; one combined result.
-RankResult run_command(const std::vector<std::string>& argv, const Env& extra = {}, int timeout_s = 120);
+RankResult run_command(const std::vector<std::string>& argv, const Environment& extra = {}, int timeout_s = 120);
 
 }  // namespace nano::test

@@ -1,0 +1,67 @@
+#include "env-init/setting.h"
+
+#include <doctest/doctest.h>
+
+#include <set>
+#include <string>
+#include <vector>
+
+using namespace nano;
+
+namespace {
+
+std::string shouted(Setting setting) { return std::string("<") + setting_key(setting) + ">"; }
+
+}  // namespace
+
+TEST_CASE("every setting has its own key and nano-run flag") {
+  std::set<std::string> keys, flags;
+  for (int i = 0; i <= static_cast<int>(Setting::kJson); ++i) {
+    const auto setting = static_cast<Setting>(i);
+    CAPTURE(i);
+    const std::string key = setting_key(setting);
+    CHECK(key.find_first_not_of("abcdefghijklmnopqrstuvwxyz_") == std::string::npos);
+    // nano-run's flags are the keys with dashes, apart from none so far.
+    std::string dashed = key;
+    for (char& c : dashed)
+      if (c == '_') c = '-';
+    CHECK(command_line_flag(setting) == "--" + dashed);
+    keys.insert(key);
+    flags.insert(command_line_flag(setting));
+  }
+  CHECK(keys.size() == static_cast<size_t>(Setting::kJson) + 1);
+  CHECK(flags.size() == keys.size());
+}
+
+TEST_CASE("a SettingError keeps the setting and value and is worded by each front end") {
+  struct Row {
+    std::string text;
+    std::string by_key;
+    std::string by_flag;
+    std::string by_other;
+  };
+  const std::vector<Row> table = {
+      {"{threads} must be at least 1, got 0", "threads must be at least 1, got 0",
+       "--threads must be at least 1, got 0", "<threads> must be at least 1, got 0"},
+      {"{hosts} need the mpi backend, not {backend} subprocess", "hosts need the mpi backend, not backend subprocess",
+       "--hosts need the mpi backend, not --backend subprocess",
+       "<hosts> need the mpi backend, not <backend> subprocess"},
+      // Braces that name no setting stay as they are.
+      {"{nothing} and {} and {threads", "{nothing} and {} and {threads", "{nothing} and {} and {threads",
+       "{nothing} and {} and {threads"},
+      {"ends with {master_port}", "ends with master_port", "ends with --master-port", "ends with <master_port>"},
+  };
+  for (const Row& row : table) {
+    CAPTURE(row.text);
+    const SettingError e(Setting::kThreads, "0", row.text);
+    CHECK(std::string(e.what()) == row.by_key);
+    CHECK(e.worded(command_line_flag) == row.by_flag);
+    CHECK(e.worded(shouted) == row.by_other);
+    CHECK(worded(e, command_line_flag) == row.by_flag);
+    CHECK(worded_text(row.text, shouted) == row.by_other);
+    CHECK(e.setting() == Setting::kThreads);
+    CHECK(e.value() == "0");
+  }
+  // Any other error is worded as it is.
+  CHECK(worded(UsageError("{threads} stays"), command_line_flag) == "{threads} stays");
+}
