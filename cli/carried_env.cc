@@ -1,6 +1,7 @@
 #include "cli/carried_env.h"
 
 #include <nano/error.h>
+#include "env-init/setting.h"
 
 namespace nano {
 namespace {
@@ -38,12 +39,14 @@ std::pair<std::string, std::string> parse_env_option(const std::string& spec, co
   const auto eq = spec.find('=');
   const std::string name = spec.substr(0, eq);
   if (!valid_name(name)) {
-    throw UsageError("invalid value '" + spec +
-                     "' for --env: expected NAME or NAME=VALUE with NAME made of letters, digits and _");
+    throw SettingError(
+        Setting::kEnv, spec,
+        "invalid value '" + spec + "' for {env}: expected NAME or NAME=VALUE with NAME made of letters, digits and _");
   }
   if (eq != std::string::npos) return {name, spec.substr(eq + 1)};
   auto it = env.find(name);
-  if (it == env.end()) throw UsageError("--env " + name + ": " + name + " is not set in nano-run's environment");
+  if (it == env.end())
+    throw SettingError(Setting::kEnv, spec, "{env} " + name + ": " + name + " is not set in nano-run's environment");
   return {name, it->second};
 }
 

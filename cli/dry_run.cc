@@ -5,10 +5,54 @@
 #include <algorithm>
 #include <sstream>
 
+#include "cli/carried_env.h"
+#include "cli/launch_setup.h"
 #include "cli/mpi_command.h"
 #include "env-init/cpulist.h"
 
 namespace nano {
+namespace {
+
+// The variables a rank gets that differ from nano-run's own.
+Environment changed_variables(const Environment& env, const Environment& current) {
+  Environment out;
+  for (const auto& [name, value] : env) {
+    auto it = current.find(name);
+    if (it == current.end() || it->second != value) out[name] = value;
+  }
+  return out;
+}
+
+}  // namespace
+
+DryRun dry_run(const LaunchOptions& options, const std::vector<std::string>& argv) {
+  Setup s = prepare(options, argv, Purpose::kDryRun);
+  DryRun d;
+  d.backend = s.backend == LaunchBackend::kMpi ? "mpi" : "subprocess";
+  for (const auto& note : s.notes) d.notes.push_back(worded_text(note, names_of(options.front_end)));
+  if (!s.warning.empty()) d.notes.push_back(s.warning);
+  Environment current = current_environment();
+  for (const auto& g : s.groups) {
+    for (int local = 0; local < g.size; ++local) {
+      size_t r = static_cast<size_t>(g.first_rank + local);
+      DryRunRank dr;
+      dr.rank = static_cast<int>(r);
+      dr.host = g.host;
+      dr.cpus = s.rank_plans[r].cpus;
+      dr.numa_nodes = s.rank_plans[r].numa_nodes;
+      dr.threads = s.rank_plans[r].threads;
+      dr.env = changed_variables(s.envs[r].env, current);
+      d.ranks.push_back(dr);
+    }
+  }
+  if (s.backend == LaunchBackend::kMpi) {
+    ShimSpec spec = shim_spec_for(options, s, carried_environment(current, options.extra_env));
+    spec.launcher_host = "<launcher>";
+    spec.token = "<token>";
+    d.command = mpi_command_for(options, s, spec);
+  }
+  return d;
+}
 
 std::string format_dry_run_table(const DryRun& plan) {
   std::ostringstream out;

@@ -1,10 +1,17 @@
 #pragma once
-// Printing a DryRun (`nano-run --dry-run [--json]`). Pure.
+// What a launch would do, without starting anything (`nano-run --dry-run [--json]`, and
+// TorchNano's check before it creates anything): dry_run() prepares the world as launch()
+// would; the formatting is pure.
 #include <string>
 
-#include "cli/launcher.h"
+#include <vector>
+
+#include "cli/launch_types.h"
 
 namespace nano {
+
+/// Plans `argv` as launch() would, starting nothing. Throws UsageError like launch().
+DryRun dry_run(const LaunchOptions& options, const std::vector<std::string>& argv);
 
 /// A readable table: one row per rank (rank, host, CPUs, NUMA nodes, threads), then each
 /// rank's variables, the mpirun command (mpi backend) and the notes.

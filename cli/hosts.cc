@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include <nano/error.h>
+#include "env-init/setting.h"
 
 namespace nano {
 namespace {
@@ -55,7 +56,8 @@ std::string trim(const std::string& s) {
 
 std::vector<HostSlots> parse_hosts(const std::string& text) {
   std::vector<HostSlots> hosts;
-  if (trim(text).empty()) throw UsageError("invalid value '' for --hosts: expected host:slots,...");
+  if (trim(text).empty())
+    throw SettingError(Setting::kHosts, text, "invalid value '' for {hosts}: expected host:slots,...");
   std::stringstream in(text);
   std::string entry;
   while (std::getline(in, entry, ',')) {
@@ -64,11 +66,13 @@ std::vector<HostSlots> parse_hosts(const std::string& text) {
     int slots = 1;
     bool ok = valid_host_name(host) && host.find(':') == std::string::npos;
     if (ok && colon != std::string::npos) ok = parse_positive(entry.substr(colon + 1), slots);
-    if (!ok) throw UsageError("invalid --hosts entry '" + entry + "': expected host:slots with slots >= 1");
+    if (!ok)
+      throw SettingError(Setting::kHosts, text,
+                         "invalid {hosts} entry '" + entry + "': expected host:slots with slots >= 1");
     add_host(hosts, host, slots);
   }
   if (!text.empty() && text.back() == ',')
-    throw UsageError("invalid --hosts entry '': expected host:slots with slots >= 1");
+    throw SettingError(Setting::kHosts, text, "invalid {hosts} entry '': expected host:slots with slots >= 1");
   return hosts;
 }
 

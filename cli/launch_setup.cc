@@ -2,20 +2,16 @@
 
 #include <netdb.h>
 #include <sched.h>
-#include <stdio.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
-#include <optional>
-#include <random>
 
 #include <nano/error.h>
+#include "cli/job_files.h"
 #include "cli/port.h"
 #include "cli/self_exe.h"
-#include "cli/slurm.h"
 #include "cli/subprocess.h"
 #include "env-init/cpulist.h"
 
@@ -29,15 +25,6 @@
 namespace nano {
 namespace {
 
-bool is_executable_file(const std::string& path) {
-  try {
-    resolve_program(path, "");
-    return true;
-  } catch (const UsageError&) {
-    return false;
-  }
-}
-
 std::vector<int> allowed_cpus_of_this_process() {
   cpu_set_t set;
   CPU_ZERO(&set);
@@ -49,13 +36,52 @@ std::vector<int> allowed_cpus_of_this_process() {
 }
 
 // A name the ranks could not resolve would only show as their rendezvous timing out.
-void check_resolves(const std::string& addr, const std::string& setting) {
+void check_resolves(const std::string& addr) {
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
   const int rc = getaddrinfo(addr.c_str(), nullptr, &hints, &found);
   if (found) freeaddrinfo(found);
-  if (rc != 0) throw UsageError(setting + " " + addr + " does not resolve: " + gai_strerror(rc));
+  if (rc != 0)
+    throw SettingError(Setting::kMasterAddr, addr, "{master_addr} " + addr + " does not resolve: " + gai_strerror(rc));
+}
+
+// The effects of choose_rendezvous's decision: check the port where rank 0 will listen, or pick
+// one.
+int settle_port(const Rendezvous& r, Purpose purpose) {
+  if (purpose == Purpose::kDryRun) return r.port;
+  if (r.choice == PortChoice::kPicked) return pick_free_port();
+  if (!r.check_here) return r.port;
+  const std::string unusable = port_unusable_reason(r.port);
+  if (unusable.empty()) return r.port;
+  const std::string port = std::to_string(r.port);
+  if (r.choice == PortChoice::kDerived)
+    throw SettingError(Setting::kMasterPort, port,
+                       "the rendezvous port " + port + " derived from the Slurm job is " + unusable +
+                           " on this node; choose one with {master_port}");
+  throw SettingError(Setting::kMasterPort, port,
+                     "{master_port} " + port + " " + (unusable == "busy" ? "is busy on this machine" : unusable));
+}
+
+// A plan for another machine (--topology, --synthetic) may name CPUs this one lacks: fine for
+// a dry run, not for a launch.
+void check_cpus_usable(const std::vector<RankPlan>& plans) {
+  const std::vector<int> allowed = allowed_cpus_of_this_process();
+  for (const auto& rp : plans)
+    for (int c : rp.cpus)
+      if (!std::binary_search(allowed.begin(), allowed.end(), c))
+        throw UsageError("rank " + std::to_string(rp.rank) + "'s CPUs " + format_cpu_list(rp.cpus) +
+                         " are not usable on this machine (allowed: " + format_cpu_list(allowed) +
+                         "); plans for other machines are for --dry-run");
+}
+
+bool on_path(const std::string& program, const std::string& path) {
+  try {
+    resolve_program(program, path);
+    return true;
+  } catch (const UsageError&) {
+    return false;
+  }
 }
 
 }  // namespace
@@ -76,21 +102,11 @@ std::string find_shim_executable(const LaunchOptions& o) {
   candidates.push_back(NANO_RUN_BUILD_PATH);
   candidates.push_back(NANO_RUN_INSTALL_PATH);
   for (const auto& c : candidates)
-    if (!c.empty() && is_executable_file(c)) return c;
-  try {
-    return resolve_program("nano-run", getenv_string("PATH"));
-  } catch (const UsageError&) {
-    throw UsageError(
-        "the mpi backend needs nano-run for its rank shim and none was found (set NANO_RUN or "
-        "use --backend subprocess)");
-  }
-}
-
-std::string make_job_id() {
-  std::random_device rd;
-  char text[16];
-  snprintf(text, sizeof text, "%06x", rd() & 0xffffff);
-  return std::to_string(getpid()) + "-" + text;
+    if (!c.empty() && on_path(c, "")) return c;
+  if (on_path("nano-run", getenv_string("PATH"))) return resolve_program("nano-run", getenv_string("PATH"));
+  throw SettingError(Setting::kBackend, "mpi",
+                     "the mpi backend needs nano-run for its rank shim and none was found (set NANO_RUN or "
+                     "use {backend} subprocess)");
 }
 
 std::string nano_python_folder() {
@@ -103,210 +119,269 @@ AttemptIdentity attempt_of(const Setup& s, const LaunchOptions& o) {
   return {s.job_id, s.run_id, s.restart_count, o.max_restarts};
 }
 
-Topology load_topology(const LaunchOptions& o) {
-  if (!o.topology_xml.empty()) return load_xml_topology(o.topology_xml);
-  if (!o.synthetic.empty()) return load_synthetic_topology(o.synthetic);
+Topology load_topology(const std::string& topology_xml, const std::string& synthetic) {
+  if (!topology_xml.empty()) return load_xml_topology(topology_xml);
+  if (!synthetic.empty()) return load_synthetic_topology(synthetic);
   return load_machine_topology();
 }
 
-Setup prepare(const LaunchOptions& o, const std::vector<std::string>& argv, bool dry) {
-  Setup s;
+// ---- the stages ----
+
+void check_launch_options(const LaunchOptions& o) {
+  const auto at_least_zero = [](Setting setting, long long value, const std::string& unit) {
+    if (value < 0)
+      throw SettingError(
+          setting, std::to_string(value),
+          std::string("{") + setting_key(setting) + "} must be at least 0, got " + std::to_string(value) + unit);
+  };
+  at_least_zero(Setting::kMaxRestarts, o.max_restarts, "");
+  at_least_zero(Setting::kGracePeriod, o.grace_period.count(), " ms");
+  at_least_zero(Setting::kRestartDelay, o.restart_delay.count(), " ms");
+  if (o.heartbeat_timeout < std::chrono::seconds(1))
+    throw SettingError(
+        Setting::kHeartbeatTimeout, std::to_string(o.heartbeat_timeout.count()),
+        "{heartbeat_timeout} must be at least 1 s, got " + std::to_string(o.heartbeat_timeout.count()) + " ms");
+  if (!o.topology_xml.empty() && !o.synthetic.empty())
+    throw SettingError(Setting::kTopology, o.topology_xml, "{topology} and {synthetic} cannot be used together");
+  if (!o.hosts.empty() && !o.hostfile.empty())
+    throw SettingError(Setting::kHosts, o.hosts, "{hosts} and {hostfile} cannot be used together");
+  if (o.master_port < 0 || o.master_port > 65535)
+    throw SettingError(Setting::kMasterPort, std::to_string(o.master_port),
+                       "{master_port} " + std::to_string(o.master_port) + " is not a port number 1-65535");
+}
+
+SlurmContext slurm_context_of(const LaunchOptions& o, const Environment& env) {
+  SlurmContext slurm;
+  if (!o.hosts.empty() || !o.hostfile.empty()) return slurm;
+  slurm.node_part = slurm_node_part(env);
+  if (!slurm.node_part && o.backend != LaunchBackend::kSubprocess) {
+    slurm.allocation = slurm_allocation_hosts(env);
+    if (slurm.allocation && slurm.allocation->size() < 2) slurm.allocation.reset();  // one node: as any machine
+  }
+  return slurm;
+}
+
+LaunchBackend choose_backend(const LaunchOptions& o, const SlurmContext& slurm, bool have_mpirun,
+                             std::vector<std::string>& notes) {
+  if (slurm.node_part) return LaunchBackend::kSubprocess;  // each node's nano-run starts its own ranks
+  const bool wants_hosts = !o.hosts.empty() || !o.hostfile.empty() || slurm.allocation;
+  // The hosts' setting as the user gave it (a Slurm allocation has none: it needs mpi like them).
+  const Setting hosts = !o.hostfile.empty() ? Setting::kHostfile : Setting::kHosts;
+  const std::string hosts_placeholder = std::string("{") + setting_key(hosts) + "}";
+  switch (o.backend) {
+    case LaunchBackend::kMpi:
+      if (!have_mpirun)
+        throw SettingError(Setting::kBackend, "mpi",
+                           "{backend} mpi needs Open MPI's mpirun, which is not on PATH ('" + o.mpirun + "')");
+      return LaunchBackend::kMpi;
+    case LaunchBackend::kSubprocess:
+      if (wants_hosts)
+        throw SettingError(hosts, "", hosts_placeholder + " needs the mpi backend, not {backend} subprocess");
+      return LaunchBackend::kSubprocess;
+    case LaunchBackend::kAutomatic: break;
+  }
+  if (have_mpirun) return LaunchBackend::kMpi;
+  if (wants_hosts && slurm.allocation)
+    throw UsageError("the hosts of the Slurm allocation need Open MPI's mpirun, which is not on PATH");
+  if (wants_hosts) throw SettingError(hosts, "", hosts_placeholder + " needs Open MPI's mpirun, which is not on PATH");
+  notes.push_back("nano-run: mpirun not found on PATH; using the subprocess backend");
+  return LaunchBackend::kSubprocess;
+}
+
+std::vector<HostSlots> resolve_hosts(const LaunchOptions& o, const SlurmContext& slurm,
+                                     std::vector<std::string>& notes) {
+  std::vector<HostSlots> hosts;
+  if (!o.hosts.empty()) hosts = parse_hosts(o.hosts);
+  if (!o.hostfile.empty()) hosts = read_hostfile(o.hostfile);
+  if (slurm.allocation) {
+    hosts = *slurm.allocation;
+    notes.push_back("nano-run: hosts from the Slurm allocation (SLURM_JOB_NODELIST, SLURM_TASKS_PER_NODE): " +
+                    format_hosts(hosts));
+  }
+  return in_open_mpi_order(hosts, host_name());
+}
+
+Plan plan_host_ranks(const Topology& topology, PlanOptions plan, int ranks) {
+  plan.num_processes = ranks;
+  return make_plan(topology, plan);
+}
+
+WorldPlan plan_world(const Topology& topology, const LaunchOptions& o, const std::vector<HostSlots>& hosts,
+                     const SlurmContext& slurm) {
+  WorldPlan w;
+  const int asked = o.plan.num_processes;
+  if (slurm.node_part) {
+    const SlurmNodePart& part = *slurm.node_part;
+    if (asked > 0 && asked % part.nodes != 0)
+      throw SettingError(Setting::kNumProcesses, std::to_string(asked),
+                         "{num_processes} " + std::to_string(asked) + " does not divide among the " +
+                             std::to_string(part.nodes) +
+                             " nodes of the Slurm step (each node's nano-run starts an equal part)");
+    Plan plan = plan_host_ranks(topology, o.plan, asked > 0 ? asked / part.nodes : 0);
+    w.world_size = static_cast<int>(plan.ranks.size());
+    w.rank_offset = part.node * w.world_size;
+    w.world_total = w.world_size * part.nodes;
+    w.group_index = part.node;
+    w.group_count = part.nodes;
+    w.groups.push_back({"", 0, w.world_size});
+    w.rank_plans = plan.ranks;
+    w.notes = plan.notes;
+    w.notes.push_back("nano-run: node " + std::to_string(part.node) + " of " + std::to_string(part.nodes) +
+                      " of a Slurm step: ranks " + std::to_string(w.rank_offset) + "-" +
+                      std::to_string(w.rank_offset + w.world_size - 1) + " of " + std::to_string(w.world_total) +
+                      " (nodes alike: every node's nano-run plans the same number)");
+  } else if (hosts.empty()) {
+    Plan plan = make_plan(topology, o.plan);
+    w.world_size = static_cast<int>(plan.ranks.size());
+    w.groups.push_back({"", 0, w.world_size});
+    w.rank_plans = plan.ranks;
+    w.notes = plan.notes;
+  } else {
+    const int slots = total_slots(hosts);
+    w.world_size = asked > 0 ? asked : slots;
+    if (w.world_size > slots)
+      throw SettingError(Setting::kNumProcesses, std::to_string(w.world_size),
+                         "{num_processes} " + std::to_string(w.world_size) + " is more than the " +
+                             std::to_string(slots) + " slots of the hosts");
+    for (const auto& h : hosts) {
+      const int next = w.groups.empty() ? 0 : w.groups.back().first_rank + w.groups.back().size;
+      if (next >= w.world_size) break;
+      const int size = std::min(h.slots, w.world_size - next);
+      w.groups.push_back({h.host, next, size});
+      for (RankPlan rp : plan_host_ranks(topology, o.plan, size).ranks) {
+        rp.rank += next;
+        w.rank_plans.push_back(rp);
+      }
+    }
+    w.group_count = static_cast<int>(w.groups.size());
+    w.notes.push_back(
+        "each host plans its own ranks against its own topology; shown: this "
+        "machine's topology for every host");
+  }
+  for (int r : o.output_ranks)
+    if (r >= w.world_size)
+      throw SettingError(
+          Setting::kOutputRanks, std::to_string(r),
+          "{output_ranks} " + std::to_string(r) + " is not a rank (world size " + std::to_string(w.world_size) + ")");
+  return w;
+}
+
+Rendezvous choose_rendezvous(const LaunchOptions& o, const std::vector<HostSlots>& hosts, const SlurmContext& slurm) {
+  Rendezvous r;
+  r.addr = !o.master_addr.empty() ? o.master_addr
+           : slurm.node_part      ? slurm.node_part->master
+           : hosts.empty()        ? "127.0.0.1"
+                                  : hosts.front().host;
+  // Rank 0 listens on this host when the job has one host, or this is the Slurm step's node 0;
+  // on a job over several hosts rank 0's shim checks the port where it listens.
+  const bool rank0_here = slurm.node_part ? slurm.node_part->node == 0 : hosts.empty();
+  if (o.master_port > 0) {
+    r.choice = PortChoice::kGiven;
+    r.port = o.master_port;
+    r.check_here = rank0_here;
+  } else if (slurm.node_part) {
+    // Every node must agree without talking: a port derived from the job and step.
+    r.choice = PortChoice::kDerived;
+    r.port = slurm.node_part->port;
+    r.check_here = rank0_here;
+  }
+  return r;
+}
+
+std::vector<RankEnvironment> make_rank_environments(const WorldPlan& world, const Rendezvous& rendezvous,
+                                                    const EnvironmentInputs& inputs) {
+  std::vector<RankEnvironment> envs;
+  for (const auto& g : world.groups) {
+    for (int local = 0; local < g.size; ++local) {
+      const int rank = g.first_rank + local;
+      RankIdentity id;
+      id.rank = world.rank_offset + rank;
+      id.local_rank = local;
+      id.world_size = world.world_total > 0 ? world.world_total : world.world_size;
+      id.local_world_size = g.size;
+      id.group_rank = world.group_index >= 0 ? world.group_index : static_cast<int>(&g - world.groups.data());
+      id.group_world_size = world.group_count;
+      id.master_addr = rendezvous.addr;
+      id.master_port = rendezvous.port;
+      envs.push_back(make_rank_environment(id, world.rank_plans[static_cast<size_t>(rank)], *inputs.recipe,
+                                           *inputs.current, inputs.finder, *inputs.extra_env, inputs.python_folder));
+    }
+  }
+  return envs;
+}
+
+void stamp_attempt(Setup& s, const AttemptIdentity& attempt) {
+  s.job_id = attempt.job_id;
+  s.run_id = attempt.run_id;
+  s.restart_count = attempt.restart_count;
+  if (s.backend == LaunchBackend::kMpi && s.hosts.empty()) s.job_dir = job_dir_of(s.job_id);
+  for (size_t r = 0; r < s.envs.size(); ++r) {
+    Environment& env = s.envs[r].env;
+    for (auto& [name, value] : attempt_variables(attempt, s.rank_offset + static_cast<int>(r))) env[name] = value;
+    env["MASTER_PORT"] = std::to_string(s.master_port);
+  }
+}
+
+// ---- the shell ----
+
+Setup prepare(const LaunchOptions& o, const std::vector<std::string>& argv, Purpose purpose) {
   if (argv.empty()) throw UsageError("missing PROGRAM (usage: nano-run [options] [--] PROGRAM [ARGS...])");
-  std::string path = getenv_string("PATH");
-  // Inside a Slurm allocation of several nodes (salloc, sbatch) and with no hosts named, the
-  // allocation's nodes and task counts are the hosts.
-  // Started once per node by srun instead: this node's part of the world, with its own ranks.
-  std::optional<std::vector<HostSlots>> allocation;
-  std::optional<SlurmNodePart> node_part;
-  if (o.hosts.empty() && o.hostfile.empty()) {
-    const Environment here = current_environment();
-    node_part = slurm_node_part(here);
-    if (!node_part && o.backend != LaunchBackend::kSubprocess) {
-      allocation = slurm_allocation_hosts(here);
-      if (allocation && allocation->size() < 2) allocation.reset();  // one node: as any machine
-    }
-  }
-  bool wants_hosts = !o.hosts.empty() || !o.hostfile.empty() || allocation;
-  s.backend = o.backend;
-  if (node_part) {
-    s.backend = LaunchBackend::kSubprocess;  // each node's nano-run starts its own ranks
-  } else if (s.backend == LaunchBackend::kAutomatic) {
-    bool have_mpirun = true;
-    try {
-      resolve_program(o.mpirun, path);
-    } catch (const UsageError&) {
-      have_mpirun = false;
-    }
-    if (have_mpirun) {
-      s.backend = LaunchBackend::kMpi;
-    } else {
-      if (wants_hosts) throw UsageError(o.names.hosts + " need Open MPI's mpirun, which is not on PATH");
-      s.backend = LaunchBackend::kSubprocess;
-      s.notes.push_back("nano-run: mpirun not found on PATH; using the subprocess backend");
-    }
-  } else if (s.backend == LaunchBackend::kMpi) {
-    try {
-      resolve_program(o.mpirun, path);
-    } catch (const UsageError&) {
-      throw UsageError(o.names.backend + " mpi needs Open MPI's mpirun, which is not on PATH ('" + o.mpirun + "')");
-    }
-  } else if (wants_hosts) {
-    throw UsageError(o.names.hosts + " need the mpi backend, not " + o.names.backend + " subprocess");
-  }
-  if (!o.hosts.empty()) s.hosts = parse_hosts(o.hosts);
-  if (!o.hostfile.empty()) s.hosts = read_hostfile(o.hostfile);
-  if (allocation) {
-    s.hosts = *allocation;
-    s.notes.push_back("nano-run: hosts from the Slurm allocation (SLURM_JOB_NODELIST, SLURM_TASKS_PER_NODE): " +
-                      format_hosts(s.hosts));
-  }
-  s.hosts = in_open_mpi_order(s.hosts, host_name());
+  check_launch_options(o);
+  const std::string path = getenv_string("PATH");
+  const Environment current = current_environment();
+  Setup s;
+  const SlurmContext slurm = slurm_context_of(o, current);
+  s.backend = choose_backend(o, slurm, on_path(o.mpirun, path), s.notes);
+  s.hosts = resolve_hosts(o, slurm, s.notes);
 
   s.argv = argv;
   s.argv[0] = resolve_program(argv[0], path);
   check_runnable(s.argv[0], path);
   if (s.backend == LaunchBackend::kMpi) find_shim_executable(o);
 
-  s.topology = load_topology(o);
-  if (node_part) {
-    PlanOptions po = o.plan;
-    if (po.num_processes > 0) {
-      if (po.num_processes % node_part->nodes != 0)
-        throw UsageError(o.plan.names.num_processes + " " + std::to_string(po.num_processes) +
-                         " does not divide among the " + std::to_string(node_part->nodes) +
-                         " nodes of the Slurm step (each node's nano-run starts "
-                         "an equal part)");
-      po.num_processes /= node_part->nodes;
-    }
-    Plan plan = make_plan(s.topology, po);
-    s.world_size = static_cast<int>(plan.ranks.size());
-    s.rank_offset = node_part->node * s.world_size;
-    s.world_total = s.world_size * node_part->nodes;
-    s.group_index = node_part->node;
-    s.groups.push_back({"", 0, s.world_size});
-    s.rank_plans = plan.ranks;
-    s.notes.insert(s.notes.end(), plan.notes.begin(), plan.notes.end());
-    s.notes.push_back("nano-run: node " + std::to_string(node_part->node) + " of " + std::to_string(node_part->nodes) +
-                      " of a Slurm step: ranks " + std::to_string(s.rank_offset) + "-" +
-                      std::to_string(s.rank_offset + s.world_size - 1) + " of " + std::to_string(s.world_total) +
-                      " (nodes alike: every node's nano-run plans the same number)");
-  } else if (s.hosts.empty()) {
-    Plan plan = make_plan(s.topology, o.plan);
-    s.world_size = static_cast<int>(plan.ranks.size());
-    s.groups.push_back({"", 0, s.world_size});
-    s.rank_plans = plan.ranks;
-    s.notes.insert(s.notes.end(), plan.notes.begin(), plan.notes.end());
-  } else {
-    int slots = total_slots(s.hosts);
-    s.world_size = o.plan.num_processes > 0 ? o.plan.num_processes : slots;
-    if (s.world_size > slots)
-      throw UsageError(o.plan.names.num_processes + " " + std::to_string(s.world_size) + " is more than the " +
-                       std::to_string(slots) + " slots of the hosts");
-    int next = 0;
-    for (const auto& h : s.hosts) {
-      if (next >= s.world_size) break;
-      int size = std::min(h.slots, s.world_size - next);
-      s.groups.push_back({h.host, next, size});
-      PlanOptions po = o.plan;
-      po.num_processes = size;
-      Plan plan = make_plan(s.topology, po);
-      for (auto rp : plan.ranks) {
-        rp.rank += next;
-        s.rank_plans.push_back(rp);
-      }
-      next += size;
-    }
-    s.notes.push_back(
-        "each host plans its own ranks against its own topology; shown: this "
-        "machine's topology for every host");
-  }
-  for (int r : o.output_ranks)
-    if (r >= s.world_size)
-      throw UsageError(o.names.output_ranks + " " + std::to_string(r) + " is not a rank (world size " +
-                       std::to_string(s.world_size) + ")");
+  s.topology = load_topology(o.topology_xml, o.synthetic);
+  WorldPlan world = plan_world(s.topology, o, s.hosts, slurm);
+  s.groups = world.groups;
+  s.world_size = world.world_size;
+  s.rank_plans = world.rank_plans;
+  s.rank_offset = world.rank_offset;
+  s.world_total = world.world_total;
+  s.group_index = world.group_index;
+  s.notes.insert(s.notes.end(), world.notes.begin(), world.notes.end());
 
-  if (!o.master_addr.empty()) check_resolves(o.master_addr, o.names.master_addr);
-  s.master_addr = !o.master_addr.empty() ? o.master_addr
-                  : node_part            ? node_part->master
-                  : s.hosts.empty()      ? "127.0.0.1"
-                                         : s.hosts.front().host;
-  if (o.master_port > 0) {
-    if (!dry && s.hosts.empty() && (!node_part || node_part->node == 0)) check_port_free(o.master_port);
-    s.master_port = o.master_port;
-  } else if (node_part) {
-    // Every node must agree without talking: a port derived from the job and step.
-    s.master_port = node_part->port;
-    if (!dry && node_part->node == 0) {
-      try {
-        check_port_free(s.master_port);
-      } catch (const UsageError&) {
-        throw UsageError("the rendezvous port " + std::to_string(s.master_port) +
-                         " derived from the Slurm job is "
-                         "busy on this node; choose one with --master-port");
-      }
-    }
-  } else {
-    s.master_port = dry ? 0 : pick_free_port();
-  }
+  if (!o.master_addr.empty()) check_resolves(o.master_addr);
+  Rendezvous rendezvous = choose_rendezvous(o, s.hosts, slurm);
+  rendezvous.port = settle_port(rendezvous, purpose);
+  s.master_addr = rendezvous.addr;
+  s.master_port = rendezvous.port;
 
-  bool planned_elsewhere = !o.topology_xml.empty() || !o.synthetic.empty();
-  if (!dry && s.hosts.empty() && planned_elsewhere) {
-    std::vector<int> allowed = allowed_cpus_of_this_process();
-    for (const auto& rp : s.rank_plans)
-      for (int c : rp.cpus)
-        if (!std::binary_search(allowed.begin(), allowed.end(), c))
-          throw UsageError("rank " + std::to_string(rp.rank) + "'s CPUs " + format_cpu_list(rp.cpus) +
-                           " are not usable on this machine (allowed: " + format_cpu_list(allowed) +
-                           "); plans for other machines are for --dry-run");
-  }
+  const bool planned_elsewhere = !o.topology_xml.empty() || !o.synthetic.empty();
+  if (purpose == Purpose::kLaunch && s.hosts.empty() && planned_elsewhere) check_cpus_usable(s.rank_plans);
 
-  Environment current = current_environment();
-  const std::string python_folder = nano_python_folder();
-  for (const auto& g : s.groups) {
-    for (int local = 0; local < g.size; ++local) {
-      int rank = g.first_rank + local;
-      RankIdentity id{s.rank_offset + rank,
-                      local,
-                      s.world_total > 0 ? s.world_total : s.world_size,
-                      g.size,
-                      s.group_index >= 0 ? s.group_index : static_cast<int>(&g - s.groups.data()),
-                      node_part ? node_part->nodes : static_cast<int>(s.groups.size()),
-                      s.master_addr,
-                      s.master_port};
-      s.envs.push_back(make_rank_environment(id, s.rank_plans[static_cast<size_t>(rank)], o.recipe, current,
-                                             find_installed_library, o.extra_env, python_folder));
-    }
-  }
+  EnvironmentInputs inputs;
+  inputs.recipe = &o.recipe;
+  inputs.current = &current;
+  inputs.finder = find_installed_library;
+  inputs.extra_env = &o.extra_env;
+  inputs.python_folder = nano_python_folder();
+  s.envs = make_rank_environments(world, rendezvous, inputs);
   if (!s.envs.empty()) {
     s.warning = user_kept_warning(s.envs.front().user_kept, current);
     for (const auto& w : s.envs.front().warnings)
       s.warning += (s.warning.empty() ? "" : "\n") + std::string("nano-run: warning: ") + w;
   }
-  if (!dry) {
-    s.job_id = make_job_id();
+  if (purpose == Purpose::kLaunch) {
+    const std::string job_id = make_job_id();
     // torchrun's run id names the run, not the attempt: NANO_JOB_ID is fresh on every restart
     // (each attempt's files are its own), so the run id is the first attempt's job id and stays.
-    s.run_id = node_part ? node_part->run_id : s.job_id;
-    const AttemptIdentity attempt = attempt_of(s, o);
-    for (size_t r = 0; r < s.envs.size(); ++r)
-      for (auto& [name, value] : attempt_variables(attempt, s.rank_offset + static_cast<int>(r)))
-        s.envs[r].env[name] = value;
-    if (s.backend == LaunchBackend::kMpi && s.hosts.empty()) s.job_dir = "/dev/shm/nano-" + s.job_id;
+    stamp_attempt(s, {job_id, slurm.node_part ? slurm.node_part->run_id : job_id, 0, o.max_restarts});
   }
   return s;
 }
 
 void renew_for_restart(Setup& s, const LaunchOptions& o, int restarts) {
-  s.job_id = make_job_id();
-  s.restart_count = restarts;
-  if (!s.job_dir.empty()) s.job_dir = "/dev/shm/nano-" + s.job_id;
   if (o.master_port == 0) s.master_port = pick_free_port();
-  const AttemptIdentity attempt = attempt_of(s, o);
-  for (size_t r = 0; r < s.envs.size(); ++r) {
-    Environment& env = s.envs[r].env;
-    for (auto& [name, value] : attempt_variables(attempt, s.rank_offset + static_cast<int>(r))) env[name] = value;
-    env["MASTER_PORT"] = std::to_string(s.master_port);
-  }
+  stamp_attempt(s, {make_job_id(), s.run_id, restarts, o.max_restarts});
 }
 
 }  // namespace nano

@@ -1,15 +1,24 @@
 #pragma once
-// Every decision of a launch, made before anything starts: the backend, the hosts (given, or
-// from a Slurm allocation or step), the program, the plan of every rank, each rank's
-// environment, the rendezvous address and port, and the job's name for what it leaves in
-// /dev/shm. Pure of effects apart from reading the machine, the environment and PATH, so
-// --dry-run shows exactly what a launch would do.
+// Every decision of a launch, made before anything starts, in named stages, as torchrun's
+// elastic agent separates its spec from its worker group:
+//   check_launch_options   the options on their own (each check once, here)
+//   choose_backend         subprocess or mpi
+//   resolve_hosts          given, a hostfile's, or a Slurm allocation's
+//   plan_world             every rank's CPUs, group by group (plan_host_ranks per host)
+//   choose_rendezvous      MASTER_ADDR and how MASTER_PORT is chosen
+//   make_rank_environment  (cli/rank_env.h) each rank's variables, shared with the rank shim
+//   stamp_attempt          the attempt's job id, its files and its variables
+// Each stage is pure and table-tested (tests/cli/launch_setup_test.cc); prepare() is the thin
+// shell that feeds them what it reads (PATH, the environment, the machine) and carries out
+// their few effects (resolving a name, checking or picking a port).
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cli/hosts.h"
-#include "cli/launcher.h"
+#include "cli/launch_types.h"
 #include "cli/rank_env.h"
+#include "cli/slurm.h"
 #include "cli/torchrun_env.h"
 #include "env-init/planner.h"
 #include "env-init/topology.h"
@@ -53,10 +62,106 @@ struct Setup {
   int group_index = -1;
 };
 
-/// Makes every decision of launching `argv` with `o`. `dry`: for --dry-run (no port is picked
-/// or checked, no job id, plans for other machines allowed). Throws UsageError naming what is
-/// wrong; nothing has started then.
-Setup prepare(const LaunchOptions& o, const std::vector<std::string>& argv, bool dry);
+/// What prepare() prepares for: a launch (a port is checked or picked, the attempt is stamped)
+/// or --dry-run (nothing is bound, no job id, plans for other machines allowed).
+enum class Purpose { kLaunch, kDryRun };
+
+// ---- the stages ----
+
+/// Pure: the checks of `o` that need nothing but `o` (the plan's are make_plan's). Throws
+/// SettingError: max_restarts, grace_period or restart_delay below 0, a heartbeat_timeout
+/// under 1 s, hosts with hostfile, topology with synthetic.
+void check_launch_options(const LaunchOptions& o);
+
+/// Where the hosts come from when none are named: inside a Slurm allocation of several nodes
+/// (salloc, sbatch), its nodes; started once per node by srun, this node's part of the world.
+struct SlurmContext {
+  std::optional<SlurmNodePart> node_part;
+  std::optional<std::vector<HostSlots>> allocation;  ///< only with 2 nodes or more
+};
+
+/// Pure: the Slurm context of a launch of `o` in environment `env` (none when hosts are named,
+/// no allocation for the subprocess backend).
+SlurmContext slurm_context_of(const LaunchOptions& o, const Environment& env);
+
+/// Pure: the backend that starts the ranks. `asked`: the option; `have_mpirun`: mpirun found on
+/// PATH; a node part always runs its own ranks (subprocess). Adds a note when the automatic
+/// choice falls back to subprocess. Throws SettingError for hosts without mpi, mpi without
+/// mpirun.
+LaunchBackend choose_backend(const LaunchOptions& o, const SlurmContext& slurm, bool have_mpirun,
+                             std::vector<std::string>& notes);
+
+/// The hosts of the launch in Open MPI's order (this host first when it is one of them): from
+/// o.hosts, o.hostfile (read here) or the allocation; empty for one machine.
+std::vector<HostSlots> resolve_hosts(const LaunchOptions& o, const SlurmContext& slurm,
+                                     std::vector<std::string>& notes);
+
+/// Pure: the CPUs of `ranks` ranks of one host (`plan` with num_processes = ranks). The same
+/// stage for nano-run's plan of every host and for a rank shim's plan of its own.
+Plan plan_host_ranks(const Topology& topology, PlanOptions plan, int ranks);
+
+/// The world's ranks: the groups, their plans in global rank order and their identity numbers.
+struct WorldPlan {
+  std::vector<HostGroup> groups;
+  std::vector<RankPlan> rank_plans;
+  int world_size = 0;  ///< ranks this launch starts
+  int rank_offset = 0;
+  int world_total = 0;   ///< all nodes' ranks, when a Slurm node part; 0 otherwise
+  int group_index = -1;  ///< this node's index when a Slurm node part
+  int group_count = 1;   ///< hosts (or Slurm nodes) of the whole world
+  std::vector<std::string> notes;
+};
+
+/// Pure: plans the world. One machine: the plan of `o.plan`. A Slurm node part: its equal part.
+/// Hosts: each host's slots in order, each planned (here against this machine's `topology`; the
+/// shims plan against their own). Throws SettingError for a rank count the hosts or nodes do
+/// not take, or an output rank outside the world.
+WorldPlan plan_world(const Topology& topology, const LaunchOptions& o, const std::vector<HostSlots>& hosts,
+                     const SlurmContext& slurm);
+
+/// How the rendezvous port is decided.
+enum class PortChoice {
+  kGiven,    ///< o.master_port, checked free where rank 0 listens (when that is this host)
+  kDerived,  ///< a Slurm node part's port, the same on every node; node 0 checks it
+  kPicked,   ///< a free port picked here
+};
+
+/// The rendezvous: MASTER_ADDR and how MASTER_PORT comes about.
+struct Rendezvous {
+  std::string addr;
+  int port = 0;  ///< kGiven and kDerived: the port; kPicked: 0 until picked
+  PortChoice choice = PortChoice::kPicked;
+  bool check_here = false;  ///< rank 0 listens on this host, so the port is checked here
+};
+
+/// Pure: rank 0's address (o.master_addr, the Slurm step's first node, the first host, or
+/// 127.0.0.1) and how the port is chosen.
+Rendezvous choose_rendezvous(const LaunchOptions& o, const std::vector<HostSlots>& hosts, const SlurmContext& slurm);
+
+/// What rank environments are made of besides each rank's identity and plan.
+struct EnvironmentInputs {
+  const RecipeOptions* recipe = nullptr;
+  const Environment* current = nullptr;
+  LibraryFinder finder;
+  const std::map<std::string, std::string>* extra_env = nullptr;
+  std::string python_folder;  ///< nano's Python folder ("" = none)
+};
+
+/// Pure: the environment of every rank of `world`, in global rank order, from `inputs` and the
+/// rendezvous.
+std::vector<RankEnvironment> make_rank_environments(const WorldPlan& world, const Rendezvous& rendezvous,
+                                                    const EnvironmentInputs& inputs);
+
+/// Pure: stamps attempt `attempt` on `s`: its job id, run id and restart count; every rank's
+/// attempt variables (NANO_JOB_ID, ..., cli/torchrun_env.h) and MASTER_PORT; the job's folder for
+/// Open MPI's files when the mpi backend runs on one host.
+void stamp_attempt(Setup& s, const AttemptIdentity& attempt);
+
+// ---- the shell ----
+
+/// Makes every decision of launching `argv` with `o` by running the stages. Throws UsageError
+/// (SettingError where one setting is wrong); nothing has started then.
+Setup prepare(const LaunchOptions& o, const std::vector<std::string>& argv, Purpose purpose);
 
 /// A restart's world: the same plan, a fresh job (its own files), a fresh rendezvous port unless
 /// the user fixed one (the old one may linger in TIME_WAIT), and the restart count; the run id
@@ -70,12 +175,9 @@ AttemptIdentity attempt_of(const Setup& s, const LaunchOptions& o);
 /// is a folder; "" otherwise.
 std::string nano_python_folder();
 
-/// A name for one attempt's files, unique on this host: "<pid>-<6 random hex digits>".
-std::string make_job_id();
-
 /// The topology ranks are planned against: o.topology_xml, else o.synthetic, else this machine.
 /// The launcher and the mpi backend's rank shim both plan with it, so they agree.
-Topology load_topology(const LaunchOptions& o);
+Topology load_topology(const std::string& topology_xml, const std::string& synthetic);
 
 /// The nano-run that runs the mpi backend's rank shim (see cli/launcher.h for the search order).
 /// Throws UsageError when there is none.

@@ -15,12 +15,12 @@
 
 #include <nano/error.h>
 #include "cli/guardian.h"
+#include "cli/job_files.h"
 #include "cli/launch_setup.h"
 #include "cli/mpi_starter.h"
-#include "cli/options.h"
 #include "cli/output.h"
-#include "cli/rank_starter.h"
 #include "cli/signals.h"
+#include "cli/subprocess_starter.h"
 #include "cli/supervision_loop.h"
 #include "cli/supervisor.h"
 
@@ -47,53 +47,10 @@ class ScopedIgnore {
   struct sigaction previous_ {};
 };
 
-Environment changed_variables(const Environment& env, const Environment& current) {
-  Environment out;
-  for (const auto& [name, value] : env) {
-    auto it = current.find(name);
-    if (it == current.end() || it->second != value) out[name] = value;
-  }
-  return out;
-}
-
-}  // namespace
-
-DryRun dry_run(const LaunchOptions& options, const std::vector<std::string>& argv) {
-  Setup s = prepare(options, argv, true);
-  DryRun d;
-  d.backend = s.backend == LaunchBackend::kMpi ? "mpi" : "subprocess";
-  d.notes = s.notes;
-  if (!s.warning.empty()) d.notes.push_back(s.warning);
-  Environment current = current_environment();
-  for (const auto& g : s.groups) {
-    for (int local = 0; local < g.size; ++local) {
-      size_t r = static_cast<size_t>(g.first_rank + local);
-      DryRunRank dr;
-      dr.rank = static_cast<int>(r);
-      dr.host = g.host;
-      dr.cpus = s.rank_plans[r].cpus;
-      dr.numa_nodes = s.rank_plans[r].numa_nodes;
-      dr.threads = s.rank_plans[r].threads;
-      dr.env = changed_variables(s.envs[r].env, current);
-      d.ranks.push_back(dr);
-    }
-  }
-  if (s.backend == LaunchBackend::kMpi) {
-    ShimLink link;
-    link.launcher = "<launcher>";
-    link.token = "<token>";
-    for (const auto& g : s.groups) link.group_starts.push_back(g.first_rank);
-    d.command = mpi_command_for(options, s, link);
-  }
-  return d;
-}
-
-namespace {
-
 // One world from start to end, with its guardian and its files.
 LaunchResult run_world(const LaunchOptions& options, const Setup& s, OutputRouter& router, StdioSink& sink) {
   Guardian guardian;
-  const std::string shm_prefix = "nano-" + s.job_id + "-";
+  const std::string shm_prefix = job_shm_prefix(s.job_id);
   guardian.remove_prefix("/dev/shm", shm_prefix);
   if (!s.job_dir.empty()) {
     guardian.remove_path(s.job_dir);
@@ -141,20 +98,8 @@ std::string attempt_name(int restarts) { return "attempt-" + std::to_string(rest
 
 }  // namespace
 
-LaunchSettingNames launch_flag_names() {
-  LaunchSettingNames names;
-  names.backend = "--backend";
-  names.hosts = "--hosts and --hostfile";
-  names.master_addr = "--master-addr";
-  names.output_ranks = "--output-ranks";
-  names.max_restarts = "--max-restarts";
-  return names;
-}
-
 LaunchResult launch(const LaunchOptions& options, const std::vector<std::string>& argv) {
-  if (options.max_restarts < 0)
-    throw UsageError(options.names.max_restarts + " must be at least 0, got " + std::to_string(options.max_restarts));
-  Setup s = prepare(options, argv, false);
+  Setup s = prepare(options, argv, Purpose::kLaunch);
   StdioSink sink;
   OutputConfig config;
   config.tag = options.tag_output;
@@ -162,7 +107,10 @@ LaunchResult launch(const LaunchOptions& options, const std::vector<std::string>
   config.log_dir = options.log_dir;
   config.rank_offset = s.rank_offset;
   OutputRouter router(s.world_size, config, sink);
-  for (const auto& n : s.notes) router.note(n.rfind("nano-run:", 0) == 0 ? n : "nano-run: note: " + n);
+  for (const auto& note : s.notes) {
+    const std::string text = worded_text(note, names_of(options.front_end));
+    router.note(text.rfind("nano-run:", 0) == 0 ? text : "nano-run: note: " + text);
+  }
   if (!s.warning.empty()) router.note(s.warning);
   // A closed reader of our output must not end the launch (EPIPE is handled where we write).
   ScopedIgnore no_sigpipe(SIGPIPE);
@@ -197,7 +145,5 @@ LaunchResult launch(const LaunchOptions& options, const std::vector<std::string>
   }
   return result;
 }
-
-bool is_rank_shim_invocation(int argc, char** argv) { return argc > 1 && std::string(argv[1]) == kRankShimFlag; }
 
 }  // namespace nano

@@ -10,132 +10,25 @@
 // program's output and final status back to the launcher over TCP (cli/frames.h), so output
 // tagging and the root-cause report are the same on both backends.
 //
-// Running the shim from a program that is not nano-run. The shim is `nano-run
-// --nano-rank-shim ...`. The launcher finds nano-run (LaunchOptions::shim_executable when set,
-// else $NANO_RUN, else this executable when it is nano-run, else nano-run beside this executable,
-// in the build's bin folder, in the install bindir, on PATH). A program that wants to be its
-// own shim (no nano-run installed) sets `shim_executable` to its own path and starts main() with
-//     if (nano::is_rank_shim_invocation(argc, argv)) return nano::run_rank_shim(argc, argv);
+// The shim is `nano-run --nano-rank-shim SPEC -- PROGRAM ARGS...` (cli/shim.h), so the shim
+// and the command line stay out of what training programs link. The launcher finds nano-run
+// (LaunchOptions::shim_executable when set, else $NANO_RUN, else this executable when it is
+// nano-run, else nano-run beside this executable, in the build's bin folder, in the install
+// bindir, on PATH).
 // Threads: the ranks are tied to the thread that calls launch() (PR_SET_PDEATHSIG); launch()
 // blocks until they are gone, so call it from a thread that lives at least that long.
-#include <chrono>
-#include <map>
-#include <optional>
 #include <string>
 #include <vector>
 
-#include "env-init/planner.h"
-#include "env-init/recipe.h"
+#include "cli/launch_types.h"
 
 namespace nano {
 
-/// How the ranks are started (nano-run's --backend, TorchNano's distributed_backend): nano-run
-/// forks them, or Open MPI's mpirun starts them through the rank shim. Not to be confused with
-/// the communicator the ranks talk through (CommBackend: mpi or gloo).
-enum class LaunchBackend { kAutomatic, kSubprocess, kMpi };
-
-/// How the front end calls the launch's own settings, for error texts (the plan's settings are
-/// named by plan.names): TorchNanoOptions' field names by default, nano-run's flags from
-/// launch_flag_names().
-struct LaunchSettingNames {
-  std::string backend = "distributed_backend";
-  std::string hosts = "hostfile/hosts";
-  std::string master_addr = "master_addr";
-  std::string output_ranks = "output_ranks";
-  std::string max_restarts = "max_restarts";
-};
-
-/// nano-run's flags ("--backend", "--hosts and --hostfile", ...).
-LaunchSettingNames launch_flag_names();
-
-/// Everything a launch needs besides the program itself.
-struct LaunchOptions {
-  PlanOptions plan;  ///< plan.num_processes 0 = 1 (or the hosts' slots)
-  RecipeOptions recipe;
-  LaunchBackend backend = LaunchBackend::kAutomatic;  ///< automatic = mpi when mpirun is on PATH
-  std::string topology_xml;                           ///< plan against this hwloc XML instead of this machine
-  std::string synthetic;                              ///< plan against this hwloc synthetic description
-  std::string hostfile;                               ///< mpi backend: Open MPI hostfile
-  std::string hosts;                                  ///< mpi backend: "host:slots,host:slots"
-  std::string master_addr;                            ///< "" = 127.0.0.1 (or the first host)
-  int master_port = 0;                                ///< 0 = a free port picked by the launcher
-  std::string log_dir;                                ///< "" = no log files
-  std::vector<int> output_ranks;                      ///< empty = every rank's output is shown
-  bool tag_output = true;                             ///< prefix lines with "[rank N] "
-  std::chrono::milliseconds grace_period{5000};       ///< SIGTERM -> SIGKILL delay at teardown
-  /// mpi backend: nano-run and every rank's shim exchange a heartbeat; a rank's shim not heard
-  /// from this long counts as lost with its host (exit code kLostHostExitCode), and a shim that
-  /// does not hear from nano-run this long ends its rank (a cut link leaves nothing behind).
-  std::chrono::milliseconds heartbeat_timeout{30000};
-  std::map<std::string, std::string> extra_env;  ///< added to every rank (TorchNano uses it)
-  std::string shim_executable;                   ///< mpi backend: program run as the rank shim ("" = find nano-run)
-  std::string mpirun = "mpirun";                 ///< mpi backend: mpirun name or path
-  /// After a rank fails (non-zero exit or a signal), tear the world down as usual and start it
-  /// again, this many times at most: same plan, a fresh rendezvous port (unless master_port is
-  /// fixed), NANO_RESTART_COUNT=1, 2, ... in every rank. An interruption of the launcher
-  /// (SIGINT, SIGTERM, SIGHUP) is never restarted. With a log_dir, each attempt's rank logs go
-  /// to log_dir/attempt-N/ and summary.log tells every attempt.
-  int max_restarts = 0;
-  std::chrono::milliseconds restart_delay{1000};  ///< wait between a failed attempt and the next
-  LaunchSettingNames names;                       ///< how errors name the settings above
-};
-
-/// nano-run's exit code when the root cause is a lost host (its shims' links closed or went
-/// silent): 255, as ssh's for a lost connection.
-inline constexpr int kLostHostExitCode = 255;
-
-/// Why a launch failed: the first rank that failed (the root cause).
-struct RankFailure {
-  int rank = -1;  ///< -1 when mpirun itself failed before any rank did
-  std::string host;
-  int exit_code = 0;        ///< the rank's exit code when it exited
-  int signal = 0;           ///< the signal that killed it, 0 when it exited
-  std::string stderr_tail;  ///< the last lines it wrote to stderr
-  std::string lost;         ///< non-empty when its host was lost: why ("no word from its shim for 30 s")
-  /// What it raised, from its TORCHELASTIC_ERROR_FILE (torch's `record`): "RuntimeError: boom
-  /// (at train.py:12 in main)"; "" = nothing recorded
-  std::string raised;
-};
-
-/// The outcome of a launch. `exit_code` follows nano-run's contract: 0 all succeeded, the
-/// failing rank's code, 128+signal, 130 on Ctrl-C.
-struct LaunchResult {
-  int exit_code = 0;
-  std::optional<RankFailure> failure;  ///< of the last attempt
-  int interrupted_by = 0;              ///< the signal the launcher received (SIGINT, SIGTERM, SIGHUP); 0 = none
-  int attempts = 1;                    ///< worlds started: 1 + restarts
-};
-
 /// Plans, starts and supervises the ranks of `argv` (argv[0] = the program). Blocks until all
-/// ranks are gone. Throws UsageError (nothing started) for bad options or a bad program.
+/// ranks are gone. Throws UsageError (nothing started) for bad options or a bad program: a
+/// SettingError (env-init/setting.h) when one setting is wrong, for the front end to word.
 /// Prints tagged rank output and, on failure, the root-cause summary to stderr.
 /// SIGINT/SIGTERM/SIGHUP received meanwhile are forwarded to the ranks (handlers restored after).
 LaunchResult launch(const LaunchOptions& options, const std::vector<std::string>& argv);
-
-/// What a launch would do, without starting anything (`nano-run --dry-run`).
-struct DryRunRank {
-  int rank = 0;
-  std::string host;  ///< "" = this machine
-  std::vector<int> cpus;
-  std::vector<int> numa_nodes;
-  int threads = 1;
-  std::map<std::string, std::string> env;  ///< variables the launcher sets for this rank
-};
-struct DryRun {
-  std::string backend;               ///< "subprocess" or "mpi"
-  std::vector<std::string> command;  ///< mpi: the mpirun command line
-  std::vector<DryRunRank> ranks;
-  std::vector<std::string> notes;
-};
-
-/// Plans `argv` as launch() would. Throws UsageError like launch().
-DryRun dry_run(const LaunchOptions& options, const std::vector<std::string>& argv);
-
-/// True when argv[1] is the internal "--nano-rank-shim" marker.
-bool is_rank_shim_invocation(int argc, char** argv);
-
-/// The mpi backend's per-rank shim: `PROGRAM --nano-rank-shim [options] -- PROGRAM ARGS...`.
-/// Returns the rank program's exit code (128+signal when killed); 2 on bad input.
-int run_rank_shim(int argc, char** argv);
 
 }  // namespace nano

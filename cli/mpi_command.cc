@@ -1,6 +1,33 @@
 #include "cli/mpi_command.h"
 
+#include <unistd.h>
+
+#include "cli/subprocess.h"
+
 namespace nano {
+
+std::vector<std::string> mpi_command_for(const LaunchOptions& o, const Setup& s, const ShimSpec& spec) {
+  MpiCommandInput in;
+  in.mpirun = resolve_program(o.mpirun, getenv_string("PATH"));
+  in.num_processes = s.world_size;
+  in.hosts = s.hosts;
+  in.as_root = geteuid() == 0;
+  // Each shim builds its rank's environment from its own (on another host: a login's) with the
+  // spec's carried variables over it. Through the spec, not mpirun's -x, which would clash with
+  // a user's own Open MPI mca_base_env_list.
+  in.shim = {find_shim_executable(o), kRankShimFlag, encode_shim_spec(spec)};
+  in.program = s.argv;
+  return make_mpi_command(in);
+}
+
+void add_one_host_open_mpi_settings(const std::string& job_dir, Environment& env) {
+  if (job_dir.empty()) return;
+  for (const char* name :
+       {"OMPI_MCA_btl_vader_backing_directory", "OMPI_MCA_btl_sm_backing_directory",
+        "OMPI_MCA_osc_sm_backing_directory", "OMPI_MCA_orte_tmpdir_base", "PRTE_MCA_prte_tmpdir_base"})
+    env.emplace(name, job_dir);
+  env.emplace("OMPI_MCA_btl", "^tcp");
+}
 
 std::vector<std::string> make_mpi_command(const MpiCommandInput& input) {
   std::vector<std::string> cmd = {input.mpirun, "-np", std::to_string(input.num_processes), "--bind-to", "none",

@@ -1,10 +1,14 @@
 #pragma once
-// The Open MPI `mpirun` command line of the mpi backend. Pure: nano-run decides, this spells it.
+// The Open MPI `mpirun` command line of the mpi backend and the environment mpirun runs in:
+// make_mpi_command spells what nano-run decided (pure); mpi_command_for composes it for a
+// prepared world (the starter's and --dry-run's).
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "cli/hosts.h"
+#include "cli/launch_setup.h"
+#include "cli/shim_spec.h"
 
 namespace nano {
 
@@ -20,11 +24,25 @@ struct MpiCommandInput {
 
 /// `mpirun -np N --bind-to none --map-by slot [--oversubscribe] [--allow-run-as-root]
 /// [--host h:s,...] SHIM... -- PROGRAM...` (no -x: the environment travels in the shim's
-/// arguments, so a user's own mca_base_env_list still works). Open MPI's own binding is off because the
+/// spec, so a user's own mca_base_env_list still works). Open MPI's own binding is off because the
 /// shim binds every rank from nano's plan; ranks fill hosts in order (slot mapping), which is
 /// what `group_starts` assumes; a single-host run allows oversubscription because nano's planner
 /// has already decided (and refused, unless asked) too many ranks.
 std::vector<std::string> make_mpi_command(const MpiCommandInput& input);
+
+/// The mpirun command that starts `s`'s ranks, each behind a rank shim (this nano-run, found by
+/// find_shim_executable) given `spec`.
+std::vector<std::string> mpi_command_for(const LaunchOptions& o, const Setup& s, const ShimSpec& spec);
+
+/// Open MPI settings of a one-host job (`job_dir` set; nothing otherwise), each added to `env`
+/// unless the user chose otherwise:
+/// - its files go to the job's own directory: the shared-memory transport's segments (btl vader
+///   in Open MPI 4, btl sm in 5), the shared windows (osc sm) and the session directory (orte in
+///   4, prte in 5). Names unknown to the running version are ignored by it.
+/// - no TCP transport: ranks of one host talk through shared memory, and Open MPI 5's TCP
+///   transport prints "Unable to find reachable pairing between local and remote interfaces"
+///   once per rank on hosts whose interfaces it cannot pair.
+void add_one_host_open_mpi_settings(const std::string& job_dir, Environment& env);
 
 /// Joins a command for display, quoting words that a shell would split.
 std::string shell_join(const std::vector<std::string>& words);

@@ -65,17 +65,19 @@ int pick_free_port() {
   return port;
 }
 
-void check_port_free(int port) {
+std::string port_unusable_reason(int port) {
   // SO_REUSEADDR as the rendezvous server (c10d TCPStore, Gloo) uses it: a port in TIME_WAIT is
   // usable, a port some process listens on is not.
   int fd = bind_socket(INADDR_ANY, port, true);
-  if (fd < 0) {
-    if (errno == EADDRINUSE || errno == EACCES)
-      throw UsageError("--master-port " + std::to_string(port) + " is busy on this machine");
-    throw UsageError("--master-port " + std::to_string(port) + " cannot be used: " + strerror(errno));
+  if (fd >= 0) {
+    close(fd);
+    return "";
   }
-  close(fd);
+  if (errno == EADDRINUSE || errno == EACCES) return "busy";
+  return std::string("cannot be used: ") + strerror(errno);
 }
+
+bool port_is_free(int port) { return port_unusable_reason(port).empty(); }
 
 int listen_on_free_port(bool any_interface, int& port) {
   int fd = bind_socket(any_interface ? INADDR_ANY : INADDR_LOOPBACK, 0, false);

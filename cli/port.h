@@ -9,8 +9,12 @@ namespace nano {
 /// range so that nothing takes it before rank 0 binds it (the OS's bind(0) pick as a fallback).
 int pick_free_port();
 
-/// Throws UsageError "--master-port N is busy on this machine" when `port` cannot be bound.
-void check_port_free(int port);
+/// "" when `port` can be bound here now (as the rendezvous server binds it); "busy" when some
+/// process listens on it; else "cannot be used: <why>". The caller names the setting.
+std::string port_unusable_reason(int port);
+
+/// port_unusable_reason(port) is "".
+bool port_is_free(int port);
 
 /// Opens a listening TCP socket (CLOEXEC) on `any_interface` ? 0.0.0.0 : 127.0.0.1, port
 /// chosen by the OS. Returns the fd and sets `port`. Throws Error on failure.

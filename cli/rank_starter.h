@@ -6,7 +6,6 @@
 //   a listening socket and deliver the signals nano-run sends them as frames.
 #include <sys/types.h>
 
-#include <memory>
 #include <string>
 #include <vector>
 
@@ -46,12 +45,5 @@ class RankStarter {
   /// and releases what start() opened. `started`: every started process's group.
   virtual void clean_up(const std::vector<pid_t>& started) = 0;
 };
-
-/// The subprocess backend: each rank forked and bound here (cli/subprocess.h).
-std::unique_ptr<RankStarter> make_subprocess_starter(const Setup& s, Guardian& guardian);
-
-/// The mpi backend: mpirun on the rank shims, which link to `shims`.
-std::unique_ptr<RankStarter> make_mpi_starter(const LaunchOptions& o, const Setup& s, Guardian& guardian,
-                                              ShimChannels& shims);
 
 }  // namespace nano

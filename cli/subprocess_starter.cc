@@ -7,8 +7,8 @@
 #include <algorithm>
 
 #include <nano/error.h>
-#include "cli/rank_starter.h"
 #include "cli/subprocess.h"
+#include "cli/subprocess_starter.h"
 #include "cli/torchrun_env.h"
 
 namespace nano {
@@ -16,21 +16,21 @@ namespace {
 
 class SubprocessStarter : public RankStarter {
  public:
-  SubprocessStarter(const Setup& s, Guardian& guardian) : s_(s), guardian_(guardian) {}
+  SubprocessStarter(const Setup& setup, Guardian& guardian) : setup_(setup), guardian_(guardian) {}
 
   Started start() override {
     Started started;
-    bool bind_memory = s_.topology.numa_nodes.size() > 1;
-    for (int r = 0; r < s_.world_size; ++r) {
+    bool bind_memory = setup_.topology.numa_nodes.size() > 1;
+    for (int r = 0; r < setup_.world_size; ++r) {
       SpawnRequest req;
-      req.argv = s_.argv;
-      req.env = environment_strings(s_.envs[static_cast<size_t>(r)].env);
-      req.cpus = s_.rank_plans[static_cast<size_t>(r)].cpus;
-      if (bind_memory) req.numa_nodes = s_.rank_plans[static_cast<size_t>(r)].numa_nodes;
+      req.argv = setup_.argv;
+      req.env = environment_strings(setup_.envs[static_cast<size_t>(r)].env);
+      req.cpus = setup_.rank_plans[static_cast<size_t>(r)].cpus;
+      if (bind_memory) req.numa_nodes = setup_.rank_plans[static_cast<size_t>(r)].numa_nodes;
       Spawned sp;
       try {
         // The rank's TORCHELASTIC_ERROR_FILE goes here; the job's files go with the job.
-        if (!s_.job_id.empty()) make_rank_files_dir(s_.job_id, s_.rank_offset + r);
+        if (!setup_.job_id.empty()) make_rank_files_dir(setup_.job_id, setup_.rank_offset + r);
         sp = spawn_process(req);
       } catch (const Error&) {
         take_down(started);
@@ -68,14 +68,14 @@ class SubprocessStarter : public RankStarter {
     }
   }
 
-  const Setup& s_;
+  const Setup& setup_;
   Guardian& guardian_;
 };
 
 }  // namespace
 
-std::unique_ptr<RankStarter> make_subprocess_starter(const Setup& s, Guardian& guardian) {
-  return std::make_unique<SubprocessStarter>(s, guardian);
+std::unique_ptr<RankStarter> make_subprocess_starter(const Setup& setup, Guardian& guardian) {
+  return std::make_unique<SubprocessStarter>(setup, guardian);
 }
 
 }  // namespace nano

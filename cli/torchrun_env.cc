@@ -8,11 +8,12 @@
 #include <nlohmann/json.hpp>
 
 #include <nano/error.h>
+#include "cli/job_files.h"
 
 namespace nano {
 
 std::string rank_files_dir(const std::string& job_id, int rank) {
-  return "/dev/shm/nano-" + job_id + "-rank-" + std::to_string(rank);
+  return "/dev/shm/" + job_shm_prefix(job_id) + "rank-" + std::to_string(rank);
 }
 
 std::string error_file_path(const std::string& job_id, int rank) {

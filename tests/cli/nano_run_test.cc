@@ -298,7 +298,7 @@ TEST_CASE("bad input: one line naming the value, exit 2, nothing started") {
       {{"--hostfile", bad_hostfile, kProbe}, "malformed hostfile " + bad_hostfile + " line 2: 'node2 slots=two'"},
       {{"--hostfile", dir + "/none", kProbe}, "cannot read hostfile " + dir + "/none: No such file or directory"},
       {{"--hosts", "a:1", "--backend", "subprocess", kProbe},
-       "--hosts and --hostfile need the mpi backend, not --backend subprocess"},
+       "--hosts needs the mpi backend, not --backend subprocess"},
       {{"-n", "3", "--hosts", "a:1,b:1", kProbe}, "--num-processes 3 is more than the 2 slots of the hosts"},
       {{"-n", "2", "--output-ranks", "2", kProbe}, "--output-ranks 2 is not a rank (world size 2)"},
       {{not_exec}, "program is not executable: " + not_exec},

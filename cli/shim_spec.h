@@ -1,0 +1,56 @@
+#pragma once
+// What nano-run hands every rank's shim (the mpi backend), as data: one JSON argument,
+// `nano-run --nano-rank-shim SPEC -- PROGRAM ARGS...`, rather than flags the shim would parse
+// again with nano-run's command line. The shim plans its host's ranks and makes their
+// environments with the same stages as nano-run (cli/launch_setup.h) from it.
+#include <chrono>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "cli/launch_types.h"
+#include "cli/torchrun_env.h"
+
+namespace nano {
+
+/// The internal first argument that turns nano-run into the mpi backend's rank shim.
+inline constexpr const char* kRankShimFlag = "--nano-rank-shim";
+
+struct ShimSpec {
+  // ---- what the shim plans and sets, as nano-run would ----
+  PlanOptions plan;  ///< num_processes is the host's own (OMPI_COMM_WORLD_LOCAL_SIZE)
+  RecipeOptions recipe;
+  std::string topology_xml;  ///< plan against this instead of the host (as nano-run did)
+  std::string synthetic;
+  std::map<std::string, std::string> extra_env;
+  /// Variables every shim sets over its host's own environment (cli/carried_env.h), so ranks on
+  /// other hosts run configured as on the launching one.
+  std::map<std::string, std::string> carried_env;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;
+  std::vector<int> group_starts = {0};  ///< first global rank of every host
+  /// The attempt the shims start (job id "" = none, as in a dry run's command): each shim adds
+  /// its rank's attempt_variables, as nano-run does for the subprocess backend.
+  AttemptIdentity attempt;
+  // ---- the link back to nano-run ----
+  std::string launcher_host;  ///< "" = no link: the shim execs the program and passes its status on
+  int launcher_port = 0;
+  std::string token;  ///< proves the shim belongs to this launch
+  std::chrono::milliseconds heartbeat_timeout{30000};
+  FrontEnd front_end = FrontEnd::kCommandLine;  ///< how the shim's errors name settings
+};
+
+struct Setup;
+
+/// Pure: the spec of the shims of `s`, launched with `o`; `carried`: the variables that travel
+/// (carried_environment). The link (launcher_host, launcher_port, token) is the starter's to
+/// fill in once it listens.
+ShimSpec shim_spec_for(const LaunchOptions& o, const Setup& s, const std::map<std::string, std::string>& carried);
+
+/// Pure: the spec as one line of JSON.
+std::string encode_shim_spec(const ShimSpec& spec);
+
+/// Pure: the spec back from encode_shim_spec's text; throws UsageError naming what is wrong.
+ShimSpec decode_shim_spec(const std::string& text);
+
+}  // namespace nano
