@@ -16,28 +16,15 @@
 #include <torch/utils.h>
 
 #include "runtime/in_program_launch.h"
+#include "runtime/in_program_options.h"
+#include "runtime/in_program_report.h"
+#include "runtime/training_index.h"
 
 namespace nano {
-namespace detail {
-const char* result_kind(const TrainResult& r) {
-  switch (r.index()) {
-    case 0: return "nothing";
-    case 1: return "double";
-    case 2: return "int64";
-    case 3: return "string";
-    default: return "tensor";
-  }
-}
-}  // namespace detail
-
 namespace in_program {
 namespace {
 
-// How many in-program trainings this process has reached; a re-executed rank must run the
-// same one its caller launched.
-int g_trainings_reached = 0;
-
-std::string env_or_empty(const EnvMap& env, const char* name) {
+std::string env_or_empty(const Environment& env, const char* name) {
   auto it = env.find(name);
   return it == env.end() ? std::string() : it->second;
 }
@@ -55,26 +42,7 @@ std::string make_report_path() {
 
 }  // namespace
 
-}  // namespace in_program
-
-CheckpointOptions checkpoint_options_of(const TorchNanoOptions& o) {
-  if (o.checkpoint_every_steps < 0)
-    throw UsageError("nano: checkpoint_every_steps must be >= 0, got " + std::to_string(o.checkpoint_every_steps));
-  if (!(o.checkpoint_every_seconds >= 0))
-    throw UsageError("nano: checkpoint_every_seconds must be >= 0, got " + std::to_string(o.checkpoint_every_seconds));
-  if (o.checkpoint_keep < 1)
-    throw UsageError("nano: checkpoint_keep must be at least 1, got " + std::to_string(o.checkpoint_keep));
-  CheckpointOptions c;
-  c.every_steps = o.checkpoint_every_steps;
-  c.every_seconds =
-      o.checkpoint_every_steps == 0 && o.checkpoint_every_seconds == 0 ? 300.0 : o.checkpoint_every_seconds;
-  c.keep = o.checkpoint_keep;
-  return c;
-}
-
-namespace in_program {
-
-Role role_from_env(const EnvMap& env) {
+Role role_from_env(const Environment& env) {
   const bool ranked = env.count("RANK") || env.count("OMPI_COMM_WORLD_RANK");
   if (!ranked) return Role::kCaller;
   return env.count(kMarkerVar) ? Role::kLaunchedRank : Role::kExternalRank;
@@ -88,49 +56,16 @@ struct Session::Hook {
   AutoCheckpoint* checkpoints = nullptr;
 };
 
-Session::Session(TorchNanoOptions options) : options_(std::move(options)), role_(role_from_env(current_env())) {
-  const int index = ++g_trainings_reached;
+Session::Session(TorchNanoOptions options) : options_(std::move(options)), role_(role_from_env(current_environment())) {
+  const int index = reach_next_training();
   if (role_ == Role::kLaunchedRank) {
-    const std::string marker = env_or_empty(current_env(), kMarkerVar);
+    const std::string marker = env_or_empty(current_environment(), kMarkerVar);
     if (marker != std::to_string(index)) {
       throw UsageError("nano: this rank was launched for in-program training #" + marker +
                        " but the re-executed program reached training #" + std::to_string(index) +
                        " first; the program must reach the same training call on every run");
     }
   }
-}
-
-LaunchOptions launch_options_of(const TorchNanoOptions& o) {
-  check_num_processes(o.num_processes, "num_processes");
-  if (o.distributed_backend == "fork") {
-    throw UsageError(
-        "nano: distributed_backend \"fork\" is not supported (forking after libtorch has "
-        "started its thread pools is unsafe); use \"subprocess\" or \"mpi\"");
-  }
-  if (o.distributed_backend != "subprocess" && o.distributed_backend != "mpi") {
-    throw UsageError("nano: unknown distributed_backend \"" + o.distributed_backend +
-                     "\": expected \"subprocess\" or \"mpi\"");
-  }
-  if ((!o.hostfile.empty() || !o.hosts.empty()) && o.distributed_backend != "mpi") {
-    throw UsageError("nano: hostfile/hosts need distributed_backend \"mpi\", got \"" + o.distributed_backend + "\"");
-  }
-  if (o.grace_period_ms < 0) {
-    throw UsageError("nano: grace_period_ms must be >= 0, got " + std::to_string(o.grace_period_ms));
-  }
-  if (o.max_restarts < 0) {
-    throw UsageError("nano: max_restarts must be >= 0, got " + std::to_string(o.max_restarts));
-  }
-  LaunchOptions l;
-  l.plan.num_processes = o.num_processes;
-  l.plan.cpu_for_each_process = o.cpu_for_each_process;
-  l.plan.oversubscribe = o.oversubscribe;
-  l.backend = o.distributed_backend == "mpi" ? LaunchBackend::kMpi : LaunchBackend::kSubprocess;
-  l.hostfile = o.hostfile;
-  l.hosts = o.hosts;
-  l.log_dir = o.log_dir;
-  l.grace_period = std::chrono::milliseconds(o.grace_period_ms);
-  l.max_restarts = o.max_restarts;
-  return l;
 }
 
 Session::~Session() {
@@ -142,28 +77,30 @@ void Session::launch() {
   if (launched_ || role_ != Role::kCaller) return;
   launch_attempted_ = true;
   // Every check before anything is created: the options, the plan, the checkpoint folder. The
-  // planner words its errors for every front end; in a program they carry nano's prefix.
+  // launch path's errors are worded here, once, in TorchNanoOptions' names.
   LaunchOptions launch;
   try {
     launch = launch_options_of(options_);
     check_launch(launch);
   } catch (const UsageError& e) {
-    const std::string what = e.what();
-    if (what.rfind("nano: ", 0) == 0) throw;
-    throw UsageError("nano: " + what);
+    throw UsageError(program_message(e));
   }
   if (!options_.checkpoint_dir.empty()) {
     checkpoint_options_of(options_);
     prepare_checkpoint_dir(options_.checkpoint_dir);
   }
   const std::string path = make_report_path();
-  launch.extra_env[kMarkerVar] = std::to_string(g_trainings_reached);
+  launch.extra_env[kMarkerVar] = std::to_string(trainings_reached());
   launch.extra_env[kResultVar] = path;
   try {
     std::cout.flush();
     std::fflush(nullptr);
-    launch_self(launch);
-    read_report(path);
+    try {
+      launch_self(launch);
+    } catch (const UsageError& e) {
+      throw UsageError(program_message(e));
+    }
+    take_report(read_report(path));
   } catch (...) {
     ::unlink(path.c_str());
     throw;
@@ -319,21 +256,18 @@ void Session::snapshot_optimizers() {
   snapshot_step_ = hook_->backwards;
 }
 
-void Session::write_report(const std::string& path) const {
-  torch::serialize::OutputArchive archive;
-  std::string names;
-  std::vector<at::Tensor> tensors;
+Report Session::make_report() const {
+  Report report;
   if (model_) {
     for (auto& p : model_->named_parameters(true)) {
-      names += "p:" + p.key() + "\n";
-      tensors.push_back(p.value().detach());
+      report.names.push_back("p:" + p.key());
+      report.tensors.push_back(p.value().detach());
     }
     for (auto& b : model_->named_buffers(true)) {
-      names += "b:" + b.key() + "\n";
-      tensors.push_back(b.value().detach());
+      report.names.push_back("b:" + b.key());
+      report.tensors.push_back(b.value().detach());
     }
   }
-  archive.write("names", c10::IValue(names));
   // The optimizers' state only when it belongs to these weights (no step after the snapshot).
   const bool current = hook_ && snapshot_step_ == hook_->backwards;
   if (!optimizers_.empty() && !current) {
@@ -341,74 +275,21 @@ void Session::write_report(const std::string& path) const {
                  "with a full pass over a nano loader or with set_result()"
               << std::endl;
   }
-  const std::size_t optimizers = current ? optimizer_snapshot_.size() : 0;
-  archive.write("optimizers", c10::IValue(static_cast<int64_t>(optimizers)));
-  for (std::size_t i = 0; i < optimizers; ++i) {
-    const std::string& bytes = optimizer_snapshot_[i];
-    at::Tensor t = at::empty({static_cast<int64_t>(bytes.size())}, at::kByte);
-    std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
-    archive.write("optimizer-" + std::to_string(i), t, /*is_buffer=*/true);
-  }
-  for (std::size_t i = 0; i < tensors.size(); ++i) {
-    archive.write("t" + std::to_string(i), tensors[i], /*is_buffer=*/true);
-  }
-  archive.write("result_kind", c10::IValue(static_cast<int64_t>(result_.index())));
-  if (auto* d = std::get_if<double>(&result_)) archive.write("result", c10::IValue(*d));
-  if (auto* i = std::get_if<int64_t>(&result_)) archive.write("result", c10::IValue(*i));
-  if (auto* s = std::get_if<std::string>(&result_)) archive.write("result", c10::IValue(*s));
-  if (auto* t = std::get_if<at::Tensor>(&result_)) archive.write("result_tensor", t->detach(), true);
-  archive.save_to(path);
+  if (current) report.optimizer_states = optimizer_snapshot_;
+  report.result = result_;
+  return report;
 }
 
-void Session::read_report(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0 || st.st_size == 0) {
-    throw Error("nano: rank 0 finished without reporting its results to " + path +
-                " (did the re-executed program reach the same training call?)");
-  }
-  torch::serialize::InputArchive archive;
-  archive.load_from(path);
-  c10::IValue v;
-  archive.read("names", v);
-  const std::string names = v.toStringRef();
-  std::size_t start = 0;
-  for (std::size_t end; (end = names.find('\n', start)) != std::string::npos; start = end + 1) {
-    report_names_.push_back(names.substr(start, end - start));
-    at::Tensor t;
-    archive.read("t" + std::to_string(report_tensors_.size()), t, /*is_buffer=*/true);
-    report_tensors_.push_back(t);
-  }
-  archive.read("optimizers", v);
-  for (int64_t i = 0; i < v.toInt(); ++i) {
-    at::Tensor t;
-    archive.read("optimizer-" + std::to_string(i), t, /*is_buffer=*/true);
-    std::istringstream bytes(std::string(static_cast<const char*>(t.data_ptr()), static_cast<std::size_t>(t.numel())));
+void Session::take_report(Report report) {
+  report_names_ = std::move(report.names);
+  report_tensors_ = std::move(report.tensors);
+  for (const std::string& bytes : report.optimizer_states) {
+    std::istringstream in(bytes);
     auto one = std::make_shared<torch::serialize::InputArchive>();
-    one->load_from(bytes);
+    one->load_from(in);
     report_optimizers_.push_back(one);
   }
-  archive.read("result_kind", v);
-  switch (v.toInt()) {
-    case 1:
-      archive.read("result", v);
-      result_ = v.toDouble();
-      break;
-    case 2:
-      archive.read("result", v);
-      result_ = v.toInt();
-      break;
-    case 3:
-      archive.read("result", v);
-      result_ = v.toStringRef();
-      break;
-    case 4: {
-      at::Tensor t;
-      archive.read("result_tensor", t, true);
-      result_ = t;
-      break;
-    }
-    default: result_ = std::monostate{};
-  }
+  result_ = std::move(report.result);
 }
 
 void end_launched_rank(int exit_code) {
@@ -423,7 +304,7 @@ int Session::finish_launched_rank(bool optimizers_alive) {
   try {
     if (optimizers_alive) snapshot_optimizers();
     const int rank = world().rank();
-    if (rank == 0) write_report(env_or_empty(current_env(), kResultVar));
+    if (rank == 0) write_report(env_or_empty(current_environment(), kResultVar), make_report());
     detach();
     model_.reset();
     checkpoints_.reset();  // finishes a checkpoint still being written; lets go of the communicator

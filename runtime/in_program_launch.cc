@@ -4,6 +4,7 @@
 #include <iterator>
 #include <sstream>
 
+#include "cli/dry_run.h"
 #include "cli/launcher.h"
 #include "cli/self_exe.h"
 #include "cli/signals.h"

@@ -1,32 +1,23 @@
 #pragma once
 // The launch half of an in-program run: re-executes this program as N ranks through nano's
 // launcher (cli/launcher.h) and waits. Kept free of torch headers so the launcher side
-// compiles in seconds (cli/launcher.h is light: the planner's and recipe's types).
+// compiles in seconds (cli/launch_types.h is light: the planner's and recipe's types). The
+// options come from runtime/in_program_options.h.
 #include <map>
 #include <string>
 #include <vector>
 
 #include <nano/in_program_error.h>
 
-#include "cli/launcher.h"
+#include "cli/launch_types.h"
 
 namespace nano {
-
-struct TorchNanoOptions;
 
 namespace in_program {
 
 /// Environment variables of the in-program contract (set by the caller in every rank).
 inline constexpr const char* kMarkerVar = "NANO_IN_PROGRAM";         ///< launch index, "1"...
 inline constexpr const char* kResultVar = "NANO_IN_PROGRAM_RESULT";  ///< file rank 0 writes
-
-/// The one conversion of TorchNanoOptions' launch fields into the launcher's options; the
-/// planner's fields go as they are, so its errors name them as TorchNanoOptions does
-/// ("cpu_for_each_process gives 1 list but num_processes is 2"). Throws UsageError naming the
-/// setting for what only this API can get wrong: num_processes < 1, an unknown or "fork"
-/// distributed_backend, hostfile/hosts without "mpi", a negative grace_period_ms or
-/// max_restarts. Defined in in_program.cc, where TorchNanoOptions is complete (torch headers).
-LaunchOptions launch_options_of(const TorchNanoOptions& options);
 
 /// Everything launch_self() checks before it starts a rank (the plan included), starting
 /// nothing: throws UsageError. The caller runs it before it creates anything of its own.

@@ -121,7 +121,7 @@ enum class Role {
 };
 
 /// Pure: the role from the environment (rank variables and the in-program marker).
-Role role_from_env(const EnvMap& env);
+Role role_from_env(const Environment& env);
 
 /// Ends a launched rank's process with `exit_code`, stdout and stderr flushed. A launched rank
 /// is this program started again to run one training function; once that function is done the
@@ -129,6 +129,8 @@ Role role_from_env(const EnvMap& env);
 /// The one place where nano's library ends a process: TorchNano's destructor and nano()'s
 /// wrapper call it, in launched ranks only (nano-run's and nano-init's mains aside).
 [[noreturn]] void end_launched_rank(int exit_code);
+
+struct Report;  // rank 0's report to the caller (runtime/in_program_report.h)
 
 /// One in-program training of this process. Not copyable.
 class Session {
@@ -187,8 +189,8 @@ class Session {
   void detach();
 
  private:
-  void write_report(const std::string& path) const;
-  void read_report(const std::string& path);
+  Report make_report() const;       // rank 0: what goes back to the caller
+  void take_report(Report report);  // caller: what came back
 
   TorchNanoOptions options_;
   Role role_;

@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 #include <sched.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -25,6 +26,8 @@
 #include <nano/nano_wrapper.h>
 #include <nano/torch_nano.h>
 #include "runtime/in_program_launch.h"
+#include "runtime/in_program_options.h"
+#include "runtime/in_program_report.h"
 
 namespace {
 
@@ -322,46 +325,96 @@ int run_b_auto_lr() {
 TEST_CASE("bad options are one-line usage errors, naming TorchNanoOptions' fields") {
   using nano::in_program::check_launch;
   using nano::in_program::launch_options_of;
+  using nano::in_program::program_message;
   nano::TorchNanoOptions o;
   o.num_processes = 2;
   o.oversubscribe = true;  // a 1-core machine still plans 2 ranks
   CHECK_NOTHROW(check_launch(launch_options_of(o)));
   CHECK(launch_options_of(o).plan.num_processes == 2);
-  auto bad = o;
-  bad.num_processes = 0;
-  CHECK_THROWS_WITH_AS(launch_options_of(bad), "num_processes must be at least 1, got 0", nano::UsageError);
-  bad = o;
-  bad.distributed_backend = "fork";
-  CHECK_THROWS_WITH_AS(launch_options_of(bad),
-                       "nano: distributed_backend \"fork\" is not supported (forking after "
-                       "libtorch has started its thread pools is unsafe); use \"subprocess\" or "
-                       "\"mpi\"",
-                       nano::UsageError);
-  bad = o;
-  bad.distributed_backend = "ray";
-  CHECK_THROWS_WITH_AS(launch_options_of(bad),
-                       "nano: unknown distributed_backend \"ray\": expected \"subprocess\" or \"mpi\"",
-                       nano::UsageError);
-  bad = o;
-  bad.hosts = "a:2";
-  CHECK_THROWS_WITH_AS(launch_options_of(bad),
-                       "nano: hostfile/hosts need distributed_backend \"mpi\", got \"subprocess\"", nano::UsageError);
-  // The planner's errors name the fields too (not nano-run's flags).
-  bad = o;
-  bad.cpu_for_each_process = {{0}};
-  CHECK_THROWS_WITH_AS(check_launch(launch_options_of(bad)), "cpu_for_each_process gives 1 list but num_processes is 2",
-                       nano::UsageError);
-  bad.cpu_for_each_process = {{0}, {}};
-  CHECK_THROWS_WITH_AS(check_launch(launch_options_of(bad)), "cpu_for_each_process: the CPU list of rank 1 is empty",
-                       nano::UsageError);
-  bad.cpu_for_each_process = {{-2}, {0}};
-  CHECK_THROWS_WITH_AS(check_launch(launch_options_of(bad)),
-                       "cpu_for_each_process: CPU -2 does not exist on this machine", nano::UsageError);
-  bad = o;
-  bad.oversubscribe = false;
-  bad.num_processes = 100000;
-  CHECK_THROWS_WITH_AS(check_launch(launch_options_of(bad)), doctest::Contains("num_processes 100000 is more than the"),
-                       nano::UsageError);
+  CHECK(launch_options_of(o).front_end == nano::FrontEnd::kProgram);
+  // What the caller reads for `bad`: the translation's or the launch's own check, worded once.
+  auto message = [](const nano::TorchNanoOptions& bad) -> std::string {
+    try {
+      check_launch(launch_options_of(bad));
+    } catch (const nano::UsageError& e) {
+      return program_message(e);
+    }
+    return "";
+  };
+  struct Row {
+    void (*change)(nano::TorchNanoOptions&);
+    std::string message;
+  };
+  const std::vector<Row> table = {
+      {[](nano::TorchNanoOptions& b) { b.num_processes = 0; }, "nano: num_processes must be at least 1, got 0"},
+      {[](nano::TorchNanoOptions& b) { b.num_processes = -2; }, "nano: num_processes must be at least 1, got -2"},
+      {[](nano::TorchNanoOptions& b) { b.distributed_backend = "fork"; },
+       "nano: distributed_backend \"fork\" is not supported (forking after libtorch has started its thread pools "
+       "is unsafe); use \"subprocess\" or \"mpi\""},
+      {[](nano::TorchNanoOptions& b) { b.distributed_backend = "ray"; },
+       "nano: unknown distributed_backend \"ray\": expected \"subprocess\" or \"mpi\""},
+      {[](nano::TorchNanoOptions& b) { b.hosts = "a:2"; },
+       "nano: hosts needs the mpi backend, not distributed_backend subprocess"},
+      {[](nano::TorchNanoOptions& b) { b.hostfile = "hf"; },
+       "nano: hostfile needs the mpi backend, not distributed_backend subprocess"},
+      {[](nano::TorchNanoOptions& b) { b.grace_period_ms = -1; },
+       "nano: grace_period_ms must be at least 0, got -1 ms"},
+      {[](nano::TorchNanoOptions& b) { b.max_restarts = -1; }, "nano: max_restarts must be at least 0, got -1"},
+      // The planner's errors name the fields too (not nano-run's flags).
+      {[](nano::TorchNanoOptions& b) { b.cpu_for_each_process = {{0}}; },
+       "nano: cpu_for_each_process gives 1 list but num_processes is 2"},
+      {[](nano::TorchNanoOptions& b) {
+         b.cpu_for_each_process = {{0}, {}};
+       },
+       "nano: cpu_for_each_process: the CPU list of rank 1 is empty"},
+      {[](nano::TorchNanoOptions& b) {
+         b.cpu_for_each_process = {{-2}, {0}};
+       },
+       "nano: cpu_for_each_process: CPU -2 does not exist on this machine"},
+  };
+  for (const Row& row : table) {
+    CAPTURE(row.message);
+    auto bad = o;
+    row.change(bad);
+    CHECK(message(bad) == row.message);
+  }
+  auto many = o;
+  many.oversubscribe = false;
+  many.num_processes = 100000;
+  CHECK(message(many).rfind("nano: num_processes 100000 is more than the", 0) == 0);
+}
+
+TEST_CASE("the report rank 0 hands back: names, tensors, optimizers' bytes and every kind of result") {
+  using nano::in_program::Report;
+  char path[] = "/tmp/nano-report-test-XXXXXX";
+  const int fd = mkstemp(path);
+  REQUIRE(fd >= 0);
+  close(fd);
+  const std::vector<nano::TrainResult> results = {std::monostate{}, 0.5, int64_t{-7}, std::string("done"),
+                                                  at::arange(3, at::kFloat)};
+  for (const nano::TrainResult& result : results) {
+    CAPTURE(nano::detail::result_kind(result));
+    Report report;
+    report.names = {"p:fc.weight", "b:bn.running_mean"};
+    report.tensors = {at::ones({2, 2}), at::zeros({3}, at::kDouble)};
+    report.optimizer_states = {std::string("\0bytes\n", 7), ""};
+    report.result = result;
+    nano::in_program::write_report(path, report);
+    const Report back = nano::in_program::read_report(path);
+    CHECK(back.names == report.names);
+    REQUIRE(back.tensors.size() == 2);
+    CHECK(back.tensors[0].equal(report.tensors[0]));
+    CHECK(back.tensors[1].dtype() == at::kDouble);
+    CHECK(back.optimizer_states == report.optimizer_states);
+    CHECK(std::string(nano::detail::result_kind(back.result)) == nano::detail::result_kind(result));
+    if (auto* t = std::get_if<at::Tensor>(&result)) CHECK(std::get<at::Tensor>(back.result).equal(*t));
+    if (auto* d = std::get_if<double>(&result)) CHECK(std::get<double>(back.result) == *d);
+    if (auto* i = std::get_if<int64_t>(&result)) CHECK(std::get<int64_t>(back.result) == *i);
+    if (auto* text = std::get_if<std::string>(&result)) CHECK(std::get<std::string>(back.result) == *text);
+  }
+  std::remove(path);
+  CHECK_THROWS_WITH_AS(nano::in_program::read_report(path), doctest::Contains("rank 0 finished without reporting"),
+                       nano::Error);
 }
 
 TEST_CASE("in a program, a bad option is a UsageError with nano's prefix before anything starts") {

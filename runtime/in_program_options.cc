@@ -1,0 +1,55 @@
+#include "runtime/in_program_options.h"
+
+#include <nano/in_program.h>
+#include "env-init/setting.h"
+
+namespace nano {
+
+CheckpointOptions checkpoint_options_of(const TorchNanoOptions& o) {
+  if (o.checkpoint_every_steps < 0)
+    throw UsageError("nano: checkpoint_every_steps must be >= 0, got " + std::to_string(o.checkpoint_every_steps));
+  if (!(o.checkpoint_every_seconds >= 0))
+    throw UsageError("nano: checkpoint_every_seconds must be >= 0, got " + std::to_string(o.checkpoint_every_seconds));
+  if (o.checkpoint_keep < 1)
+    throw UsageError("nano: checkpoint_keep must be at least 1, got " + std::to_string(o.checkpoint_keep));
+  CheckpointOptions c;
+  c.every_steps = o.checkpoint_every_steps;
+  c.every_seconds =
+      o.checkpoint_every_steps == 0 && o.checkpoint_every_seconds == 0 ? 300.0 : o.checkpoint_every_seconds;
+  c.keep = o.checkpoint_keep;
+  return c;
+}
+
+namespace in_program {
+
+LaunchOptions launch_options_of(const TorchNanoOptions& o) {
+  LaunchOptions l;
+  l.front_end = FrontEnd::kProgram;
+  if (o.distributed_backend == "fork")
+    throw SettingError(Setting::kBackend, o.distributed_backend,
+                       "{backend} \"fork\" is not supported (forking after libtorch has started its thread pools "
+                       "is unsafe); use \"subprocess\" or \"mpi\"");
+  if (o.distributed_backend == "mpi")
+    l.backend = LaunchBackend::kMpi;
+  else if (o.distributed_backend == "subprocess")
+    l.backend = LaunchBackend::kSubprocess;
+  else
+    throw SettingError(Setting::kBackend, o.distributed_backend,
+                       "unknown {backend} \"" + o.distributed_backend + "\": expected \"subprocess\" or \"mpi\"");
+  // 0 means "not given" to the planner; TorchNano's default is 1, so a 0 here was asked for.
+  if (o.num_processes == 0) check_num_processes(0);
+  l.plan.num_processes = o.num_processes;
+  l.plan.cpu_for_each_process = o.cpu_for_each_process;
+  l.plan.oversubscribe = o.oversubscribe;
+  l.hostfile = o.hostfile;
+  l.hosts = o.hosts;
+  l.log_dir = o.log_dir;
+  l.grace_period = std::chrono::milliseconds(o.grace_period_ms);
+  l.max_restarts = o.max_restarts;
+  return l;
+}
+
+std::string program_message(const std::exception& error) { return "nano: " + worded(error, program_field); }
+
+}  // namespace in_program
+}  // namespace nano

@@ -1,0 +1,25 @@
+#pragma once
+// TorchNanoOptions (TorchNano, nano()) translated into the launcher's options, and the
+// front end's wording of settings: TorchNanoOptions' own field names behind "nano: ".
+#include <exception>
+#include <string>
+
+#include "cli/launch_types.h"
+
+namespace nano {
+struct TorchNanoOptions;
+
+namespace in_program {
+
+/// Pure: the one conversion of TorchNanoOptions' launch fields into the launcher's options.
+/// Only what only this API can get wrong is checked here: an unknown or "fork"
+/// distributed_backend (SettingError); everything the launch itself checks (num_processes,
+/// grace_period_ms, max_restarts, hostfile/hosts without mpi, the plan) is checked by it, once.
+LaunchOptions launch_options_of(const TorchNanoOptions& options);
+
+/// The message an in-program caller reads for `error` raised by the launch path: "nano: " and
+/// the settings named by TorchNanoOptions' fields ("nano: max_restarts must be at least 0, got -1").
+std::string program_message(const std::exception& error);
+
+}  // namespace in_program
+}  // namespace nano
