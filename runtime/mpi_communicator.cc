@@ -220,6 +220,62 @@ std::string shared_window_shortfall(int64_t data_bytes, int ranks) {
   return "nano: cannot place the shared-memory all-reduce in " + dir + ": " + std::to_string(ranks) + " ranks need " +
          std::to_string(needed) + " bytes, " + std::to_string(free_bytes) + " are free";
 }
+// The shared-memory all-reduce of a world on one host: a shared window of `data_bytes` per rank
+// through MPI, or null (said once by rank 0) when the world spans hosts or the window would not
+// fit. Collective over `comm`: every rank takes the same path. Runs on the MPI thread.
+std::shared_ptr<ShmArena> connect_shared_memory(MPI_Comm comm, int rank, int size, int64_t data_bytes,
+                                                std::chrono::milliseconds timeout) {
+  MPI_Comm node = MPI_COMM_NULL;
+  check_mpi(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
+  int node_size = 0;
+  MPI_Comm_size(node, &node_size);
+  const std::string shortfall = shared_window_shortfall(data_bytes, node_size);
+  // Every rank must take the same path: all on one host, and room for the window everywhere.
+  int mine_ok[2] = {node_size == size, shortfall.empty()}, all_ok[2] = {0, 0};
+  check_mpi(MPI_Allreduce(mine_ok, all_ok, 2, MPI_INT, MPI_MIN, comm), "MPI_Allreduce");
+  if (!all_ok[0] || !all_ok[1]) {
+    if (all_ok[0] && rank == 0) {
+      // Say why once: the job still runs, but every all-reduce now goes through MPI's own.
+      std::cerr << (shortfall.empty() ? "nano: another rank found too little room for the shared-memory "
+                                        "all-reduce"
+                                      : shortfall)
+                << "; all-reduce goes through MPI_Allreduce instead (NANO_SHM_BYTES=0 chooses that quietly)"
+                << std::endl;
+    }
+    if (!all_ok[0] && rank == 0) {
+      const char* btl = std::getenv("OMPI_MCA_btl");
+      std::cerr << "nano: mpi communicator: " << size << " ranks on several hosts; all-reduce through "
+                << "MPI_Allreduce, on Open MPI's transports (shared memory within a host; between hosts "
+                << (btl ? std::string("btl=") + btl : std::string("its tcp btl, or the fabric it finds")) << ")"
+                << std::endl;
+    }
+    MPI_Comm_free(&node);
+    return nullptr;
+  }
+  auto arena = std::make_shared<ShmArena>();
+  arena->comm = node;
+  int node_rank = 0;
+  MPI_Comm_rank(node, &node_rank);
+  char* mine = nullptr;
+  check_mpi(
+      MPI_Win_allocate_shared(data_bytes + ShmCollectives::kHeaderBytes, 1, MPI_INFO_NULL, node, &mine, &arena->win),
+      "MPI_Win_allocate_shared");
+  ShmCollectives::init_header(mine);
+  std::vector<char*> areas;
+  for (int q = 0; q < node_size; ++q) {
+    MPI_Aint bytes = 0;
+    int disp = 0;
+    char* ptr = nullptr;
+    check_mpi(MPI_Win_shared_query(arena->win, q, &bytes, &disp, &ptr), "MPI_Win_shared_query");
+    areas.push_back(ptr);
+  }
+  arena->reduce = std::make_unique<ShmCollectives>(std::move(areas), data_bytes, node_rank, timeout);
+  check_mpi(MPI_Win_lock_all(MPI_MODE_NOCHECK, arena->win), "MPI_Win_lock_all");
+  MPI_Win_sync(arena->win);
+  check_mpi(MPI_Barrier(node), "MPI_Barrier");  // every header is initialised
+  return arena;
+}
+
 }  // namespace
 
 MpiCommunicator::MpiCommunicator(const Context& context, std::size_t shm_segment_bytes) {
@@ -240,56 +296,7 @@ MpiCommunicator::MpiCommunicator(const Context& context, std::size_t shm_segment
         MPI_Comm_rank(comm, &rank_);
         MPI_Comm_size(comm, &size_);
         if (size_ == 1 || shm_segment_bytes == 0) return;
-        MPI_Comm node = MPI_COMM_NULL;
-        check_mpi(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
-        int node_size = 0;
-        MPI_Comm_size(node, &node_size);
-        const int64_t data_bytes = static_cast<int64_t>(shm_segment_bytes);
-        const std::string shortfall = shared_window_shortfall(data_bytes, node_size);
-        // Every rank must take the same path: all on one host, and room for the window everywhere.
-        int mine_ok[2] = {node_size == size_, shortfall.empty()}, all_ok[2] = {0, 0};
-        check_mpi(MPI_Allreduce(mine_ok, all_ok, 2, MPI_INT, MPI_MIN, comm), "MPI_Allreduce");
-        if (!all_ok[0] || !all_ok[1]) {
-          if (all_ok[0] && rank_ == 0) {
-            // Say why once: the job still runs, but every all-reduce now goes through MPI's own.
-            std::cerr << (shortfall.empty() ? "nano: another rank found too little room for the shared-memory "
-                                              "all-reduce"
-                                            : shortfall)
-                      << "; all-reduce goes through MPI_Allreduce instead (NANO_SHM_BYTES=0 chooses that quietly)"
-                      << std::endl;
-          }
-          if (!all_ok[0] && rank_ == 0) {
-            const char* btl = std::getenv("OMPI_MCA_btl");
-            std::cerr << "nano: mpi communicator: " << size_ << " ranks on several hosts; all-reduce through "
-                      << "MPI_Allreduce, on Open MPI's transports (shared memory within a host; between hosts "
-                      << (btl ? std::string("btl=") + btl : std::string("its tcp btl, or the fabric it finds")) << ")"
-                      << std::endl;
-          }
-          MPI_Comm_free(&node);
-          return;
-        }
-        auto arena = std::make_shared<ShmArena>();
-        arena->comm = node;
-        int node_rank = 0;
-        MPI_Comm_rank(node, &node_rank);
-        char* mine = nullptr;
-        check_mpi(MPI_Win_allocate_shared(data_bytes + ShmCollectives::kHeaderBytes, 1, MPI_INFO_NULL, node, &mine,
-                                          &arena->win),
-                  "MPI_Win_allocate_shared");
-        ShmCollectives::init_header(mine);
-        std::vector<char*> areas;
-        for (int q = 0; q < node_size; ++q) {
-          MPI_Aint bytes = 0;
-          int disp = 0;
-          char* ptr = nullptr;
-          check_mpi(MPI_Win_shared_query(arena->win, q, &bytes, &disp, &ptr), "MPI_Win_shared_query");
-          areas.push_back(ptr);
-        }
-        arena->reduce = std::make_unique<ShmCollectives>(std::move(areas), data_bytes, node_rank, timeout);
-        check_mpi(MPI_Win_lock_all(MPI_MODE_NOCHECK, arena->win), "MPI_Win_lock_all");
-        MPI_Win_sync(arena->win);
-        check_mpi(MPI_Barrier(node), "MPI_Barrier");  // every header is initialised
-        shm_ = std::move(arena);
+        shm_ = connect_shared_memory(comm, rank_, size_, static_cast<int64_t>(shm_segment_bytes), timeout);
       },
       "the MPI communicator's set-up");
   // Every rank is past MPI_Init (MPI_Comm_dup is collective): the store may go.
