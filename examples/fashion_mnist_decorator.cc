@@ -32,10 +32,11 @@ namespace {
 constexpr const char* kProgram = "fashion_mnist_decorator";
 // --help's words and the options this program offers (examples/common/options.h).
 const ex::OptionsSpec kSpec = {
-    kProgram, "Train a LeNet-style CNN on Fashion-MNIST on several ranks with nano::nano(...).",
-    true,     true,
-    false,    true,
-    true};
+    .program = kProgram,
+    .description = "Train a LeNet-style CNN on Fashion-MNIST on several ranks with nano::nano(...).",
+    .in_program = true,
+    .checkpoints = true,
+};
 constexpr int64_t kTrainExamples = 60000;  // Fashion-MNIST's training split (sizes the warm-up)
 
 using TrainData = decltype(std::declval<ex::FashionMnist>().map(torch::data::transforms::Stack<>()));
@@ -116,7 +117,7 @@ int run(const ex::ExampleOptions& o) {
   const auto options = ex::fashion_mnist_nano_options(o, ex::rank_steps_per_epoch(o, kTrainExamples, world));
   const double accuracy = nano::nano(options)(train_loop)(model, optimizer, loader, o.epochs, test_set, o);
 
-  if (nano::in_program::role_from_env(nano::current_env()) == nano::in_program::Role::kCaller)
+  if (nano::in_program::role_from_env(nano::current_environment()) == nano::in_program::Role::kCaller)
     std::printf(
         "%s: %d ranks finished; rank 0 returned test accuracy %.4f, and its trained weights are in "
         "this process's model\n",

@@ -32,10 +32,11 @@ namespace {
 constexpr const char* kProgram = "fashion_mnist_nano";
 // --help's words and the options this program offers (examples/common/options.h).
 const ex::OptionsSpec kSpec = {
-    kProgram, "Train a LeNet-style CNN on Fashion-MNIST on several ranks with nano::TorchNano.",
-    true,     true,
-    false,    true,
-    true};
+    .program = kProgram,
+    .description = "Train a LeNet-style CNN on Fashion-MNIST on several ranks with nano::TorchNano.",
+    .in_program = true,
+    .checkpoints = true,
+};
 constexpr int64_t kTrainExamples = 60000;  // Fashion-MNIST's training split (sizes the warm-up)
 
 class FashionMnistNano : public nano::TorchNano {

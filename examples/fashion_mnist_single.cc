@@ -26,7 +26,10 @@ namespace {
 
 constexpr const char* kProgram = "fashion_mnist_single";
 // --help's words and the options this program offers (examples/common/options.h).
-const ex::OptionsSpec kSpec = {kProgram, "Train a LeNet-style CNN on Fashion-MNIST in one process.", true, true, false};
+const ex::OptionsSpec kSpec = {
+    .program = kProgram,
+    .description = "Train a LeNet-style CNN on Fashion-MNIST in one process.",
+};
 
 int run(const ex::ExampleOptions& o) {
   if (o.num_processes != 1)

@@ -114,7 +114,11 @@ int main(int argc, char** argv) {
   defaults.steps = 50;
   return ex::run_example_main(
       argc, argv, defaults,
-      {kProgram, "Measure ResNet-18 training throughput on synthetic 3x32x32 images (nano-run -n k for k ranks).",
-       false, false, true, false, true},
+      {.program = kProgram,
+       .description = "Measure ResNet-18 training throughput on synthetic 3x32x32 images (nano-run -n k for k ranks).",
+       .data_dir = false,
+       .epochs = false,
+       .steps = true,
+       .checkpoints = true},
       run);
 }

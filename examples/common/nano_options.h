@@ -18,7 +18,7 @@ inline constexpr int64_t kFashionMnistWarmupEpochs = 1;
 /// The number of ranks this run will train with: the outer world's size under nano-run or
 /// mpirun, else --num-processes.
 inline int planned_world_size(const ExampleOptions& o) {
-  const Context outer = context_from_env(current_env());
+  const Context outer = context_from_env(current_environment());
   return outer.world_size > 1 ? outer.world_size : o.num_processes;
 }
 

@@ -56,25 +56,34 @@ ParsedOptions parse_example_options(int argc, const char* const* argv, const Exa
   // Values are read as strings and converted here so every bad value gets the same message.
   std::string epochs, batch, lr, procs, max_steps, steps, test_limit, checkpoint_every, max_restarts;
   if (spec.epochs) {
-    app.add_option("--epochs", epochs, "training epochs (default " + std::to_string(o.epochs) + ")");
-    app.add_option("--max-steps-per-epoch", max_steps, "stop each epoch after this many steps (0 = all)");
-    app.add_option("--test-limit", test_limit, "evaluate only the first N test images (0 = all)");
+    app.add_option("--epochs", epochs, "training epochs (default " + std::to_string(o.epochs) + ")")->type_name("INT");
+    app.add_option("--max-steps-per-epoch", max_steps, "stop each epoch after this many steps (0 = all)")
+        ->type_name("INT");
+    app.add_option("--test-limit", test_limit, "evaluate only the first N test images (0 = all)")->type_name("INT");
   }
-  if (spec.steps) app.add_option("--steps", steps, "timed training steps (default " + std::to_string(o.steps) + ")");
-  app.add_option("--batch-size", batch, "batch size per process (default " + std::to_string(o.batch_size) + ")");
-  app.add_option("--lr", lr, "base learning rate (default " + number(o.lr) + ")");
-  app.add_option("--num-processes", procs, "training processes (default " + std::to_string(o.num_processes) + ")");
-  if (spec.data_dir) app.add_option("--data-dir", o.data_dir, "folder holding the dataset's .gz files");
+  if (spec.steps)
+    app.add_option("--steps", steps, "timed training steps (default " + std::to_string(o.steps) + ")")
+        ->type_name("INT");
+  app.add_option("--batch-size", batch, "batch size per process (default " + std::to_string(o.batch_size) + ")")
+      ->type_name("INT");
+  app.add_option("--lr", lr, "base learning rate (default " + number(o.lr) + ")")->type_name("FLOAT");
+  app.add_option("--num-processes", procs, "training processes (default " + std::to_string(o.num_processes) + ")")
+      ->type_name("INT");
+  if (spec.data_dir)
+    app.add_option("--data-dir", o.data_dir, "folder holding the dataset's .gz files")->type_name("DIR");
   if (spec.checkpoints) {
     app.add_option("--checkpoint-dir", o.checkpoint_dir,
-                   "save checkpoints here and, when it holds one, resume from the newest");
+                   "save checkpoints here and, when it holds one, resume from the newest")
+        ->type_name("DIR");
     app.add_option("--checkpoint-every", checkpoint_every,
-                   "steps between checkpoints (default " + std::to_string(o.checkpoint_every) + ")");
+                   "steps between checkpoints (default " + std::to_string(o.checkpoint_every) + ")")
+        ->type_name("INT");
   }
   bool no_auto_lr = false;
   if (spec.in_program) {
     app.add_option("--max-restarts", max_restarts,
-                   "start the ranks again, from the newest checkpoint, after one fails (default 0)");
+                   "start the ranks again, from the newest checkpoint, after one fails (default 0)")
+        ->type_name("INT");
     app.add_flag("--no-auto-lr", no_auto_lr, "keep the learning rate fixed (no warm-up to N times it)");
     app.add_option("--backend", o.backend,
                    "how --num-processes ranks start: subprocess or mpi (default " + o.backend + ")");
