@@ -22,9 +22,9 @@ enum class FrameType : char {
   kErrorFile = 'f',
   kSignal = 'k',   ///< nano-run: "<signal>" to deliver to the rank's process group
   kRelease = 'r',  ///< nano-run: every rank has ended; the shim may exit
-  /// either side, empty, every heartbeat_timeout / 4: still here. A side that hears nothing for
-  /// heartbeat_timeout takes the other as lost (a cut link or a dead host never closes the
-  /// connection).
+  /// either side, empty, every heartbeat_timeout / kHeartbeatsPerTimeout (cli/timeouts.h): still
+  /// here. A side that hears nothing for heartbeat_timeout takes the other as lost (a cut link or
+  /// a dead host never closes the connection).
   kHeartbeat = 'b',
 };
 

@@ -32,6 +32,7 @@
 #include "cli/rank_env.h"
 #include "cli/signals.h"
 #include "cli/subprocess.h"
+#include "cli/timeouts.h"
 #include "cli/torchrun_env.h"
 #include "env-init/parse.h"
 #include "env-init/topology.h"
@@ -186,7 +187,7 @@ int run_rank_shim(int argc, char** argv) {
     while (!exited || !open_fds.empty() || (io.link >= 0 && !released)) {
       std::vector<pollfd> fds = {{signals.fd(), POLLIN, 0}, {io.link, POLLIN, 0}};
       for (int fd : open_fds) fds.push_back({fd, POLLIN, 0});
-      poll(fds.data(), fds.size(), 200);
+      poll(fds.data(), fds.size(), static_cast<int>(kShimPollInterval.count()));
       if (getppid() != parent) {  // mpirun/orted is gone: nobody supervises us any more
         killpg(child.pid, SIGKILL);
         io.drop_files();
@@ -194,7 +195,7 @@ int run_rank_shim(int argc, char** argv) {
       }
       if (io.link >= 0) {
         const auto now = Clock::now();
-        if (now - beat >= heartbeat / 4) {
+        if (now - beat >= heartbeat / kHeartbeatsPerTimeout) {
           beat = now;
           io.send(FrameType::kHeartbeat, "");
         }

@@ -12,6 +12,7 @@
 #include "cli/port.h"
 #include "cli/root_cause.h"
 #include "cli/subprocess.h"
+#include "cli/timeouts.h"
 #include "cli/torchrun_env.h"
 
 namespace nano {
@@ -72,7 +73,7 @@ void SupervisionLoop::release_shims() {
   shims_.release();
   // mpirun waits for a lost host's daemon it can no longer reach: give it less time.
   const bool host_lost = std::any_of(lost_.begin(), lost_.end(), [](const std::string& why) { return !why.empty(); });
-  mpirun_deadline_ = Clock::now() + std::chrono::seconds(host_lost ? 2 : 10);
+  mpirun_deadline_ = Clock::now() + (host_lost ? kMpirunEndAfterHostLost : kMpirunEndAfterRelease);
 }
 
 void SupervisionLoop::apply(const Decision& d) {
@@ -83,7 +84,7 @@ void SupervisionLoop::apply(const Decision& d) {
     deliver(SIGKILL);
     deadline_.reset();
     // Shims that do not confirm their rank's end by then are taken down with mpirun.
-    if (backend_pid_ > 0) mpirun_deadline_ = Clock::now() + std::chrono::seconds(5);
+    if (backend_pid_ > 0) mpirun_deadline_ = Clock::now() + kMpirunEndAfterKill;
   }
   if (backend_pid_ > 0 && supervisor_.all_exited()) release_shims();
 }
@@ -128,7 +129,7 @@ void SupervisionLoop::lose_silent_hosts(std::chrono::milliseconds silence) {
 void SupervisionLoop::heartbeat() {
   if (backend_pid_ <= 0) return;
   const auto now = Clock::now();
-  if (now - last_beat_ >= o_.heartbeat_timeout / 4) {
+  if (now - last_beat_ >= o_.heartbeat_timeout / kHeartbeatsPerTimeout) {
     last_beat_ = now;
     shims_.send_heartbeats();
   }
@@ -192,7 +193,8 @@ void SupervisionLoop::poll_once(int timeout_ms) {
     if (ch.shim && ch.hello && !supervisor_.exited(ch.rank)) {
       // On this host that is mpirun's doing, mostly because it lost a daemon elsewhere (Open MPI 5
       // notices a cut link on its own): a host silent for half the heartbeat timeout is the cause.
-      if (shims_.hosts()[static_cast<size_t>(ch.rank)] == host_name()) lose_silent_hosts(o_.heartbeat_timeout / 2);
+      if (shims_.hosts()[static_cast<size_t>(ch.rank)] == host_name())
+        lose_silent_hosts(o_.heartbeat_timeout / kSilenceShareOnShimClose);
       lose_rank(ch.rank, "its shim's connection to nano-run closed");
     }
     shims_.forget(channels_[*it].get());
@@ -228,13 +230,13 @@ bool SupervisionLoop::reap() {
 }
 
 void SupervisionLoop::drain() {
-  auto until = Clock::now() + std::chrono::milliseconds(500);
-  while (!channels_.empty() && Clock::now() < until) poll_once(50);
+  auto until = Clock::now() + kFinalDrain;
+  while (!channels_.empty() && Clock::now() < until) poll_once(static_cast<int>(kFinalDrainPollInterval.count()));
 }
 
 void SupervisionLoop::loop() {
   while (reap()) {
-    int timeout = 100;
+    int timeout = static_cast<int>(kPollInterval.count());
     if (mpirun_deadline_ && Clock::now() >= *mpirun_deadline_) {
       // mpirun did not end after its ranks did (or after they were killed): end it.
       killpg(backend_pid_, SIGKILL);
