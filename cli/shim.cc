@@ -49,18 +49,6 @@ int env_int(const char* name) {
   return static_cast<int>(*value);
 }
 
-void send_all(int fd, const std::string& bytes) {
-  const char* p = bytes.data();
-  size_t left = bytes.size();
-  while (fd >= 0 && left > 0) {
-    ssize_t n = write(fd, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    p += n;
-    left -= static_cast<size_t>(n);
-  }
-}
-
 struct ShimRun {
   int link = -1;  // socket to the launcher, -1 = plain output
   int rank = 0;
@@ -75,9 +63,9 @@ struct ShimRun {
 
   void send(FrameType type, const std::string& payload) {
     if (link >= 0)
-      send_all(link, encode_frame(type, payload));
+      write_all(link, encode_frame(type, payload));
     else
-      send_all(type == FrameType::kOut ? 1 : 2, payload);
+      write_all(type == FrameType::kOut ? 1 : 2, payload);
   }
 };
 

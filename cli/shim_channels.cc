@@ -1,12 +1,11 @@
 #include "cli/shim_channels.h"
 
-#include <sys/socket.h>
-
 #include <climits>
 #include <cstdlib>
 
 #include <nano/error.h>
 #include "cli/port.h"
+#include "cli/timeouts.h"
 #include "env-init/parse.h"
 
 namespace nano {
@@ -92,10 +91,9 @@ void ShimChannels::forget(const Channel* ch) {
 
 void ShimChannels::send(int rank, const std::string& frame) {
   Channel* ch = shims_[static_cast<size_t>(rank)];
-  if (ch) {
-    ssize_t ignored = ::send(ch->fd, frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-    (void)ignored;
-  }
+  // A frame that did not go is not retried: a shim that stopped reading its link has mostly
+  // stopped altogether, and its silence takes it as lost within the heartbeat timeout.
+  if (ch) write_all(ch->fd, frame, kShimFrameWrite);
 }
 
 void ShimChannels::send_heartbeats() {

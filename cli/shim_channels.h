@@ -56,7 +56,8 @@ class ShimChannels {
   /// `ch` is about to be closed: no frame goes to it any more.
   void forget(const Channel* ch);
 
-  /// Sends `frame` to `rank`'s shim, if linked; never blocks and never raises SIGPIPE.
+  /// Sends `frame` to `rank`'s shim whole, if linked; never raises SIGPIPE, and waits for room
+  /// no longer than kShimFrameWrite (cli/timeouts.h).
   void send(int rank, const std::string& frame);
   /// Sends the heartbeat frame to every linked shim.
   void send_heartbeats();
