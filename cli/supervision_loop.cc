@@ -90,15 +90,14 @@ void SupervisionLoop::apply(const Decision& d) {
 }
 
 void SupervisionLoop::rank_ended(int rank, int code, int sig) {
-  bool first_failure = !supervisor_.root_cause() && !supervisor_.tearing_down() && supervisor_.interrupted_by() == 0 &&
-                       (code != 0 || sig != 0);
-  if (first_failure) {
+  const Decision d = supervisor_.rank_exited(rank, code, sig);
+  if (d.announce) {
     const std::string what = lost_[static_cast<size_t>(rank)].empty()
                                  ? "rank " + std::to_string(rank + s_.rank_offset) + " " + describe_end(code, sig)
                                  : describe_lost(rank, shims_.hosts(), lost_, host_name());
     router_.note("nano-run: " + what + "; stopping the other ranks");
   }
-  apply(supervisor_.rank_exited(rank, code, sig));
+  apply(d);
 }
 
 // A rank whose shim went away without its final status, or fell silent: its host (or the
@@ -218,9 +217,9 @@ bool SupervisionLoop::reap() {
         rank_ended(c.rank, code, sig);
       } else {
         drain();  // the shims' last frames (their exit statuses) come before mpirun's verdict
-        if (!supervisor_.root_cause() && supervisor_.interrupted_by() == 0 && (code != 0 || sig != 0))
-          router_.note("nano-run: mpirun " + describe_end(code, sig));
-        apply(supervisor_.backend_exited(code, sig));
+        const Decision d = supervisor_.backend_exited(code, sig);
+        if (d.announce) router_.note("nano-run: mpirun " + describe_end(code, sig));
+        apply(d);
       }
     } else {
       any_running = true;
