@@ -1,5 +1,10 @@
 #include "cli/frames.h"
 
+#include <errno.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <cstdint>
 #include <sstream>
 
@@ -15,6 +20,36 @@ std::string encode_frame(FrameType type, const std::string& payload) {
   for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((n >> (8 * i)) & 0xff));
   out += payload;
   return out;
+}
+
+bool write_all(int fd, const std::string& bytes, std::optional<std::chrono::milliseconds> wait) {
+  using Clock = std::chrono::steady_clock;
+  const auto until = Clock::now() + wait.value_or(std::chrono::milliseconds(0));
+  const char* p = bytes.data();
+  size_t left = bytes.size();
+  bool socket = true;  // until send() says otherwise (a pipe, a file: the unlinked shim's output)
+  while (fd >= 0 && left > 0) {
+    const ssize_t n = socket ? ::send(fd, p, left, MSG_NOSIGNAL | (wait ? MSG_DONTWAIT : 0)) : ::write(fd, p, left);
+    if (n > 0) {
+      p += n;
+      left -= static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == ENOTSOCK && socket) {
+      socket = false;
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && wait) {
+      const auto room = std::chrono::ceil<std::chrono::milliseconds>(until - Clock::now()).count();
+      if (room <= 0) return false;
+      pollfd ready{fd, POLLOUT, 0};
+      poll(&ready, 1, static_cast<int>(room));
+      continue;
+    }
+    return false;
+  }
+  return left == 0;
 }
 
 void FrameDecoder::feed(const char* data, size_t size) { buffer_.append(data, size); }

@@ -6,7 +6,9 @@
 // subprocess backend. nano-run -> shim: a signal to deliver to the rank's process group
 // (SIGKILL included), and the release that lets the shim exit once every rank has ended. So
 // nano-run, not mpirun, decides when and how ranks are stopped, whatever mpirun's version.
+#include <chrono>
 #include <cstddef>
+#include <optional>
 #include <string>
 
 namespace nano {
@@ -22,14 +24,22 @@ enum class FrameType : char {
   kErrorFile = 'f',
   kSignal = 'k',   ///< nano-run: "<signal>" to deliver to the rank's process group
   kRelease = 'r',  ///< nano-run: every rank has ended; the shim may exit
-  /// either side, empty, every heartbeat_timeout / 4: still here. A side that hears nothing for
-  /// heartbeat_timeout takes the other as lost (a cut link or a dead host never closes the
-  /// connection).
+  /// either side, empty, every heartbeat_timeout / kHeartbeatsPerTimeout (cli/timeouts.h): still
+  /// here. A side that hears nothing for heartbeat_timeout takes the other as lost (a cut link or
+  /// a dead host never closes the connection).
   kHeartbeat = 'b',
 };
 
 /// One frame: type byte, 4-byte little-endian payload length, payload.
 std::string encode_frame(FrameType type, const std::string& payload);
+
+/// Writes `bytes` (a frame from encode_frame, or output that must not be cut) whole to `fd`,
+/// retrying on EINTR and on short writes; a socket never raises SIGPIPE. `wait` unset: the
+/// descriptor blocks as it is set to. `wait` set: nothing blocks (a socket is written with
+/// MSG_DONTWAIT), and a full socket or non-blocking descriptor is waited on for room for at
+/// most that long in all. Returns false when the descriptor failed (a closed peer) or the wait
+/// ran out; part of `bytes` may have gone then.
+bool write_all(int fd, const std::string& bytes, std::optional<std::chrono::milliseconds> wait = std::nullopt);
 
 /// Reassembles frames from arbitrary chunks.
 class FrameDecoder {

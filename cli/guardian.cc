@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <nano/error.h>
+#include "cli/frames.h"
 
 namespace nano {
 namespace {
@@ -200,15 +201,7 @@ void Guardian::send(char kind, const std::string& value) {
   std::string line(1, kind);
   line += value;
   line += '\n';
-  const char* p = line.data();
-  size_t left = line.size();
-  while (left > 0) {
-    ssize_t n = write(fd_, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    p += n;
-    left -= static_cast<size_t>(n);
-  }
+  write_all(fd_, line);  // a guardian gone is seen by its absence, not here
 }
 
 void Guardian::watch_group(pid_t pgid) { send('g', std::to_string(pgid)); }

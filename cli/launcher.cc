@@ -23,6 +23,7 @@
 #include "cli/subprocess_starter.h"
 #include "cli/supervision_loop.h"
 #include "cli/supervisor.h"
+#include "cli/timeouts.h"
 
 namespace nano {
 namespace {
@@ -88,7 +89,7 @@ int wait_before_restart(std::chrono::milliseconds delay, StdioSink& sink) {
     if (left <= 0) return 0;
     std::vector<pollfd> fds = {{signals.fd(), POLLIN, 0}};
     for (const pollfd& out : sink.pollfds()) fds.push_back(out);
-    poll(fds.data(), fds.size(), static_cast<int>(std::min<long long>(left, 100)));
+    poll(fds.data(), fds.size(), static_cast<int>(std::min<long long>(left, kPollInterval.count())));
     sink.flush_ready();
     for (int sig : signals.take()) return sig;
   }
@@ -138,10 +139,10 @@ LaunchResult launch(const LaunchOptions& options, const std::vector<std::string>
   if (options.max_restarts > 0 && result.attempts > 1)
     router.note("nano-run: " + std::to_string(result.attempts) + " attempts; the last ended with " +
                 std::to_string(result.exit_code));
-  const std::string lost = sink.drain(std::chrono::seconds(5));
+  const std::string lost = sink.drain(kOutputDrain);
   if (!lost.empty()) {
     router.note(lost);
-    sink.drain(std::chrono::seconds(1));
+    sink.drain(kOutputDrainNote);
   }
   return result;
 }

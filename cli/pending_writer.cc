@@ -8,6 +8,8 @@
 
 #include <algorithm>
 
+#include "cli/timeouts.h"
+
 namespace nano {
 
 PendingWriter::PendingWriter(int fd, std::size_t limit) : fd_(fd), limit_(limit) {
@@ -85,7 +87,7 @@ void PendingWriter::drain(std::chrono::milliseconds limit) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
     if (left.count() <= 0) break;
     pollfd ready{fd_, POLLOUT, 0};
-    poll(&ready, 1, static_cast<int>(std::min<long long>(left.count(), 100)));
+    poll(&ready, 1, static_cast<int>(std::min(left, kPollInterval).count()));
   }
   dropped_ += queued_ - offset_;
   queue_.clear();

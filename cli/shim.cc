@@ -34,6 +34,7 @@
 #include "cli/shim_spec.h"
 #include "cli/signals.h"
 #include "cli/subprocess.h"
+#include "cli/timeouts.h"
 #include "cli/torchrun_env.h"
 #include "env-init/parse.h"
 #include "env-init/setting.h"
@@ -43,9 +44,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// How long one poll of the shim's loop waits: the parent and the heartbeat are checked between.
-constexpr int kShimPollMs = 200;
-
 int env_int(const char* name) {
   const char* v = std::getenv(name);
   if (!v || !*v)
@@ -53,18 +51,6 @@ int env_int(const char* name) {
   const std::optional<long long> value = parse_integer(v, 0, INT_MAX);
   if (!value) throw UsageError(std::string("invalid ") + name + " '" + v + "'");
   return static_cast<int>(*value);
-}
-
-void send_all(int fd, const std::string& bytes) {
-  const char* p = bytes.data();
-  size_t left = bytes.size();
-  while (fd >= 0 && left > 0) {
-    ssize_t n = write(fd, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    p += n;
-    left -= static_cast<size_t>(n);
-  }
 }
 
 // The shim's side of its link to nano-run, and what it owns on its host.
@@ -82,9 +68,9 @@ struct ShimIo {
 
   void send(FrameType type, const std::string& payload) {
     if (link >= 0)
-      send_all(link, encode_frame(type, payload));
+      write_all(link, encode_frame(type, payload));
     else
-      send_all(type == FrameType::kOut ? 1 : 2, payload);
+      write_all(type == FrameType::kOut ? 1 : 2, payload);
   }
 };
 
@@ -171,7 +157,7 @@ int supervise(const ShimSpec& spec, ShimIo& io, const Spawned& child, SignalPipe
   while (!exited || !open_fds.empty() || (io.link >= 0 && !released)) {
     std::vector<pollfd> fds = {{signals.fd(), POLLIN, 0}, {io.link, POLLIN, 0}};
     for (int fd : open_fds) fds.push_back({fd, POLLIN, 0});
-    poll(fds.data(), fds.size(), kShimPollMs);
+    poll(fds.data(), fds.size(), static_cast<int>(kShimPollInterval.count()));
     if (getppid() != parent) abandon(Abandon::kParentGone, child.pid, io, parent, false);
     if (io.link >= 0) {
       const auto now = Clock::now();

@@ -1,7 +1,5 @@
 #include "cli/shim_channels.h"
 
-#include <sys/socket.h>
-
 #include <climits>
 #include <cstdlib>
 
@@ -11,11 +9,12 @@
 
 namespace nano {
 
-ShimChannels::ShimChannels(int world_size, bool one_host, OutputRouter& router, ShimEvents& events)
+ShimChannels::ShimChannels(int world_size, bool one_host, OutputRouter& router, ShimEvents& events, SupervisionIo& io)
     : world_size_(world_size),
       one_host_(one_host),
       router_(router),
       events_(events),
+      io_(io),
       hosts_(static_cast<size_t>(world_size), host_name()),
       shims_(static_cast<size_t>(world_size), nullptr),
       groups_(static_cast<size_t>(world_size), -1),
@@ -40,7 +39,7 @@ bool ShimChannels::take_frames(Channel& ch) {
   FrameType type;
   std::string payload;
   while (ch.decoder.next(type, payload)) {
-    if (ch.hello) heard_[static_cast<size_t>(ch.rank)] = Clock::now();
+    if (ch.hello) heard_[static_cast<size_t>(ch.rank)] = io_.now();
     if (!ch.hello) {
       std::string token, host;
       int rank = -1;
@@ -50,7 +49,7 @@ bool ShimChannels::take_frames(Channel& ch) {
       ch.hello = true;
       ch.rank = rank;
       hosts_[static_cast<size_t>(rank)] = host;
-      heard_[static_cast<size_t>(rank)] = Clock::now();
+      heard_[static_cast<size_t>(rank)] = io_.now();
       shims_[static_cast<size_t>(rank)] = &ch;
       // A shim that arrives during a teardown gets the teardown's signal at once.
       if (teardown_signal_ != 0) send(rank, encode_frame(FrameType::kSignal, std::to_string(teardown_signal_)));
@@ -92,10 +91,9 @@ void ShimChannels::forget(const Channel* ch) {
 
 void ShimChannels::send(int rank, const std::string& frame) {
   Channel* ch = shims_[static_cast<size_t>(rank)];
-  if (ch) {
-    ssize_t ignored = ::send(ch->fd, frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-    (void)ignored;
-  }
+  // A frame that did not go is not retried: a shim that stopped reading its link has mostly
+  // stopped altogether, and its silence takes it as lost within the heartbeat timeout.
+  if (ch) io_.send_frame(ch->fd, frame);
 }
 
 void ShimChannels::send_heartbeats() {

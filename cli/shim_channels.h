@@ -3,7 +3,8 @@
 // format): which connection belongs to which rank (hello, token checked), the rank's process
 // group, output and final status from its frames, when each shim was last heard from, and the
 // signal / release / heartbeat frames nano-run sends. Sockets are read by the supervision loop;
-// this state decides what their bytes mean.
+// this state decides what their bytes mean. Frames go out, and the time is told, through the
+// loop's SupervisionIo (cli/supervision_io.h), so tests see both.
 #include <sys/types.h>
 
 #include <chrono>
@@ -13,6 +14,7 @@
 
 #include "cli/frames.h"
 #include "cli/output.h"
+#include "cli/supervision_io.h"
 
 namespace nano {
 
@@ -39,10 +41,11 @@ class ShimEvents {
 /// The per-rank state of the shims' links of one world.
 class ShimChannels {
  public:
-  using Clock = std::chrono::steady_clock;
+  using Clock = SupervisionIo::Clock;
 
-  /// `one_host`: the ranks run on nano-run's host, so their process groups are reported.
-  ShimChannels(int world_size, bool one_host, OutputRouter& router, ShimEvents& events);
+  /// `one_host`: the ranks run on nano-run's host, so their process groups are reported. `io`:
+  /// where frames are sent and the time is read.
+  ShimChannels(int world_size, bool one_host, OutputRouter& router, ShimEvents& events, SupervisionIo& io);
 
   /// The secret a shim's hello must carry; a connection without it is not one of ours.
   void set_token(const std::string& token) { token_ = token; }
@@ -56,7 +59,8 @@ class ShimChannels {
   /// `ch` is about to be closed: no frame goes to it any more.
   void forget(const Channel* ch);
 
-  /// Sends `frame` to `rank`'s shim, if linked; never blocks and never raises SIGPIPE.
+  /// Sends `frame` to `rank`'s shim whole, if linked; never raises SIGPIPE, and waits for room
+  /// no longer than kShimFrameWrite (cli/timeouts.h).
   void send(int rank, const std::string& frame);
   /// Sends the heartbeat frame to every linked shim.
   void send_heartbeats();
@@ -88,6 +92,7 @@ class ShimChannels {
   bool one_host_;
   OutputRouter& router_;
   ShimEvents& events_;
+  SupervisionIo& io_;
   std::string token_;
   std::vector<std::string> hosts_;
   std::vector<Channel*> shims_;           // by rank: the shim's link, once it said hello

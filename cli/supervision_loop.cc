@@ -1,35 +1,55 @@
 #include "cli/supervision_loop.h"
 
-#include <errno.h>
-#include <poll.h>
 #include <signal.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 
 #include "cli/port.h"
 #include "cli/root_cause.h"
-#include "cli/subprocess.h"
+#include "cli/signals.h"
+#include "cli/timeouts.h"
 #include "cli/torchrun_env.h"
 
 namespace nano {
+namespace {
+
+// nano-run's signals are caught while one world runs, whichever way run() leaves.
+class CaughtSignals {
+ public:
+  explicit CaughtSignals(SupervisionIo& io) : io_(io) { io_.catch_signals(); }
+  ~CaughtSignals() { io_.release_signals(); }
+  CaughtSignals(const CaughtSignals&) = delete;
+  CaughtSignals& operator=(const CaughtSignals&) = delete;
+
+ private:
+  SupervisionIo& io_;
+};
+
+}  // namespace
 
 SupervisionLoop::SupervisionLoop(const LaunchOptions& o, const Setup& s, OutputRouter& router, StdioSink& sink,
                                  Guardian& guardian)
-    : o_(o),
-      s_(s),
+    : SupervisionLoop(o, s, router, sink, make_system_supervision_io(guardian), nullptr) {}
+
+SupervisionLoop::SupervisionLoop(const LaunchOptions& o, const Setup& s, OutputRouter& router, StdioSink& sink,
+                                 SupervisionIo& io)
+    : SupervisionLoop(o, s, router, sink, nullptr, &io) {}
+
+SupervisionLoop::SupervisionLoop(const LaunchOptions& o, const Setup& s, OutputRouter& router, StdioSink& sink,
+                                 std::unique_ptr<SupervisionIo> owned, SupervisionIo* given)
+    : options_(o),
+      setup_(s),
       router_(router),
       sink_(sink),
-      guardian_(guardian),
+      owned_io_(std::move(owned)),
+      io_(given ? *given : *owned_io_),
       supervisor_(s.world_size),
-      shims_(s.world_size, s.hosts.empty(), router, *this),
-      lost_(static_cast<size_t>(s.world_size)) {}
+      shims_(s.world_size, s.hosts.empty(), router, *this, io_),
+      lost_(static_cast<size_t>(s.world_size)),
+      beat_(o.heartbeat_timeout, Clock::time_point{}) {}
 
 LaunchResult SupervisionLoop::run(RankStarter& starter) {
-  SignalPipe signals({SIGINT, SIGTERM, SIGHUP, SIGCHLD});
-  signals_ = &signals;
+  CaughtSignals caught(io_);
   starter_ = &starter;
   Started started = starter.start();
   for (const auto& p : started.processes) {
@@ -47,7 +67,7 @@ LaunchResult SupervisionLoop::run(RankStarter& starter) {
   return finish();
 }
 
-void SupervisionLoop::rank_started_here(int, pid_t pid) { guardian_.watch_group(pid); }
+void SupervisionLoop::rank_started_here(int, pid_t pid) { io_.watch_group(pid); }
 
 void SupervisionLoop::add_pipe(int fd, int rank, Stream stream) {
   auto c = std::make_unique<Channel>();
@@ -72,32 +92,31 @@ void SupervisionLoop::release_shims() {
   shims_.release();
   // mpirun waits for a lost host's daemon it can no longer reach: give it less time.
   const bool host_lost = std::any_of(lost_.begin(), lost_.end(), [](const std::string& why) { return !why.empty(); });
-  mpirun_deadline_ = Clock::now() + std::chrono::seconds(host_lost ? 2 : 10);
+  mpirun_deadline_ = io_.now() + (host_lost ? kMpirunEndAfterHostLost : kMpirunEndAfterRelease);
 }
 
 void SupervisionLoop::apply(const Decision& d) {
   if (d.kind == Decision::kSignalAll) {
     deliver(d.signal);
-    if (d.start_grace) deadline_ = Clock::now() + o_.grace_period;
+    if (d.start_grace) deadline_ = io_.now() + options_.grace_period;
   } else if (d.kind == Decision::kKillAll) {
     deliver(SIGKILL);
     deadline_.reset();
     // Shims that do not confirm their rank's end by then are taken down with mpirun.
-    if (backend_pid_ > 0) mpirun_deadline_ = Clock::now() + std::chrono::seconds(5);
+    if (backend_pid_ > 0) mpirun_deadline_ = io_.now() + kMpirunEndAfterKill;
   }
   if (backend_pid_ > 0 && supervisor_.all_exited()) release_shims();
 }
 
 void SupervisionLoop::rank_ended(int rank, int code, int sig) {
-  bool first_failure = !supervisor_.root_cause() && !supervisor_.tearing_down() && supervisor_.interrupted_by() == 0 &&
-                       (code != 0 || sig != 0);
-  if (first_failure) {
+  const Decision d = supervisor_.rank_exited(rank, code, sig);
+  if (d.announce) {
     const std::string what = lost_[static_cast<size_t>(rank)].empty()
-                                 ? "rank " + std::to_string(rank + s_.rank_offset) + " " + describe_end(code, sig)
+                                 ? "rank " + std::to_string(rank + setup_.rank_offset) + " " + describe_end(code, sig)
                                  : describe_lost(rank, shims_.hosts(), lost_, host_name());
     router_.note("nano-run: " + what + "; stopping the other ranks");
   }
-  apply(supervisor_.rank_exited(rank, code, sig));
+  apply(d);
 }
 
 // A rank whose shim went away without its final status, or fell silent: its host (or the
@@ -114,10 +133,11 @@ void SupervisionLoop::lose_rank(int rank, const std::string& why) {
 
 // Every linked rank not heard from for `silence` counts as lost with its host.
 void SupervisionLoop::lose_silent_hosts(std::chrono::milliseconds silence) {
-  const auto now = Clock::now();
-  for (int r = 0; r < s_.world_size; ++r) {
-    if (shims_.linked(r) && !supervisor_.exited(r) && now - shims_.heard(r) > silence) {
-      const long long seconds = std::chrono::duration_cast<std::chrono::seconds>(now - shims_.heard(r)).count();
+  const auto now = io_.now();
+  for (int r = 0; r < setup_.world_size; ++r) {
+    const auto silent = Heartbeat::silence_since(shims_.heard(r), now);
+    if (shims_.linked(r) && !supervisor_.exited(r) && silent > silence) {
+      const long long seconds = std::chrono::duration_cast<std::chrono::seconds>(silent).count();
       lose_rank(r, "no word from its shim for " + std::to_string(seconds) + " s: a cut link or a dead host");
     }
   }
@@ -127,20 +147,17 @@ void SupervisionLoop::lose_silent_hosts(std::chrono::milliseconds silence) {
 // process runs the ranks behind shims).
 void SupervisionLoop::heartbeat() {
   if (backend_pid_ <= 0) return;
-  const auto now = Clock::now();
-  if (now - last_beat_ >= o_.heartbeat_timeout / 4) {
-    last_beat_ = now;
-    shims_.send_heartbeats();
-  }
-  lose_silent_hosts(o_.heartbeat_timeout);
+  const auto now = io_.now();
+  if (beat_.beat_due(now)) shims_.send_heartbeats();
+  lose_silent_hosts(options_.heartbeat_timeout);
 }
 
 // Returns true when the channel reached its end (or must close).
 bool SupervisionLoop::read_channel(Channel& ch) {
   char buf[65536];
-  ssize_t n = read(ch.fd, buf, sizeof buf);
-  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return false;
-  if (n <= 0) {
+  const long n = io_.read(ch.fd, buf, sizeof buf);
+  if (n < 0) return false;  // nothing now
+  if (n == 0) {
     if (!ch.shim)
       router_.finish(ch.rank, ch.stream);
     else
@@ -155,7 +172,7 @@ bool SupervisionLoop::read_channel(Channel& ch) {
 }
 
 void SupervisionLoop::accept_shim() {
-  int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+  int fd = io_.accept(listen_fd_);
   if (fd < 0) return;
   auto c = std::make_unique<Channel>();
   c->fd = fd;
@@ -163,20 +180,20 @@ void SupervisionLoop::accept_shim() {
   channels_.push_back(std::move(c));
 }
 
-// Polls channels (and the listener/signals) once for at most `timeout_ms`.
-void SupervisionLoop::poll_once(int timeout_ms) {
+// Polls channels (and the listener/signals) once for at most `timeout`.
+void SupervisionLoop::poll_once(std::chrono::milliseconds timeout) {
   std::vector<pollfd> fds;
-  fds.push_back({signals_->fd(), POLLIN, 0});
+  fds.push_back({io_.signal_fd(), POLLIN, 0});
   fds.push_back({listen_fd_, POLLIN, 0});
   for (auto& c : channels_) fds.push_back({c->fd, POLLIN, 0});
   // Our own stdout/stderr, when bytes wait for a slow reader: they are written as the
   // reader takes them, never blocking this loop.
   for (const pollfd& out : sink_.pollfds()) fds.push_back(out);
-  int n = poll(fds.data(), fds.size(), timeout_ms);
+  int n = io_.poll(fds, timeout);
   sink_.flush_ready();
   if (n <= 0) return;
   if (fds[0].revents) {
-    for (int sig : signals_->take()) {
+    for (int sig : io_.take_signals()) {
       if (sig == SIGCHLD) continue;
       router_.note("nano-run: received " + signal_name(sig) + "; forwarding it to every rank");
       apply(supervisor_.received_signal(sig));
@@ -192,11 +209,12 @@ void SupervisionLoop::poll_once(int timeout_ms) {
     if (ch.shim && ch.hello && !supervisor_.exited(ch.rank)) {
       // On this host that is mpirun's doing, mostly because it lost a daemon elsewhere (Open MPI 5
       // notices a cut link on its own): a host silent for half the heartbeat timeout is the cause.
-      if (shims_.hosts()[static_cast<size_t>(ch.rank)] == host_name()) lose_silent_hosts(o_.heartbeat_timeout / 2);
+      if (shims_.hosts()[static_cast<size_t>(ch.rank)] == host_name())
+        lose_silent_hosts(options_.heartbeat_timeout / kSilenceShareOnShimClose);
       lose_rank(ch.rank, "its shim's connection to nano-run closed");
     }
     shims_.forget(channels_[*it].get());
-    close(channels_[*it]->fd);
+    io_.close(channels_[*it]->fd);
     channels_.erase(channels_.begin() + static_cast<long>(*it));
   }
   if (listen_fd_ >= 0 && fds[1].revents) accept_shim();
@@ -206,19 +224,15 @@ bool SupervisionLoop::reap() {
   bool any_running = false;
   for (auto& c : children_) {
     if (!c.running) continue;
-    int status;
-    pid_t got = waitpid(c.pid, &status, WNOHANG);
-    if (got == c.pid) {
+    if (const std::optional<ProcessEnd> end = io_.reap(c.pid)) {
       c.running = false;
-      int code, sig;
-      decode_wait_status(status, code, sig);
       if (c.rank >= 0) {
-        rank_ended(c.rank, code, sig);
+        rank_ended(c.rank, end->exit_code, end->signal);
       } else {
         drain();  // the shims' last frames (their exit statuses) come before mpirun's verdict
-        if (!supervisor_.root_cause() && supervisor_.interrupted_by() == 0 && (code != 0 || sig != 0))
-          router_.note("nano-run: mpirun " + describe_end(code, sig));
-        apply(supervisor_.backend_exited(code, sig));
+        const Decision d = supervisor_.backend_exited(end->exit_code, end->signal);
+        if (d.announce) router_.note("nano-run: mpirun " + describe_end(end->exit_code, end->signal));
+        apply(d);
       }
     } else {
       any_running = true;
@@ -228,33 +242,33 @@ bool SupervisionLoop::reap() {
 }
 
 void SupervisionLoop::drain() {
-  auto until = Clock::now() + std::chrono::milliseconds(500);
-  while (!channels_.empty() && Clock::now() < until) poll_once(50);
+  const auto until = io_.now() + kFinalDrain;
+  while (!channels_.empty() && io_.now() < until) poll_once(kFinalDrainPollInterval);
 }
 
 void SupervisionLoop::loop() {
   while (reap()) {
-    int timeout = 100;
-    if (mpirun_deadline_ && Clock::now() >= *mpirun_deadline_) {
+    std::chrono::milliseconds timeout = kPollInterval;
+    if (mpirun_deadline_ && io_.now() >= *mpirun_deadline_) {
       // mpirun did not end after its ranks did (or after they were killed): end it.
-      killpg(backend_pid_, SIGKILL);
+      io_.signal_group(backend_pid_, SIGKILL);
       mpirun_deadline_.reset();
     }
     if (deadline_) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline_ - Clock::now()).count();
-      if (left <= 0) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline_ - io_.now());
+      if (left.count() <= 0) {
         router_.note("nano-run: grace period over; killing the remaining ranks");
         apply(supervisor_.grace_expired());
         deadline_.reset();
       } else {
-        timeout = static_cast<int>(std::min<long long>(left, timeout));
+        timeout = std::min(left, timeout);
       }
     }
     poll_once(timeout);
     heartbeat();
   }
   drain();
-  for (auto& c : channels_) close(c->fd);
+  for (auto& c : channels_) io_.close(c->fd);
   channels_.clear();
 }
 
@@ -266,7 +280,7 @@ LaunchResult SupervisionLoop::finish() {
   facts.root_cause = supervisor_.root_cause();
   facts.interrupted_by = result.interrupted_by;
   facts.exit_code = result.exit_code;
-  facts.rank_offset = s_.rank_offset;
+  facts.rank_offset = setup_.rank_offset;
   facts.hosts = shims_.hosts();
   facts.lost = lost_;
   facts.this_host = host_name();
@@ -275,10 +289,10 @@ LaunchResult SupervisionLoop::finish() {
     // The root cause's torchelastic error file: read here for ranks nano-run forked; a shim
     // read it on the rank's own host and sent it.
     const int rank = facts.root_cause->rank;
-    if (s_.backend == LaunchBackend::kMpi)
+    if (setup_.backend == LaunchBackend::kMpi)
       facts.error_file = shims_.error_file(rank);
-    else if (!s_.job_id.empty())
-      facts.error_file = read_error_file(error_file_path(s_.job_id, s_.rank_offset + rank)).value_or("");
+    else if (!setup_.job_id.empty())
+      facts.error_file = read_error_file(error_file_path(setup_.job_id, setup_.rank_offset + rank)).value_or("");
   }
   EndReport report = report_end(facts);
   for (const auto& line : report.lines) router_.note(line);

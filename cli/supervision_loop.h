@@ -3,6 +3,8 @@
 // the shims' links and nano-run's signals; reap processes; feed every event to the pure
 // Supervisor (cli/supervisor.h) and carry out its decisions through the RankStarter; run the
 // grace and mpirun deadlines, the heartbeats and the lost-host detection; report the end.
+// Every system call goes through a SupervisionIo (cli/supervision_io.h), so tests run the loop
+// on a fake one.
 #include <sys/types.h>
 
 #include <chrono>
@@ -12,18 +14,22 @@
 #include <vector>
 
 #include "cli/guardian.h"
+#include "cli/heartbeat.h"
 #include "cli/launch_setup.h"
 #include "cli/output.h"
 #include "cli/rank_starter.h"
 #include "cli/shim_channels.h"
-#include "cli/signals.h"
+#include "cli/supervision_io.h"
 #include "cli/supervisor.h"
 
 namespace nano {
 
 class SupervisionLoop : private ShimEvents {
  public:
+  /// Supervises through the system's calls; the ranks' groups are watched by `guardian`.
   SupervisionLoop(const LaunchOptions& o, const Setup& s, OutputRouter& router, StdioSink& sink, Guardian& guardian);
+  /// Supervises through `io` (a test's fake).
+  SupervisionLoop(const LaunchOptions& o, const Setup& s, OutputRouter& router, StdioSink& sink, SupervisionIo& io);
 
   /// The shims' links of this world, for the mpi backend's starter.
   ShimChannels& shims() { return shims_; }
@@ -34,12 +40,15 @@ class SupervisionLoop : private ShimEvents {
   LaunchResult run(RankStarter& starter);
 
  private:
-  using Clock = std::chrono::steady_clock;
+  using Clock = SupervisionIo::Clock;
   struct Child {
     pid_t pid;
     int rank;  // -1 = the backend (mpirun)
     bool running;
   };
+
+  SupervisionLoop(const LaunchOptions& o, const Setup& s, OutputRouter& router, StdioSink& sink,
+                  std::unique_ptr<SupervisionIo> owned, SupervisionIo* given);
 
   void rank_started_here(int rank, pid_t pid) override;
   void rank_ended(int rank, int code, int sig) override;
@@ -53,27 +62,27 @@ class SupervisionLoop : private ShimEvents {
   void heartbeat();
   bool read_channel(Channel& ch);
   void accept_shim();
-  void poll_once(int timeout_ms);
+  void poll_once(std::chrono::milliseconds timeout);
   bool reap();
   void drain();
   void loop();
   LaunchResult finish();
 
-  const LaunchOptions& o_;
-  const Setup& s_;
+  const LaunchOptions& options_;
+  const Setup& setup_;
   OutputRouter& router_;
   StdioSink& sink_;
-  Guardian& guardian_;
+  std::unique_ptr<SupervisionIo> owned_io_;  // the system's; none when given one
+  SupervisionIo& io_;
   Supervisor supervisor_;
   ShimChannels shims_;
   RankStarter* starter_ = nullptr;
   std::vector<std::string> lost_;  // by rank: why its host counts as lost ("" = not)
-  Clock::time_point last_beat_{};
-  pid_t backend_pid_ = -1;  // mpirun, when the backend runs one
+  Heartbeat beat_;                 // the sending side of the shims' heartbeat
+  pid_t backend_pid_ = -1;         // mpirun, when the backend runs one
   std::optional<Clock::time_point> mpirun_deadline_;
   std::vector<Child> children_;
   std::vector<std::unique_ptr<Channel>> channels_;
-  SignalPipe* signals_ = nullptr;
   int listen_fd_ = -1;
   std::optional<Clock::time_point> deadline_;
 };

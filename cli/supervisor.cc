@@ -23,17 +23,21 @@ Decision Supervisor::rank_exited(int rank, int exit_code, int signal) {
     exited_[static_cast<size_t>(rank)] = true;
   }
   bool failed = exit_code != 0 || signal != 0;
+  // Once a teardown or an interruption is under way, failures are its consequences.
   if (!failed || tearing_down_ || interrupted_by_ != 0) return {};
   root_cause_ = RootCause{rank, exit_code, signal};
-  if (all_exited()) return {};
-  return start_teardown(SIGTERM);
+  Decision d = all_exited() ? Decision{} : start_teardown(SIGTERM);
+  d.announce = true;
+  return d;
 }
 
 Decision Supervisor::backend_exited(int exit_code, int signal) {
   bool failed = exit_code != 0 || signal != 0;
-  if (failed && !root_cause_ && interrupted_by_ == 0 && !all_exited()) root_cause_ = RootCause{-1, exit_code, signal};
+  Decision d;
+  d.announce = failed && !root_cause_ && interrupted_by_ == 0;
+  if (d.announce && !all_exited()) root_cause_ = RootCause{-1, exit_code, signal};
   std::fill(exited_.begin(), exited_.end(), true);
-  return {};
+  return d;
 }
 
 Decision Supervisor::received_signal(int signal) {

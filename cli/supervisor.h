@@ -1,7 +1,8 @@
 #pragma once
 // The supervision rules as a pure state machine: which rank is the root cause, when to stop
-// the others, when to escalate to SIGKILL, and nano-run's exit code. The launcher feeds it
-// events (rank exits, signals, the grace deadline) and carries out the decisions.
+// the others, when to escalate to SIGKILL, which failures are told as they happen, and
+// nano-run's exit code. The supervision loop (cli/supervision_loop.h) feeds it events (rank
+// exits, signals, the grace deadline) and carries out the decisions; it decides none itself.
 #include <optional>
 #include <vector>
 
@@ -13,6 +14,10 @@ struct Decision {
   Kind kind = kNone;
   int signal = 0;            ///< for signal_all: the signal to send every remaining rank
   bool start_grace = false;  ///< arm the grace timer (SIGKILL when it expires)
+  /// Tell the failure now, before the report at the end: the rank that ended is the root cause
+  /// (rank_exited), or the backend failed with no rank to blame and no interruption so far
+  /// (backend_exited; its verdict is told even when every rank had reported its end already).
+  bool announce = false;
 };
 
 /// The rank that failed first, how it ended.

@@ -1,8 +1,12 @@
 #include "cli/frames.h"
 
 #include <doctest/doctest.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <vector>
 
 #include <nano/error.h>
@@ -46,4 +50,51 @@ TEST_CASE("a stray client is rejected") {
   FrameType t;
   std::string p;
   CHECK_THROWS_AS(d.next(t, p), Error);
+}
+
+TEST_CASE("write_all: a frame goes whole, or the wait for room is bounded, and a gone peer is no SIGPIPE") {
+  int sv[2];
+  REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+  int small = 4096;
+  setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
+  const std::string frame = encode_frame(FrameType::kOut, std::string(1 << 20, 'x'));
+
+  SUBCASE("a frame far larger than the socket buffer, read as it goes: short writes are resumed") {
+    std::string got;
+    std::thread reader([&] {
+      char buf[8192];
+      ssize_t n;
+      while ((n = read(sv[1], buf, sizeof buf)) > 0) got.append(buf, static_cast<size_t>(n));
+    });
+    const bool whole = write_all(sv[0], frame, std::chrono::milliseconds(5000));
+    shutdown(sv[0], SHUT_WR);
+    reader.join();
+    CHECK(whole);
+    CHECK(got == frame);
+  }
+  SUBCASE("nobody reads: false once the wait is over, not before") {
+    const auto start = std::chrono::steady_clock::now();
+    CHECK_FALSE(write_all(sv[0], frame, std::chrono::milliseconds(50)));
+    const auto took = std::chrono::steady_clock::now() - start;
+    CHECK(took >= std::chrono::milliseconds(50));
+    CHECK(took < std::chrono::seconds(5));
+  }
+  SUBCASE("the peer is gone: false, and the process lives on") {
+    close(sv[1]);
+    sv[1] = -1;
+    CHECK_FALSE(write_all(sv[0], encode_frame(FrameType::kHeartbeat, "")));
+    CHECK_FALSE(write_all(sv[0], encode_frame(FrameType::kHeartbeat, ""), std::chrono::milliseconds(10)));
+  }
+  SUBCASE("a pipe (the unlinked shim's output) is written too") {
+    int p[2];
+    REQUIRE(pipe(p) == 0);
+    CHECK(write_all(p[1], "line\n"));
+    char buf[16] = {};
+    CHECK(read(p[0], buf, sizeof buf) == 5);
+    CHECK(std::string(buf) == "line\n");
+    close(p[0]);
+    close(p[1]);
+  }
+  close(sv[0]);
+  if (sv[1] >= 0) close(sv[1]);
 }

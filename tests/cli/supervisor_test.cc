@@ -3,6 +3,8 @@
 #include <doctest/doctest.h>
 #include <signal.h>
 
+#include <vector>
+
 using namespace nano;
 
 TEST_CASE("all ranks exit 0 -> exit 0, no teardown") {
@@ -129,4 +131,67 @@ TEST_CASE("restart policy: failures restart while restarts remain; interruptions
     CAPTURE(r.done);
     CHECK(should_restart(r.exit_code, r.interrupted_by, r.done, r.max) == r.restart);
   }
+}
+
+TEST_CASE("which failures are told as they happen: the root cause, and mpirun's verdict without one") {
+  // Each row: events in order (r = rank_exited, b = backend_exited, s = received_signal, g =
+  // grace_expired), and the announce flag each decision carries.
+  struct Event {
+    char kind;
+    int rank, exit_code, signal;
+    bool announce;
+  };
+  struct Row {
+    const char* name;
+    std::vector<Event> events;
+  } rows[] = {
+      {"the first failure, with others left", {{'r', 1, 3, 0, true}, {'r', 0, 0, SIGTERM, false}}},
+      {"the first failure, with nobody left",
+       {{'r', 0, 0, 0, false}, {'r', 2, 0, 0, false}, {'r', 1, 0, SIGSEGV, true}}},
+      {"a later failure during the teardown",
+       {{'r', 2, 1, 0, true}, {'r', 0, 7, 0, false}, {'r', 1, 0, SIGKILL, false}}},
+      {"a failure after nano-run was interrupted", {{'s', 0, 0, SIGINT, false}, {'r', 0, 1, 0, false}}},
+      {"the same rank reported twice", {{'r', 0, 0, 0, false}, {'r', 0, 5, 0, false}, {'r', 1, 0, 0, false}}},
+      {"a success is never told",
+       {{'r', 0, 0, 0, false}, {'r', 1, 0, 0, false}, {'r', 2, 0, 0, false}, {'b', -1, 0, 0, false}}},
+      {"mpirun failing with ranks unaccounted for", {{'r', 0, 0, 0, false}, {'b', -1, 1, 0, true}}},
+      {"mpirun failing after every rank reported",
+       {{'r', 0, 0, 0, false}, {'r', 1, 0, 0, false}, {'r', 2, 0, 0, false}, {'b', -1, 0, SIGKILL, true}}},
+      {"mpirun failing after a rank's root cause", {{'r', 1, 4, 0, true}, {'b', -1, 1, 0, false}}},
+      {"mpirun failing after an interruption", {{'s', 0, 0, SIGTERM, false}, {'b', -1, 1, 0, false}}},
+      {"the grace deadline tells nothing", {{'r', 0, 2, 0, true}, {'g', 0, 0, 0, false}}},
+  };
+  for (const Row& row : rows) {
+    CAPTURE(row.name);
+    Supervisor s(3);
+    for (size_t i = 0; i < row.events.size(); ++i) {
+      const Event& e = row.events[i];
+      CAPTURE(i);
+      Decision d;
+      if (e.kind == 'r') d = s.rank_exited(e.rank, e.exit_code, e.signal);
+      if (e.kind == 'b') d = s.backend_exited(e.exit_code, e.signal);
+      if (e.kind == 's') d = s.received_signal(e.signal);
+      if (e.kind == 'g') d = s.grace_expired();
+      CHECK(d.announce == e.announce);
+    }
+  }
+}
+
+TEST_CASE("the first failure's teardown: SIGTERM with the grace timer, then one SIGKILL") {
+  Supervisor s(3);
+  const Decision first = s.rank_exited(2, 1, 0);
+  CHECK(first.kind == Decision::kSignalAll);
+  CHECK(first.signal == SIGTERM);
+  CHECK(first.start_grace);
+  CHECK(s.tearing_down());
+  // A second failure starts nothing more and does not take the root cause.
+  CHECK(s.rank_exited(0, 9, 0).kind == Decision::kNone);
+  CHECK(s.grace_expired().kind == Decision::kKillAll);
+  CHECK(s.grace_expired().kind == Decision::kNone);
+  // SIGINT to nano-run after the kill: nothing left to escalate, and no interruption recorded.
+  CHECK(s.received_signal(SIGINT).kind == Decision::kNone);
+  CHECK(s.interrupted_by() == 0);
+  REQUIRE(s.root_cause());
+  CHECK(s.root_cause()->rank == 2);
+  CHECK(s.exit_code() == 1);
 }
