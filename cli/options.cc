@@ -55,6 +55,113 @@ std::vector<int> parse_rank_list(Setting setting, const std::string& text) {
   }
 }
 
+// nano-run's flags as typed: numbers, lists and durations are read as text and parsed by
+// apply_flags, so that each bad value gets nano's one-line error naming it.
+struct TypedFlags {
+  std::string num_processes, cpu_for_each_process, cores_per_process, threads, allocator, backend, master_port;
+  std::string grace_period, heartbeat_timeout, max_restarts, restart_delay, output_ranks;
+  std::vector<std::string> env;
+  bool no_tag_output = false;
+  bool version = false;
+};
+
+// Declares every flag of nano-run on `app`: booleans and paths straight into `cmd`, the rest
+// into `raw`.
+void declare_flags(CLI::App& app, RunCommand& cmd, TypedFlags& raw) {
+  app.add_option("-n," + flag(Setting::kNumProcesses), raw.num_processes,
+                 "Number of ranks (default 1, or the hosts' slots)")
+      ->type_name("INT");
+  app.add_option(flag(Setting::kCpuForEachProcess), raw.cpu_for_each_process,
+                 "Explicit CPU lists, one per rank: \"0-3;4-7\"")
+      ->type_name("LISTS");
+  app.add_option(flag(Setting::kCoresPerProcess), raw.cores_per_process,
+                 "Physical cores per rank (N derived if not given)")
+      ->type_name("INT");
+  app.add_flag(flag(Setting::kUseLogicalCores), cmd.launch.plan.use_logical_cores, "Give ranks every SMT thread");
+  app.add_flag(flag(Setting::kUseEfficiencyCores), cmd.launch.plan.use_efficiency_cores,
+               "Also use efficiency cores of a hybrid CPU");
+  app.add_flag(flag(Setting::kOversubscribe), cmd.launch.plan.oversubscribe, "Allow more ranks than cores");
+  app.add_option(flag(Setting::kTopology), cmd.launch.topology_xml, "Plan against an hwloc XML file")
+      ->type_name("FILE");
+  app.add_option(flag(Setting::kSynthetic), cmd.launch.synthetic, "Plan against an hwloc synthetic description");
+  app.add_option(flag(Setting::kAllocator), raw.allocator,
+                 "jemalloc|tcmalloc|system (default: jemalloc when installed)");
+  app.add_flag(flag(Setting::kDisableOpenMp), cmd.launch.recipe.disable_openmp, "Set no OpenMP variables");
+  app.add_option(flag(Setting::kThreads), raw.threads, "OMP_NUM_THREADS of every rank (default: its cores)")
+      ->type_name("INT");
+  app.add_option(flag(Setting::kBackend), raw.backend, "mpi|subprocess (default: mpi when mpirun is installed)");
+  app.add_option(flag(Setting::kHostfile), cmd.launch.hostfile, "Open MPI hostfile (mpi backend)")->type_name("FILE");
+  app.add_option(flag(Setting::kHosts), cmd.launch.hosts, "host:slots,... (mpi backend)");
+  app.add_option(flag(Setting::kMasterAddr), cmd.launch.master_addr,
+                 "MASTER_ADDR (default 127.0.0.1 or the first host)");
+  app.add_option(flag(Setting::kMasterPort), raw.master_port, "MASTER_PORT (default: a free port)")->type_name("INT");
+  app.add_option(flag(Setting::kEnv), raw.env,
+                 "NAME=VALUE, or NAME for its value here: set it for every rank on every host "
+                 "(repeatable; PATH, LD_LIBRARY_PATH, PYTHONPATH, MALLOC_CONF and NANO_*, OMP_*, KMP_*, "
+                 "MKL_*, TORCH_*, GLOO_* ... travel to other hosts anyway)")
+      ->allow_extra_args(false);
+  app.add_option(flag(Setting::kLogDir), cmd.launch.log_dir, "Write rank-N.log per rank and summary.log here")
+      ->type_name("DIR");
+  app.add_option(flag(Setting::kOutputRanks), raw.output_ranks, "Show only these ranks' output: 0 or 0,2-3")
+      ->type_name("RANKS");
+  app.add_flag("--no-tag-output", raw.no_tag_output, "Do not prefix lines with [rank N]");
+  app.add_option(flag(Setting::kGracePeriod), raw.grace_period,
+                 "Seconds between SIGTERM and SIGKILL at teardown (default 5)")
+      ->type_name("SECONDS");
+  app.add_option(flag(Setting::kHeartbeatTimeout), raw.heartbeat_timeout,
+                 "mpi backend: seconds without word from a rank's host before it counts as lost (default 30)")
+      ->type_name("SECONDS");
+  app.add_option(flag(Setting::kMaxRestarts), raw.max_restarts,
+                 "Start the whole world again after a rank fails, at most N times (default 0)")
+      ->type_name("INT");
+  app.add_option(flag(Setting::kRestartDelay), raw.restart_delay, "Seconds to wait before a restart (default 1)")
+      ->type_name("SECONDS");
+  app.add_flag(flag(Setting::kDryRun), cmd.dry_run, "Print the plan and each rank's environment; start nothing");
+  app.add_flag(flag(Setting::kJson), cmd.json, "With " + flag(Setting::kDryRun) + ": print JSON");
+  app.add_flag("--version", raw.version, "Print the version and exit");
+}
+
+// The typed flags into `launch`, each parsed on its own; throws SettingError naming the flag.
+void apply_flags(const TypedFlags& raw, LaunchOptions& launch) {
+  const int kMaxRanks = 1 << 20;
+  if (!raw.num_processes.empty()) {
+    launch.plan.num_processes =
+        parse_int(Setting::kNumProcesses, raw.num_processes, -kMaxRanks, kMaxRanks, "a positive integer");
+    check_num_processes(launch.plan.num_processes);  // 0 means "not given" in PlanOptions
+  }
+  if (!raw.cpu_for_each_process.empty())
+    launch.plan.cpu_for_each_process = parse_cpu_for_each_process(raw.cpu_for_each_process);
+  if (!raw.cores_per_process.empty())
+    launch.plan.cores_per_process =
+        parse_int(Setting::kCoresPerProcess, raw.cores_per_process, 1, kMaxRanks, "a positive integer");
+  if (!raw.threads.empty())
+    launch.recipe.threads = parse_int(Setting::kThreads, raw.threads, 1, kMaxRanks, "a positive integer");
+  if (!raw.allocator.empty()) launch.recipe.allocator = parse_allocator(raw.allocator);
+  if (raw.backend == "mpi")
+    launch.backend = LaunchBackend::kMpi;
+  else if (raw.backend == "subprocess")
+    launch.backend = LaunchBackend::kSubprocess;
+  else if (!raw.backend.empty())
+    throw invalid(Setting::kBackend, raw.backend, "mpi or subprocess");
+  if (!raw.master_port.empty())
+    launch.master_port = parse_int(Setting::kMasterPort, raw.master_port, 1, 65535, "a port number 1-65535");
+  if (!raw.grace_period.empty()) launch.grace_period = parse_duration(Setting::kGracePeriod, raw.grace_period);
+  if (!raw.heartbeat_timeout.empty())
+    launch.heartbeat_timeout = parse_duration(Setting::kHeartbeatTimeout, raw.heartbeat_timeout);
+  if (!raw.max_restarts.empty())
+    launch.max_restarts = parse_int(Setting::kMaxRestarts, raw.max_restarts, 0, 1000000, "a whole number >= 0");
+  if (!raw.restart_delay.empty()) launch.restart_delay = parse_duration(Setting::kRestartDelay, raw.restart_delay);
+  if (!raw.output_ranks.empty()) launch.output_ranks = parse_rank_list(Setting::kOutputRanks, raw.output_ranks);
+  launch.tag_output = !raw.no_tag_output;
+  if (!raw.env.empty()) {
+    const Environment here = current_environment();
+    for (const auto& spec : raw.env) {
+      auto [name, value] = parse_env_option(spec, here);
+      launch.extra_env[name] = value;
+    }
+  }
+}
+
 }  // namespace
 
 #ifndef NANO_VERSION
@@ -65,63 +172,13 @@ std::string version_text() { return std::string("nano-run ") + NANO_VERSION; }
 
 RunCommand parse_run_command(const std::vector<std::string>& args) {
   RunCommand cmd;
-  LaunchOptions& launch = cmd.launch;
-  launch.front_end = FrontEnd::kCommandLine;
+  cmd.launch.front_end = FrontEnd::kCommandLine;
   CLI::App app("nano-run: start N pinned ranks of a program and supervise them", "nano-run");
   app.footer(std::string("Usage: ") + kUsage + "\n\n" + kExamples);
   app.prefix_command();
   app.set_help_flag("-h,--help", "Print this help and exit");
-
-  // Numbers, lists and durations are read as text and parsed below, so that each bad value
-  // gets nano's one-line error naming it.
-  std::string n, cores_per, threads, allocator, backend, master_port, grace, output_ranks;
-  std::string max_restarts, restart_delay, heartbeat, cpu_lists;
-  std::vector<std::string> env_specs;
-  bool version = false, no_tag = false;
-  app.add_option("-n," + flag(Setting::kNumProcesses), n, "Number of ranks (default 1, or the hosts' slots)")
-      ->type_name("INT");
-  app.add_option(flag(Setting::kCpuForEachProcess), cpu_lists, "Explicit CPU lists, one per rank: \"0-3;4-7\"")
-      ->type_name("LISTS");
-  app.add_option(flag(Setting::kCoresPerProcess), cores_per, "Physical cores per rank (N derived if not given)")
-      ->type_name("INT");
-  app.add_flag(flag(Setting::kUseLogicalCores), launch.plan.use_logical_cores, "Give ranks every SMT thread");
-  app.add_flag(flag(Setting::kUseEfficiencyCores), launch.plan.use_efficiency_cores,
-               "Also use efficiency cores of a hybrid CPU");
-  app.add_flag(flag(Setting::kOversubscribe), launch.plan.oversubscribe, "Allow more ranks than cores");
-  app.add_option(flag(Setting::kTopology), launch.topology_xml, "Plan against an hwloc XML file")->type_name("FILE");
-  app.add_option(flag(Setting::kSynthetic), launch.synthetic, "Plan against an hwloc synthetic description");
-  app.add_option(flag(Setting::kAllocator), allocator, "jemalloc|tcmalloc|system (default: jemalloc when installed)");
-  app.add_flag(flag(Setting::kDisableOpenMp), launch.recipe.disable_openmp, "Set no OpenMP variables");
-  app.add_option(flag(Setting::kThreads), threads, "OMP_NUM_THREADS of every rank (default: its cores)")
-      ->type_name("INT");
-  app.add_option(flag(Setting::kBackend), backend, "mpi|subprocess (default: mpi when mpirun is installed)");
-  app.add_option(flag(Setting::kHostfile), launch.hostfile, "Open MPI hostfile (mpi backend)")->type_name("FILE");
-  app.add_option(flag(Setting::kHosts), launch.hosts, "host:slots,... (mpi backend)");
-  app.add_option(flag(Setting::kMasterAddr), launch.master_addr, "MASTER_ADDR (default 127.0.0.1 or the first host)");
-  app.add_option(flag(Setting::kMasterPort), master_port, "MASTER_PORT (default: a free port)")->type_name("INT");
-  app.add_option(flag(Setting::kEnv), env_specs,
-                 "NAME=VALUE, or NAME for its value here: set it for every rank on every host "
-                 "(repeatable; PATH, LD_LIBRARY_PATH, PYTHONPATH, MALLOC_CONF and NANO_*, OMP_*, KMP_*, "
-                 "MKL_*, TORCH_*, GLOO_* ... travel to other hosts anyway)")
-      ->allow_extra_args(false);
-  app.add_option(flag(Setting::kLogDir), launch.log_dir, "Write rank-N.log per rank and summary.log here")
-      ->type_name("DIR");
-  app.add_option(flag(Setting::kOutputRanks), output_ranks, "Show only these ranks' output: 0 or 0,2-3")
-      ->type_name("RANKS");
-  app.add_flag("--no-tag-output", no_tag, "Do not prefix lines with [rank N]");
-  app.add_option(flag(Setting::kGracePeriod), grace, "Seconds between SIGTERM and SIGKILL at teardown (default 5)")
-      ->type_name("SECONDS");
-  app.add_option(flag(Setting::kHeartbeatTimeout), heartbeat,
-                 "mpi backend: seconds without word from a rank's host before it counts as lost (default 30)")
-      ->type_name("SECONDS");
-  app.add_option(flag(Setting::kMaxRestarts), max_restarts,
-                 "Start the whole world again after a rank fails, at most N times (default 0)")
-      ->type_name("INT");
-  app.add_option(flag(Setting::kRestartDelay), restart_delay, "Seconds to wait before a restart (default 1)")
-      ->type_name("SECONDS");
-  app.add_flag(flag(Setting::kDryRun), cmd.dry_run, "Print the plan and each rank's environment; start nothing");
-  app.add_flag(flag(Setting::kJson), cmd.json, "With " + flag(Setting::kDryRun) + ": print JSON");
-  app.add_flag("--version", version, "Print the version and exit");
+  TypedFlags raw;
+  declare_flags(app, cmd, raw);
 
   std::vector<std::string> reversed(args.rbegin(), args.rend());
   try {
@@ -134,7 +191,7 @@ RunCommand parse_run_command(const std::vector<std::string>& args) {
     std::string what = e.what();
     throw UsageError(what.empty() ? "bad arguments" : what);
   }
-  if (version) {
+  if (raw.version) {
     cmd.kind = RunCommand::kVersion;
     cmd.text = version_text();
     return cmd;
@@ -146,39 +203,7 @@ RunCommand parse_run_command(const std::vector<std::string>& args) {
     throw UsageError("unknown option " + cmd.argv.front() + " (see nano-run --help)");
   if (cmd.argv.empty()) throw UsageError(std::string("missing PROGRAM (usage: ") + kUsage + ")");
 
-  const int kMaxRanks = 1 << 20;
-  if (!n.empty()) {
-    launch.plan.num_processes = parse_int(Setting::kNumProcesses, n, -kMaxRanks, kMaxRanks, "a positive integer");
-    check_num_processes(launch.plan.num_processes);  // 0 means "not given" in PlanOptions
-  }
-  if (!cpu_lists.empty()) launch.plan.cpu_for_each_process = parse_cpu_for_each_process(cpu_lists);
-  if (!cores_per.empty())
-    launch.plan.cores_per_process = parse_int(Setting::kCoresPerProcess, cores_per, 1, kMaxRanks, "a positive integer");
-  if (!threads.empty())
-    launch.recipe.threads = parse_int(Setting::kThreads, threads, 1, kMaxRanks, "a positive integer");
-  if (!allocator.empty()) launch.recipe.allocator = parse_allocator(allocator);
-  if (backend == "mpi")
-    launch.backend = LaunchBackend::kMpi;
-  else if (backend == "subprocess")
-    launch.backend = LaunchBackend::kSubprocess;
-  else if (!backend.empty())
-    throw invalid(Setting::kBackend, backend, "mpi or subprocess");
-  if (!master_port.empty())
-    launch.master_port = parse_int(Setting::kMasterPort, master_port, 1, 65535, "a port number 1-65535");
-  if (!grace.empty()) launch.grace_period = parse_duration(Setting::kGracePeriod, grace);
-  if (!heartbeat.empty()) launch.heartbeat_timeout = parse_duration(Setting::kHeartbeatTimeout, heartbeat);
-  if (!max_restarts.empty())
-    launch.max_restarts = parse_int(Setting::kMaxRestarts, max_restarts, 0, 1000000, "a whole number >= 0");
-  if (!restart_delay.empty()) launch.restart_delay = parse_duration(Setting::kRestartDelay, restart_delay);
-  if (!output_ranks.empty()) launch.output_ranks = parse_rank_list(Setting::kOutputRanks, output_ranks);
-  launch.tag_output = !no_tag;
-  if (!env_specs.empty()) {
-    const Environment here = current_environment();
-    for (const auto& spec : env_specs) {
-      auto [name, value] = parse_env_option(spec, here);
-      launch.extra_env[name] = value;
-    }
-  }
+  apply_flags(raw, cmd.launch);
   if (cmd.json && !cmd.dry_run) throw SettingError(Setting::kJson, "", "{json} needs {dry_run}");
   return cmd;
 }

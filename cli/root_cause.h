@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/launcher.h"
+#include "cli/launch_types.h"
 #include "cli/supervisor.h"
 #include "cli/torchrun_env.h"
 

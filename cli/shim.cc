@@ -130,97 +130,127 @@ enum class Abandon {
 // The one way out for a shim that gives up: the rank's whole group and its files go, and on
 // another host than the launcher's (when nano-run fell silent) this job's Open MPI daemon, our
 // parent, goes too: it has lost its mpirun and would wait for it for many minutes.
-[[noreturn]] void abandon(Abandon why, pid_t child, ShimIo& io, pid_t parent, bool kill_parent) {
+[[noreturn]] void abandon(Abandon why, pid_t child, ShimIo& io, pid_t parent, bool launcher_elsewhere) {
   killpg(child, SIGKILL);
   io.drop_files();
-  if (why == Abandon::kLauncherSilent && kill_parent) kill(parent, SIGKILL);
+  if (why == Abandon::kLauncherSilent && launcher_elsewhere) kill(parent, SIGKILL);
   _exit(137);
 }
 
 // Supervises the started rank until it ended, its output is drained and (when linked) the
-// launcher released us. Returns the rank's wait status.
-int supervise(const ShimSpec& spec, ShimIo& io, const Spawned& child, SignalPipe& signals, pid_t parent) {
-  std::vector<int> open_fds;
-  if (child.stdout_fd >= 0) open_fds = {child.stdout_fd, child.stderr_fd};
-  int status = 0;
-  bool exited = false, reported = false, released = false;
-  Heartbeat heartbeat(spec.heartbeat_timeout, Clock::now());
-  const std::string launcher = spec.launcher_host + ":" + std::to_string(spec.launcher_port);
-  const bool launcher_elsewhere = spec.launcher_host != host_name() && spec.launcher_host != "127.0.0.1";
-  FrameDecoder commands;
-  auto deliver = [&](int sig) {
-    if (exited) return;
-    killpg(child.pid, sig);
+// launcher released us: the shim's side of what nano-run's supervision loop does for all ranks.
+class ShimLoop {
+ public:
+  ShimLoop(const ShimSpec& spec, ShimIo& io, const Spawned& child, SignalPipe& signals, pid_t parent)
+      : spec_(spec),
+        io_(io),
+        child_(child),
+        signals_(signals),
+        parent_(parent),
+        heartbeat_(spec.heartbeat_timeout, Clock::now()) {
+    if (child.stdout_fd >= 0) open_fds_ = {child.stdout_fd, child.stderr_fd};
+  }
+
+  /// Returns the rank's wait status.
+  int run() {
+    while (!exited_ || !open_fds_.empty() || (io_.link >= 0 && !released_)) {
+      std::vector<pollfd> fds = {{signals_.fd(), POLLIN, 0}, {io_.link, POLLIN, 0}};
+      for (int fd : open_fds_) fds.push_back({fd, POLLIN, 0});
+      poll(fds.data(), fds.size(), static_cast<int>(kShimPollInterval.count()));
+      if (getppid() != parent_) give_up(Abandon::kParentGone);
+      if (io_.link >= 0) keep_heartbeat();
+      for (int sig : signals_.take())
+        if (sig != SIGCHLD) deliver(sig);  // from mpirun/orted itself
+      if (fds[1].revents) read_link();
+      for (size_t i = 2; i < fds.size(); ++i)
+        if (fds[i].revents) forward_output(fds[i].fd);
+      if (!exited_ && waitpid(child_.pid, &status_, WNOHANG) == child_.pid) {
+        exited_ = true;
+        killpg(child_.pid, SIGKILL);  // no leftovers of this rank's group keep its pipes open
+      }
+      if (exited_ && open_fds_.empty() && !reported_) report();
+    }
+    return status_;
+  }
+
+ private:
+  [[noreturn]] void give_up(Abandon why) {
+    const bool launcher_elsewhere = spec_.launcher_host != host_name() && spec_.launcher_host != "127.0.0.1";
+    abandon(why, child_.pid, io_, parent_, launcher_elsewhere);
+  }
+
+  void deliver(int sig) {
+    if (exited_) return;
+    killpg(child_.pid, sig);
     // A stopped rank acts on SIGTERM/SIGINT only once continued.
-    if (sig != SIGKILL && sig != SIGCONT) killpg(child.pid, SIGCONT);
-  };
-  while (!exited || !open_fds.empty() || (io.link >= 0 && !released)) {
-    std::vector<pollfd> fds = {{signals.fd(), POLLIN, 0}, {io.link, POLLIN, 0}};
-    for (int fd : open_fds) fds.push_back({fd, POLLIN, 0});
-    poll(fds.data(), fds.size(), static_cast<int>(kShimPollInterval.count()));
-    if (getppid() != parent) abandon(Abandon::kParentGone, child.pid, io, parent, false);
-    if (io.link >= 0) {
-      const auto now = Clock::now();
-      if (heartbeat.beat_due(now)) io.send(FrameType::kHeartbeat, "");
-      if (heartbeat.lost(now)) {
-        std::cerr << "nano-run: rank " << io.rank << " on " << host_name() << ": no word from nano-run at " << launcher
-                  << " for " << heartbeat.silence(now).count() / 1000 << " s; ending the rank" << std::endl;
-        abandon(Abandon::kLauncherSilent, child.pid, io, parent, launcher_elsewhere);
-      }
-    }
-    for (int sig : signals.take())
-      if (sig != SIGCHLD) deliver(sig);  // from mpirun/orted itself
-    if (fds[1].revents) {
-      char buf[4096];
-      ssize_t n = read(io.link, buf, sizeof buf);
-      if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN))
-        abandon(Abandon::kLauncherGone, child.pid, io, parent, false);
-      if (n > 0) {
-        heartbeat.heard(Clock::now());
-        commands.feed(buf, static_cast<size_t>(n));
-        FrameType type;
-        std::string payload;
-        while (commands.next(type, payload)) {
-          if (type == FrameType::kSignal)
-            deliver(static_cast<int>(parse_integer(payload, 0, 64).value_or(0)));
-          else if (type == FrameType::kRelease)
-            released = true;
-        }
-      }
-    }
-    for (size_t i = 2; i < fds.size(); ++i) {
-      if (!fds[i].revents) continue;
-      char buf[65536];
-      ssize_t n = read(fds[i].fd, buf, sizeof buf);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        close(fds[i].fd);
-        open_fds.erase(std::find(open_fds.begin(), open_fds.end(), fds[i].fd));
-      } else {
-        io.send(fds[i].fd == child.stdout_fd ? FrameType::kOut : FrameType::kErr,
-                std::string(buf, static_cast<size_t>(n)));
-      }
-    }
-    if (!exited && waitpid(child.pid, &status, WNOHANG) == child.pid) {
-      exited = true;
-      killpg(child.pid, SIGKILL);  // no leftovers of this rank's group keep its pipes open
-    }
-    if (exited && open_fds.empty() && !reported) {
-      int code, sig;
-      decode_wait_status(status, code, sig);
-      // What torch's `record` wrote is read here, on the rank's host, and travels to nano-run.
-      if (!io.files_dir.empty()) {
-        const auto text = read_error_file(error_file_path(spec.attempt.job_id, io.rank));
-        if (text && io.link >= 0) io.send(FrameType::kErrorFile, *text);
-        io.drop_files();
-      }
-      // Unlinked, the status is this shim's exit code (below), not bytes on stderr.
-      if (io.link >= 0) io.send(FrameType::kExit, exit_payload(code, sig));
-      reported = true;
+    if (sig != SIGKILL && sig != SIGCONT) killpg(child_.pid, SIGCONT);
+  }
+
+  void keep_heartbeat() {
+    const auto now = Clock::now();
+    if (heartbeat_.beat_due(now)) io_.send(FrameType::kHeartbeat, "");
+    if (!heartbeat_.lost(now)) return;
+    std::cerr << "nano-run: rank " << io_.rank << " on " << host_name() << ": no word from nano-run at "
+              << spec_.launcher_host << ":" << spec_.launcher_port << " for " << heartbeat_.silence(now).count() / 1000
+              << " s; ending the rank" << std::endl;
+    give_up(Abandon::kLauncherSilent);
+  }
+
+  // The launcher's frames: signals to deliver, the release.
+  void read_link() {
+    char buf[4096];
+    const ssize_t n = read(io_.link, buf, sizeof buf);
+    if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) give_up(Abandon::kLauncherGone);
+    if (n <= 0) return;
+    heartbeat_.heard(Clock::now());
+    commands_.feed(buf, static_cast<size_t>(n));
+    FrameType type;
+    std::string payload;
+    while (commands_.next(type, payload)) {
+      if (type == FrameType::kSignal)
+        deliver(static_cast<int>(parse_integer(payload, 0, 64).value_or(0)));
+      else if (type == FrameType::kRelease)
+        released_ = true;
     }
   }
-  return status;
-}
+
+  void forward_output(int fd) {
+    char buf[65536];
+    const ssize_t n = read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) return;
+    if (n > 0) {
+      io_.send(fd == child_.stdout_fd ? FrameType::kOut : FrameType::kErr, std::string(buf, static_cast<size_t>(n)));
+      return;
+    }
+    close(fd);
+    open_fds_.erase(std::find(open_fds_.begin(), open_fds_.end(), fd));
+  }
+
+  void report() {
+    int code, sig;
+    decode_wait_status(status_, code, sig);
+    // What torch's `record` wrote is read here, on the rank's host, and travels to nano-run.
+    if (!io_.files_dir.empty()) {
+      const auto text = read_error_file(error_file_path(spec_.attempt.job_id, io_.rank));
+      if (text && io_.link >= 0) io_.send(FrameType::kErrorFile, *text);
+      io_.drop_files();
+    }
+    // Unlinked, the status is this shim's exit code (run_rank_shim), not bytes on stderr.
+    if (io_.link >= 0) io_.send(FrameType::kExit, exit_payload(code, sig));
+    reported_ = true;
+  }
+
+  const ShimSpec& spec_;
+  ShimIo& io_;
+  const Spawned& child_;
+  SignalPipe& signals_;
+  const pid_t parent_;
+  Heartbeat heartbeat_;
+  FrameDecoder commands_;
+  std::vector<int> open_fds_;
+  int status_ = 0;
+  bool exited_ = false, reported_ = false, released_ = false;
+};
 
 }  // namespace
 
@@ -273,7 +303,7 @@ int run_rank_shim(int argc, char** argv) {
       if (io.rank == 0) io.send(FrameType::kErr, "nano-run: warning: " + w + "\n");
     if (io.link >= 0) io.send(FrameType::kStarted, std::to_string(child.pid));
 
-    const int status = supervise(spec, io, child, signals, parent);
+    const int status = ShimLoop(spec, io, child, signals, parent).run();
     if (io.link >= 0) {
       close(io.link);
       return 0;  // the launcher has the rank's real status; mpirun must not act on it
