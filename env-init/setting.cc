@@ -38,7 +38,7 @@ constexpr Known kSettings[] = {
     {Setting::kGracePeriod, "grace_period", "--grace-period", "grace_period_ms"},
     {Setting::kHeartbeatTimeout, "heartbeat_timeout", "--heartbeat-timeout"},
     {Setting::kMaxRestarts, "max_restarts", "--max-restarts"},
-    {Setting::kRestartDelay, "restart_delay", "--restart-delay"},
+    {Setting::kRestartDelay, "restart_delay", "--restart-delay", "restart_delay_ms"},
     {Setting::kDryRun, "dry_run", "--dry-run"},
     {Setting::kJson, "json", "--json"},
 };

@@ -46,6 +46,7 @@ LaunchOptions launch_options_of(const TorchNanoOptions& o) {
   l.log_dir = o.log_dir;
   l.grace_period = std::chrono::milliseconds(o.grace_period_ms);
   l.max_restarts = o.max_restarts;
+  l.restart_delay = std::chrono::milliseconds(o.restart_delay_ms);
   return l;
 }
 

@@ -50,7 +50,8 @@ struct TorchNanoOptions {
   /// Start the ranks again after one fails, at most this many times (nano-run's
   /// --max-restarts; NANO_RESTART_COUNT tells the ranks which attempt they are).
   int max_restarts = 0;
-  DdpOptions ddp;  ///< gradient bucket size etc.
+  int restart_delay_ms = 1000;  ///< wait between a failed attempt and the next (nano-run's --restart-delay)
+  DdpOptions ddp;               ///< gradient bucket size etc.
   /// Split each global batch among the ranks by their measured speed (<nano/load_balance.h>),
   /// so a slower core does not hold back the others; gradients are weighted by each rank's
   /// share, which keeps the update that of an equal split for a loss that is a mean over the
