@@ -193,7 +193,12 @@ if failures:
 total = checks["gloo"] + checks["reference"]
 print(f"collectives: {total} checks passed ({checks['gloo']} against Gloo's own result, {checks['reference']} "
       f"against the float64 reference or the known inputs)", flush=True)
-# Every group goes before the interpreter's teardown (torch's own advice: Gloo's threads must not
-# release Python-owned tensors once it has begun).
+# Every group goes before the interpreter's teardown, the comparison Gloo group first and for
+# good (no name may keep it alive): a Gloo worker thread drops its last work's tensors some time
+# after the work completed, and a tensor Python already let go of then needs the interpreter;
+# once the interpreter is finalizing, that thread is ended inside a C++ frame (terminate).
+# Destroying the group joins its threads while the interpreter still runs.
+del group
+dist.destroy_process_group(GLOO)
 del GLOO
 dist.destroy_process_group()
