@@ -206,57 +206,74 @@ Plan plan_host_ranks(const Topology& topology, PlanOptions plan, int ranks) {
   return make_plan(topology, plan);
 }
 
+namespace {
+
+// A Slurm node part's share of the world: every node's nano-run plans the same number.
+WorldPlan plan_node_part(const Topology& topology, const PlanOptions& plan, const SlurmNodePart& part) {
+  const int asked = plan.num_processes;
+  if (asked > 0 && asked % part.nodes != 0)
+    throw SettingError(Setting::kNumProcesses, std::to_string(asked),
+                       "{num_processes} " + std::to_string(asked) + " does not divide among the " +
+                           std::to_string(part.nodes) +
+                           " nodes of the Slurm step (each node's nano-run starts an equal part)");
+  const Plan mine = plan_host_ranks(topology, plan, asked > 0 ? asked / part.nodes : 0);
+  WorldPlan w;
+  w.world_size = static_cast<int>(mine.ranks.size());
+  w.rank_offset = part.node * w.world_size;
+  w.world_total = w.world_size * part.nodes;
+  w.group_index = part.node;
+  w.group_count = part.nodes;
+  w.groups.push_back({"", 0, w.world_size});
+  w.rank_plans = mine.ranks;
+  w.notes = mine.notes;
+  w.notes.push_back("nano-run: node " + std::to_string(part.node) + " of " + std::to_string(part.nodes) +
+                    " of a Slurm step: ranks " + std::to_string(w.rank_offset) + "-" +
+                    std::to_string(w.rank_offset + w.world_size - 1) + " of " + std::to_string(w.world_total) +
+                    " (nodes alike: every node's nano-run plans the same number)");
+  return w;
+}
+
+// The hosts' slots in order, each host planned on its own (here against this machine).
+WorldPlan plan_hosts(const Topology& topology, const PlanOptions& plan, const std::vector<HostSlots>& hosts) {
+  WorldPlan w;
+  const int slots = total_slots(hosts);
+  w.world_size = plan.num_processes > 0 ? plan.num_processes : slots;
+  if (w.world_size > slots)
+    throw SettingError(Setting::kNumProcesses, std::to_string(w.world_size),
+                       "{num_processes} " + std::to_string(w.world_size) + " is more than the " +
+                           std::to_string(slots) + " slots of the hosts");
+  for (const auto& h : hosts) {
+    const int next = w.groups.empty() ? 0 : w.groups.back().first_rank + w.groups.back().size;
+    if (next >= w.world_size) break;
+    const int size = std::min(h.slots, w.world_size - next);
+    w.groups.push_back({h.host, next, size});
+    for (RankPlan rp : plan_host_ranks(topology, plan, size).ranks) {
+      rp.rank += next;
+      w.rank_plans.push_back(rp);
+    }
+  }
+  w.group_count = static_cast<int>(w.groups.size());
+  w.notes.push_back(
+      "each host plans its own ranks against its own topology; shown: this "
+      "machine's topology for every host");
+  return w;
+}
+
+}  // namespace
+
 WorldPlan plan_world(const Topology& topology, const LaunchOptions& o, const std::vector<HostSlots>& hosts,
                      const SlurmContext& slurm) {
   WorldPlan w;
-  const int asked = o.plan.num_processes;
   if (slurm.node_part) {
-    const SlurmNodePart& part = *slurm.node_part;
-    if (asked > 0 && asked % part.nodes != 0)
-      throw SettingError(Setting::kNumProcesses, std::to_string(asked),
-                         "{num_processes} " + std::to_string(asked) + " does not divide among the " +
-                             std::to_string(part.nodes) +
-                             " nodes of the Slurm step (each node's nano-run starts an equal part)");
-    Plan plan = plan_host_ranks(topology, o.plan, asked > 0 ? asked / part.nodes : 0);
-    w.world_size = static_cast<int>(plan.ranks.size());
-    w.rank_offset = part.node * w.world_size;
-    w.world_total = w.world_size * part.nodes;
-    w.group_index = part.node;
-    w.group_count = part.nodes;
-    w.groups.push_back({"", 0, w.world_size});
-    w.rank_plans = plan.ranks;
-    w.notes = plan.notes;
-    w.notes.push_back("nano-run: node " + std::to_string(part.node) + " of " + std::to_string(part.nodes) +
-                      " of a Slurm step: ranks " + std::to_string(w.rank_offset) + "-" +
-                      std::to_string(w.rank_offset + w.world_size - 1) + " of " + std::to_string(w.world_total) +
-                      " (nodes alike: every node's nano-run plans the same number)");
-  } else if (hosts.empty()) {
-    Plan plan = make_plan(topology, o.plan);
-    w.world_size = static_cast<int>(plan.ranks.size());
-    w.groups.push_back({"", 0, w.world_size});
-    w.rank_plans = plan.ranks;
-    w.notes = plan.notes;
+    w = plan_node_part(topology, o.plan, *slurm.node_part);
+  } else if (!hosts.empty()) {
+    w = plan_hosts(topology, o.plan, hosts);
   } else {
-    const int slots = total_slots(hosts);
-    w.world_size = asked > 0 ? asked : slots;
-    if (w.world_size > slots)
-      throw SettingError(Setting::kNumProcesses, std::to_string(w.world_size),
-                         "{num_processes} " + std::to_string(w.world_size) + " is more than the " +
-                             std::to_string(slots) + " slots of the hosts");
-    for (const auto& h : hosts) {
-      const int next = w.groups.empty() ? 0 : w.groups.back().first_rank + w.groups.back().size;
-      if (next >= w.world_size) break;
-      const int size = std::min(h.slots, w.world_size - next);
-      w.groups.push_back({h.host, next, size});
-      for (RankPlan rp : plan_host_ranks(topology, o.plan, size).ranks) {
-        rp.rank += next;
-        w.rank_plans.push_back(rp);
-      }
-    }
-    w.group_count = static_cast<int>(w.groups.size());
-    w.notes.push_back(
-        "each host plans its own ranks against its own topology; shown: this "
-        "machine's topology for every host");
+    const Plan plan = make_plan(topology, o.plan);
+    w.world_size = static_cast<int>(plan.ranks.size());
+    w.groups.push_back({"", 0, w.world_size});
+    w.rank_plans = plan.ranks;
+    w.notes = plan.notes;
   }
   for (int r : o.output_ranks)
     if (r >= w.world_size)
