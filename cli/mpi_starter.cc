@@ -26,7 +26,7 @@ class MpiStarter : public RankStarter {
   Started start() override {
     Started started;
     int port = 0;
-    listen_fd_ = listen_on_free_port(!setup_.hosts.empty(), port);
+    listen_fd_ = listen_on_free_port(setup_.hosts.empty() ? Reach::kThisHost : Reach::kEveryInterface, port);
     std::random_device rd;
     const std::string token = std::to_string(rd()) + std::to_string(rd());
     shims_.set_token(token);

@@ -79,8 +79,8 @@ std::string port_unusable_reason(int port) {
 
 bool port_is_free(int port) { return port_unusable_reason(port).empty(); }
 
-int listen_on_free_port(bool any_interface, int& port) {
-  int fd = bind_socket(any_interface ? INADDR_ANY : INADDR_LOOPBACK, 0, false);
+int listen_on_free_port(Reach reach, int& port) {
+  int fd = bind_socket(reach == Reach::kEveryInterface ? INADDR_ANY : INADDR_LOOPBACK, 0, false);
   if (fd < 0 || listen(fd, 128) != 0) throw Error(std::string("cannot listen for rank shims: ") + strerror(errno));
   port = bound_port(fd);
   return fd;

@@ -16,9 +16,13 @@ std::string port_unusable_reason(int port);
 /// port_unusable_reason(port) is "".
 bool port_is_free(int port);
 
-/// Opens a listening TCP socket (CLOEXEC) on `any_interface` ? 0.0.0.0 : 127.0.0.1, port
-/// chosen by the OS. Returns the fd and sets `port`. Throws Error on failure.
-int listen_on_free_port(bool any_interface, int& port);
+/// Where a listener takes connections from: this host only (127.0.0.1), or every interface
+/// (0.0.0.0, for rank shims on other hosts).
+enum class Reach { kThisHost, kEveryInterface };
+
+/// Opens a listening TCP socket (CLOEXEC) reachable as `reach` says, port chosen by the OS.
+/// Returns the fd and sets `port`. Throws Error on failure.
+int listen_on_free_port(Reach reach, int& port);
 
 /// Connects to host:port (TCP). Returns the fd (CLOEXEC) or -1.
 int connect_to(const std::string& host, int port);
