@@ -134,6 +134,9 @@ void check_launch_options(const LaunchOptions& o) {
           setting, std::to_string(value),
           std::string("{") + setting_key(setting) + "} must be at least 0, got " + std::to_string(value) + unit);
   };
+  // PlanOptions takes 0 for "not given"; a negative count is wrong on every path (the planner
+  // sees it only on one machine: hosts and Slurm nodes divide the count first).
+  if (o.plan.num_processes < 0) check_num_processes(o.plan.num_processes);
   at_least_zero(Setting::kMaxRestarts, o.max_restarts, "");
   at_least_zero(Setting::kGracePeriod, o.grace_period.count(), " ms");
   at_least_zero(Setting::kRestartDelay, o.restart_delay.count(), " ms");
@@ -371,6 +374,7 @@ Setup prepare(const LaunchOptions& o, const std::vector<std::string>& argv, Purp
   rendezvous.port = settle_port(rendezvous, purpose);
   s.master_addr = rendezvous.addr;
   s.master_port = rendezvous.port;
+  s.port_choice = rendezvous.choice;
 
   const bool planned_elsewhere = !o.topology_xml.empty() || !o.synthetic.empty();
   if (purpose == Purpose::kLaunch && s.hosts.empty() && planned_elsewhere) check_cpus_usable(s.rank_plans);
@@ -397,7 +401,9 @@ Setup prepare(const LaunchOptions& o, const std::vector<std::string>& argv, Purp
 }
 
 void renew_for_restart(Setup& s, const LaunchOptions& o, int restarts) {
-  if (o.master_port == 0) s.master_port = pick_free_port();
+  // A picked port may linger in TIME_WAIT; a given one is the user's, and a Slurm node part's is
+  // derived alike on every node, which a port picked here on one node would break.
+  if (s.port_choice == PortChoice::kPicked) s.master_port = pick_free_port();
   stamp_attempt(s, {make_job_id(), s.run_id, restarts, o.max_restarts});
 }
 

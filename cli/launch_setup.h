@@ -32,6 +32,13 @@ struct HostGroup {
   int size = 0;
 };
 
+/// How the rendezvous port is decided.
+enum class PortChoice {
+  kGiven,    ///< o.master_port, checked free where rank 0 listens (when that is this host)
+  kDerived,  ///< a Slurm node part's port, the same on every node; node 0 checks it
+  kPicked,   ///< a free port picked here
+};
+
 /// Every decision of a launch, made before anything starts.
 struct Setup {
   LaunchBackend backend = LaunchBackend::kSubprocess;
@@ -44,6 +51,7 @@ struct Setup {
   std::vector<RankEnvironment> envs;
   std::string master_addr;
   int master_port = 0;
+  PortChoice port_choice = PortChoice::kPicked;  ///< how master_port came about (a restart keeps all but a picked one)
   std::vector<std::string> notes;
   std::string warning;  ///< the user_kept warning, printed once
   /// This launch's name for what it leaves in /dev/shm: ranks name nano's shared memory
@@ -69,7 +77,7 @@ enum class Purpose { kLaunch, kDryRun };
 // ---- the stages ----
 
 /// Pure: the checks of `o` that need nothing but `o` (the plan's are make_plan's). Throws
-/// SettingError: max_restarts, grace_period or restart_delay below 0, a heartbeat_timeout
+/// SettingError: num_processes, max_restarts, grace_period or restart_delay below 0, a heartbeat_timeout
 /// under 1 s, hosts with hostfile, topology with synthetic.
 void check_launch_options(const LaunchOptions& o);
 
@@ -119,13 +127,6 @@ struct WorldPlan {
 WorldPlan plan_world(const Topology& topology, const LaunchOptions& o, const std::vector<HostSlots>& hosts,
                      const SlurmContext& slurm);
 
-/// How the rendezvous port is decided.
-enum class PortChoice {
-  kGiven,    ///< o.master_port, checked free where rank 0 listens (when that is this host)
-  kDerived,  ///< a Slurm node part's port, the same on every node; node 0 checks it
-  kPicked,   ///< a free port picked here
-};
-
 /// The rendezvous: MASTER_ADDR and how MASTER_PORT comes about.
 struct Rendezvous {
   std::string addr;
@@ -163,9 +164,9 @@ void stamp_attempt(Setup& s, const AttemptIdentity& attempt);
 /// (SettingError where one setting is wrong); nothing has started then.
 Setup prepare(const LaunchOptions& o, const std::vector<std::string>& argv, Purpose purpose);
 
-/// A restart's world: the same plan, a fresh job (its own files), a fresh rendezvous port unless
-/// the user fixed one (the old one may linger in TIME_WAIT), and the restart count; the run id
-/// stays.
+/// A restart's world: the same plan, a fresh job (its own files), a fresh rendezvous port when
+/// the first was picked (the old one may linger in TIME_WAIT; a given or Slurm-derived port
+/// stays), and the restart count; the run id stays.
 void renew_for_restart(Setup& s, const LaunchOptions& o, int restarts);
 
 /// The attempt `s` starts, as its ranks see it (cli/torchrun_env.h).

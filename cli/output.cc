@@ -11,6 +11,7 @@
 #include <system_error>
 
 #include <nano/error.h>
+#include "env-init/setting.h"
 
 namespace nano {
 namespace {
@@ -21,10 +22,10 @@ constexpr size_t kMaxLine = 256u << 20;
 void make_dirs(const std::string& path) {
   std::error_code failed;
   std::filesystem::create_directories(path, failed);
-  if (failed) throw UsageError("cannot create --log-dir " + path + ": " + failed.message());
+  if (failed) throw SettingError(Setting::kLogDir, path, "cannot create {log_dir} " + path + ": " + failed.message());
   struct stat st;
   if (stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-    throw UsageError("cannot create --log-dir " + path + ": not a directory");
+    throw SettingError(Setting::kLogDir, path, "cannot create {log_dir} " + path + ": not a directory");
 }
 
 }  // namespace
@@ -63,13 +64,15 @@ OutputRouter::OutputRouter(int world_size, OutputConfig config, OutputSink& sink
   make_dirs(config_.log_dir);
   open_logs(config_.log_dir);
   summary_ = std::make_unique<std::ofstream>(config_.log_dir + "/summary.log", std::ios::trunc);
-  if (!*summary_) throw UsageError("cannot write --log-dir " + config_.log_dir + ": summary.log");
+  if (!*summary_)
+    throw SettingError(Setting::kLogDir, config_.log_dir,
+                       "cannot write {log_dir} " + config_.log_dir + ": summary.log");
 }
 
 void OutputRouter::open_logs(const std::string& dir) {
   auto open = [&](const std::string& name) {
     auto file = std::make_unique<std::ofstream>(dir + "/" + name, std::ios::trunc);
-    if (!*file) throw UsageError("cannot write --log-dir " + dir + ": " + name);
+    if (!*file) throw SettingError(Setting::kLogDir, dir, "cannot write {log_dir} " + dir + ": " + name);
     return file;
   };
   for (size_t r = 1; r < ranks_.size(); ++r)

@@ -114,8 +114,8 @@ PreparedRank prepare_rank(const ShimSpec& spec, int rank) {
   for (const auto& [name, value] : spec.carried_env) current[name] = value;  // as on the launching host
   // The user_kept and agent warnings are nano-run's (printed once, before mpirun starts), not
   // the shims'.
-  p.env = make_rank_environment(id, p.plan, spec.recipe, current, find_installed_library, spec.extra_env,
-                                nano_python_folder());
+  // --env's values came with the carried variables, as the host's own environment.
+  p.env = make_rank_environment(id, p.plan, spec.recipe, current, find_installed_library, {}, nano_python_folder());
   for (auto& [name, value] : attempt_variables(spec.attempt, rank)) p.env.env[name] = value;
   return p;
 }
@@ -262,6 +262,7 @@ int run_rank_shim(int argc, char** argv) {
   const pid_t parent = getppid();
   signal(SIGPIPE, SIG_IGN);  // a launcher gone mid-write is seen as EOF on the link, not a death
   ShimIo io;
+  pid_t started = -1;  // the rank's process group, once started
   ShimSpec spec;
   std::vector<std::string> program;
   try {
@@ -299,6 +300,7 @@ int run_rank_shim(int argc, char** argv) {
     if (prepared.bind_memory) req.numa_nodes = prepared.plan.numa_nodes;
     req.capture_output = io.link >= 0;
     const Spawned child = spawn_process(req);
+    started = child.pid;
     for (const auto& w : child.warnings)
       if (io.rank == 0) io.send(FrameType::kErr, "nano-run: warning: " + w + "\n");
     if (io.link >= 0) io.send(FrameType::kStarted, std::to_string(child.pid));
@@ -312,6 +314,7 @@ int run_rank_shim(int argc, char** argv) {
     decode_wait_status(status, code, sig);
     return sig != 0 ? 128 + sig : code;
   } catch (const Error& e) {
+    if (started > 0) killpg(started, SIGKILL);  // a shim that gives up takes its rank along
     io.drop_files();
     // Worded as the front end that started the launch names its settings.
     const std::string message =

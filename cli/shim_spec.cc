@@ -6,6 +6,54 @@
 #include "cli/launch_setup.h"
 
 namespace nano {
+namespace {
+
+using nlohmann::json;
+
+// A string as JSON: itself when it is UTF-8 (nearly always), else its bytes in hex.
+json text(const std::string& s) {
+  try {
+    (void)json(s).dump();
+    return s;
+  } catch (const json::type_error&) {
+  }
+  static const char kDigits[] = "0123456789abcdef";
+  std::string hex;
+  for (unsigned char c : s) {
+    hex += kDigits[c >> 4];
+    hex += kDigits[c & 15];
+  }
+  return json{{"hex", hex}};
+}
+
+std::string text_of(const json& j) {
+  if (j.is_string()) return j.get<std::string>();
+  const std::string hex = j.at("hex").get<std::string>();
+  auto nibble = [&](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    throw UsageError("unreadable rank shim spec (bad hex string)");
+  };
+  if (hex.size() % 2 != 0) throw UsageError("unreadable rank shim spec (bad hex string)");
+  std::string out;
+  for (size_t i = 0; i < hex.size(); i += 2) out += static_cast<char>(nibble(hex[i]) * 16 + nibble(hex[i + 1]));
+  return out;
+}
+
+// A variable map as [[name, value], ...], each a text().
+json texts(const std::map<std::string, std::string>& vars) {
+  json out = json::array();
+  for (const auto& [name, value] : vars) out.push_back(json::array({text(name), text(value)}));
+  return out;
+}
+
+std::map<std::string, std::string> texts_of(const json& j) {
+  std::map<std::string, std::string> out;
+  for (const json& pair : j) out[text_of(pair.at(0))] = text_of(pair.at(1));
+  return out;
+}
+
+}  // namespace
 
 ShimSpec shim_spec_for(const LaunchOptions& o, const Setup& s, const std::map<std::string, std::string>& carried) {
   ShimSpec spec;
@@ -13,7 +61,6 @@ ShimSpec shim_spec_for(const LaunchOptions& o, const Setup& s, const std::map<st
   spec.recipe = o.recipe;
   spec.topology_xml = o.topology_xml;
   spec.synthetic = o.synthetic;
-  spec.extra_env = o.extra_env;
   spec.carried_env = carried;
   spec.master_addr = s.master_addr;
   spec.master_port = s.master_port;
@@ -27,76 +74,74 @@ ShimSpec shim_spec_for(const LaunchOptions& o, const Setup& s, const std::map<st
 }
 
 std::string encode_shim_spec(const ShimSpec& spec) {
-  nlohmann::json plan = {
+  json plan = {
       {"cores_per_process", spec.plan.cores_per_process}, {"cpu_for_each_process", spec.plan.cpu_for_each_process},
       {"use_logical_cores", spec.plan.use_logical_cores}, {"use_efficiency_cores", spec.plan.use_efficiency_cores},
       {"oversubscribe", spec.plan.oversubscribe},
   };
-  nlohmann::json recipe = {
+  json recipe = {
       {"allocator", static_cast<int>(spec.recipe.allocator)},
       {"openmp", static_cast<int>(spec.recipe.openmp)},
       {"disable_openmp", spec.recipe.disable_openmp},
       {"threads", spec.recipe.threads},
   };
-  nlohmann::json attempt = {
-      {"job_id", spec.attempt.job_id},
-      {"run_id", spec.attempt.run_id},
+  json attempt = {
+      {"job_id", text(spec.attempt.job_id)},
+      {"run_id", text(spec.attempt.run_id)},
       {"restart_count", spec.attempt.restart_count},
       {"max_restarts", spec.attempt.max_restarts},
   };
-  const nlohmann::json j = {
+  const json j = {
       {"plan", plan},
       {"recipe", recipe},
-      {"topology_xml", spec.topology_xml},
-      {"synthetic", spec.synthetic},
-      {"extra_env", spec.extra_env},
-      {"carried_env", spec.carried_env},
-      {"master_addr", spec.master_addr},
+      {"topology_xml", text(spec.topology_xml)},
+      {"synthetic", text(spec.synthetic)},
+      {"carried_env", texts(spec.carried_env)},
+      {"master_addr", text(spec.master_addr)},
       {"master_port", spec.master_port},
       {"group_starts", spec.group_starts},
       {"attempt", attempt},
-      {"launcher_host", spec.launcher_host},
+      {"launcher_host", text(spec.launcher_host)},
       {"launcher_port", spec.launcher_port},
-      {"token", spec.token},
+      {"token", text(spec.token)},
       {"heartbeat_timeout_ms", spec.heartbeat_timeout.count()},
       {"front_end", spec.front_end == FrontEnd::kProgram ? "program" : "command_line"},
   };
   return j.dump();
 }
 
-ShimSpec decode_shim_spec(const std::string& text) {
+ShimSpec decode_shim_spec(const std::string& encoded) {
   ShimSpec spec;
   try {
-    const nlohmann::json j = nlohmann::json::parse(text);
-    const nlohmann::json& plan = j.at("plan");
+    const json j = json::parse(encoded);
+    const json& plan = j.at("plan");
     plan.at("cores_per_process").get_to(spec.plan.cores_per_process);
     plan.at("cpu_for_each_process").get_to(spec.plan.cpu_for_each_process);
     plan.at("use_logical_cores").get_to(spec.plan.use_logical_cores);
     plan.at("use_efficiency_cores").get_to(spec.plan.use_efficiency_cores);
     plan.at("oversubscribe").get_to(spec.plan.oversubscribe);
-    const nlohmann::json& recipe = j.at("recipe");
+    const json& recipe = j.at("recipe");
     spec.recipe.allocator = static_cast<Allocator>(recipe.at("allocator").get<int>());
     spec.recipe.openmp = static_cast<OpenMpRuntime>(recipe.at("openmp").get<int>());
     recipe.at("disable_openmp").get_to(spec.recipe.disable_openmp);
     recipe.at("threads").get_to(spec.recipe.threads);
-    j.at("topology_xml").get_to(spec.topology_xml);
-    j.at("synthetic").get_to(spec.synthetic);
-    j.at("extra_env").get_to(spec.extra_env);
-    j.at("carried_env").get_to(spec.carried_env);
-    j.at("master_addr").get_to(spec.master_addr);
+    spec.topology_xml = text_of(j.at("topology_xml"));
+    spec.synthetic = text_of(j.at("synthetic"));
+    spec.carried_env = texts_of(j.at("carried_env"));
+    spec.master_addr = text_of(j.at("master_addr"));
     j.at("master_port").get_to(spec.master_port);
     j.at("group_starts").get_to(spec.group_starts);
-    const nlohmann::json& attempt = j.at("attempt");
-    attempt.at("job_id").get_to(spec.attempt.job_id);
-    attempt.at("run_id").get_to(spec.attempt.run_id);
+    const json& attempt = j.at("attempt");
+    spec.attempt.job_id = text_of(attempt.at("job_id"));
+    spec.attempt.run_id = text_of(attempt.at("run_id"));
     attempt.at("restart_count").get_to(spec.attempt.restart_count);
     attempt.at("max_restarts").get_to(spec.attempt.max_restarts);
-    j.at("launcher_host").get_to(spec.launcher_host);
+    spec.launcher_host = text_of(j.at("launcher_host"));
     j.at("launcher_port").get_to(spec.launcher_port);
-    j.at("token").get_to(spec.token);
+    spec.token = text_of(j.at("token"));
     spec.heartbeat_timeout = std::chrono::milliseconds(j.at("heartbeat_timeout_ms").get<long long>());
     spec.front_end = j.at("front_end").get<std::string>() == "program" ? FrontEnd::kProgram : FrontEnd::kCommandLine;
-  } catch (const nlohmann::json::exception& e) {
+  } catch (const json::exception& e) {
     throw UsageError(std::string("unreadable rank shim spec (") + e.what() + ")");
   }
   if (spec.group_starts.empty()) throw UsageError("unreadable rank shim spec (no group starts)");

@@ -22,9 +22,9 @@ struct ShimSpec {
   RecipeOptions recipe;
   std::string topology_xml;  ///< plan against this instead of the host (as nano-run did)
   std::string synthetic;
-  std::map<std::string, std::string> extra_env;
   /// Variables every shim sets over its host's own environment (cli/carried_env.h), so ranks on
-  /// other hosts run configured as on the launching one.
+  /// other hosts run configured as on the launching one. They include LaunchOptions::extra_env
+  /// (--env), applied as the host's own environment is: exported values the recipe respects.
   std::map<std::string, std::string> carried_env;
   std::string master_addr = "127.0.0.1";
   int master_port = 0;
@@ -47,7 +47,8 @@ struct Setup;
 /// fill in once it listens.
 ShimSpec shim_spec_for(const LaunchOptions& o, const Setup& s, const std::map<std::string, std::string>& carried);
 
-/// Pure: the spec as one line of JSON.
+/// Pure: the spec as one line of JSON. Strings that are not UTF-8 (an environment may hold any
+/// bytes; JSON text cannot) travel as {"hex": "..."}.
 std::string encode_shim_spec(const ShimSpec& spec);
 
 /// Pure: the spec back from encode_shim_spec's text; throws UsageError naming what is wrong.

@@ -36,7 +36,8 @@ LaunchOptions launch_options_of(const TorchNanoOptions& o) {
   else
     throw SettingError(Setting::kBackend, o.distributed_backend,
                        "unknown {backend} \"" + o.distributed_backend + "\": expected \"subprocess\" or \"mpi\"");
-  // 0 means "not given" to the planner; TorchNano's default is 1, so a 0 here was asked for.
+  // 0 means "not given" to the planner; TorchNano's default is 1, so a 0 here was asked for (a
+  // negative count is the launch's own check).
   if (o.num_processes == 0) check_num_processes(0);
   l.plan.num_processes = o.num_processes;
   l.plan.cpu_for_each_process = o.cpu_for_each_process;

@@ -57,6 +57,12 @@ TEST_CASE("check_launch_options: each check of the options alone, naming the set
   const std::vector<Row> table = {
       {[](LaunchOptions& o) { o.max_restarts = -1; }, "--max-restarts must be at least 0, got -1",
        Setting::kMaxRestarts},
+      // On every path, hosts and Slurm nodes included (the planner sees counts only per host).
+      {[](LaunchOptions& o) {
+         o.plan.num_processes = -3;
+         o.hosts = "a:2,b:2";
+       },
+       "--num-processes must be at least 1, got -3", Setting::kNumProcesses},
       {[](LaunchOptions& o) { o.grace_period = std::chrono::milliseconds(-5); },
        "--grace-period must be at least 0, got -5 ms", Setting::kGracePeriod},
       {[](LaunchOptions& o) { o.restart_delay = std::chrono::milliseconds(-1); },
@@ -304,6 +310,25 @@ TEST_CASE("make_rank_environments and stamp_attempt: identities, then the attemp
   stamp_attempt(s, {"99-fedcba", "11-000000", 3, 3});
   CHECK(s.envs[0].env.at("MASTER_PORT") == "29600");
   CHECK(s.envs[0].env.at("NANO_RESTART_COUNT") == "3");
+}
+
+TEST_CASE("a restart renews the job and only a picked port: a given or Slurm-derived one stays") {
+  Setup s;
+  s.envs.resize(2);
+  s.master_port = 23456;
+  s.port_choice = PortChoice::kDerived;
+  s.run_id = "slurm-12.0";
+  stamp_attempt(s, {"1-aaaaaa", "slurm-12.0", 0, 2});
+  renew_for_restart(s, LaunchOptions{}, 1);
+  CHECK(s.master_port == 23456);
+  CHECK(s.job_id != "1-aaaaaa");
+  CHECK(s.run_id == "slurm-12.0");
+  CHECK(s.envs[1].env.at("NANO_RESTART_COUNT") == "1");
+  CHECK(s.envs[1].env.at("MASTER_PORT") == "23456");
+  s.port_choice = PortChoice::kPicked;
+  renew_for_restart(s, LaunchOptions{}, 2);
+  CHECK(s.master_port > 0);
+  CHECK(s.envs[0].env.at("MASTER_PORT") == std::to_string(s.master_port));
 }
 
 TEST_CASE("the job's files are named in one place") {

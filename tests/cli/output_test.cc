@@ -1,7 +1,9 @@
 #include "cli/output.h"
 
 #include <doctest/doctest.h>
+
 #include <unistd.h>
+#include "env-init/setting.h"
 
 #include <fstream>
 #include <sstream>
@@ -81,5 +83,6 @@ TEST_CASE("an unwritable --log-dir is a usage error") {
   Recorder rec;
   OutputConfig c;
   c.log_dir = "/proc/nano-logs";
-  CHECK_THROWS_WITH(OutputRouter(1, c, rec), doctest::Contains("cannot create --log-dir /proc/nano-logs"));
+  CHECK_THROWS_WITH_AS(OutputRouter(1, c, rec), doctest::Contains("cannot create log_dir /proc/nano-logs"),
+                       SettingError);
 }

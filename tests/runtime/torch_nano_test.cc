@@ -348,6 +348,12 @@ TEST_CASE("bad options are one-line usage errors, naming TorchNanoOptions' field
   const std::vector<Row> table = {
       {[](nano::TorchNanoOptions& b) { b.num_processes = 0; }, "nano: num_processes must be at least 1, got 0"},
       {[](nano::TorchNanoOptions& b) { b.num_processes = -2; }, "nano: num_processes must be at least 1, got -2"},
+      {[](nano::TorchNanoOptions& b) {
+         b.num_processes = -3;  // with hosts too, where the planner only sees each host's share
+         b.distributed_backend = "mpi";
+         b.hosts = "a:2,b:2";
+       },
+       "nano: num_processes must be at least 1, got -3"},
       {[](nano::TorchNanoOptions& b) { b.distributed_backend = "fork"; },
        "nano: distributed_backend \"fork\" is not supported (forking after libtorch has started its thread pools "
        "is unsafe); use \"subprocess\" or \"mpi\""},
