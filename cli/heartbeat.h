@@ -27,7 +27,6 @@ class Heartbeat {
   /// How long an end last heard from at `heard` has been silent at `now`: for nano-run's side,
   /// which hears from one shim per rank (cli/shim_channels.h keeps when).
   static std::chrono::milliseconds silence_since(Clock::time_point heard, Clock::time_point now);
-  std::chrono::milliseconds timeout() const { return timeout_; }
 
  private:
   std::chrono::milliseconds timeout_;

@@ -77,8 +77,6 @@ std::string port_unusable_reason(int port) {
   return std::string("cannot be used: ") + strerror(errno);
 }
 
-bool port_is_free(int port) { return port_unusable_reason(port).empty(); }
-
 int listen_on_free_port(Reach reach, int& port) {
   int fd = bind_socket(reach == Reach::kEveryInterface ? INADDR_ANY : INADDR_LOOPBACK, 0, false);
   if (fd < 0 || listen(fd, 128) != 0) throw Error(std::string("cannot listen for rank shims: ") + strerror(errno));

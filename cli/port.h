@@ -13,9 +13,6 @@ int pick_free_port();
 /// process listens on it; else "cannot be used: <why>". The caller names the setting.
 std::string port_unusable_reason(int port);
 
-/// port_unusable_reason(port) is "".
-bool port_is_free(int port);
-
 /// Where a listener takes connections from: this host only (127.0.0.1), or every interface
 /// (0.0.0.0, for rank shims on other hosts).
 enum class Reach { kThisHost, kEveryInterface };
