@@ -51,7 +51,7 @@ def describe(results):
 
 def collectives(n, env, expect_shm):
     env = dict(env, EXPECT_SHM="1" if expect_shm else "0")
-    results = ranks.finish(ranks.start(n, [os.path.join(HERE, "collectives_check.py")], PYDIR, env=env), 300)
+    results = ranks.finish(ranks.start(n, [os.path.join(HERE, "collectives_check.py")], PYDIR, env=env), 200)
     check(all(r.code == 0 for r in results), describe(results))
     for r in results:
         print(f"rank {r.rank}: {r.out.strip().splitlines()[-1]}")
