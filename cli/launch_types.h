@@ -4,6 +4,7 @@
 // planner's and the recipe's types below them; the functions that use them are in
 // cli/launcher.h, the layers that fill them in their own headers.
 #include <chrono>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -51,6 +52,13 @@ struct LaunchOptions {
   std::chrono::milliseconds restart_delay{1000};  ///< wait between a failed attempt and the next
   /// Who asked: how the launch's own reports (notes, the rank shims' errors) name settings.
   FrontEnd front_end = FrontEnd::kProgram;
+  /// Nothing reaches the terminal: rank output and the launcher's own lines go to log_dir's
+  /// files only (a tuning trial).
+  bool quiet = false;
+  /// Asked about every poll interval while the world runs; once it returns true the world is
+  /// stopped as at an interruption (SIGTERM, the grace period, SIGKILL), and how the ranks end
+  /// then is no failure (LaunchResult::stopped). A tuning trial ends so once it measured enough.
+  std::function<bool()> stop_when;
 };
 
 /// nano-run's exit code when the root cause is a lost host (its shims' links closed or went
@@ -77,6 +85,7 @@ struct LaunchResult {
   std::optional<RankFailure> failure;  ///< of the last attempt
   int interrupted_by = 0;              ///< the signal the launcher received (SIGINT, SIGTERM, SIGHUP); 0 = none
   int attempts = 1;                    ///< worlds started: 1 + restarts
+  bool stopped = false;                ///< LaunchOptions::stop_when ended the world
 };
 
 /// What a launch would do, without starting anything (`nano-run --dry-run`).

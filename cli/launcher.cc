@@ -106,6 +106,7 @@ LaunchResult launch(const LaunchOptions& options, const std::vector<std::string>
   config.tag = options.tag_output;
   config.show_ranks = options.output_ranks;
   config.log_dir = options.log_dir;
+  config.terminal = !options.quiet;
   config.rank_offset = s.rank_offset;
   OutputRouter router(s.world_size, config, sink);
   for (const auto& note : s.notes) {

@@ -110,7 +110,7 @@ void OutputRouter::emit(int rank, Stream stream, const std::string& line) {
     s.log->flush();
   }
   bool shown =
-      s.hidden ? false
+      s.hidden || !config_.terminal ? false
                : rank == kMpirunStream || config_.show_ranks.empty() ||
                      std::find(config_.show_ranks.begin(), config_.show_ranks.end(), rank) != config_.show_ranks.end();
   if (!shown) return;
@@ -159,7 +159,7 @@ std::vector<std::string> OutputRouter::stderr_tail(int rank) const {
 void OutputRouter::hide(int rank) { state(rank).hidden = true; }
 
 void OutputRouter::note(const std::string& line) {
-  sink_.write(Stream::kErr, line + "\n");
+  if (config_.terminal) sink_.write(Stream::kErr, line + "\n");
   if (summary_) {
     *summary_ << line << '\n';
     summary_->flush();

@@ -42,6 +42,7 @@ struct OutputConfig {
   bool tag = true;              ///< prefix "[rank N] "
   std::vector<int> show_ranks;  ///< ranks whose lines reach the terminal; empty = all
   std::string log_dir;          ///< "" = no files; else rank-N.log per rank and summary.log
+  bool terminal = true;         ///< false: lines and notes go to the log files only
   size_t tail_lines = 20;       ///< stderr lines kept per rank
   /// Added to rank numbers in tags and log names: this launcher runs ranks offset..offset+N-1
   /// of a larger world (one node's part under srun). show_ranks counts from 0 here.

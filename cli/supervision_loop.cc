@@ -264,6 +264,9 @@ void SupervisionLoop::loop() {
         timeout = std::min(left, timeout);
       }
     }
+    if (options_.stop_when && !supervisor_.tearing_down() && options_.stop_when()) {
+      apply(supervisor_.stop_requested());
+    }
     poll_once(timeout);
     heartbeat();
   }
@@ -276,6 +279,7 @@ LaunchResult SupervisionLoop::finish() {
   LaunchResult result;
   result.exit_code = supervisor_.exit_code();
   result.interrupted_by = supervisor_.interrupted_by();
+  result.stopped = supervisor_.stopped();
   EndFacts facts;
   facts.root_cause = supervisor_.root_cause();
   facts.interrupted_by = result.interrupted_by;

@@ -34,7 +34,7 @@ Decision Supervisor::rank_exited(int rank, int exit_code, int signal) {
 Decision Supervisor::backend_exited(int exit_code, int signal) {
   bool failed = exit_code != 0 || signal != 0;
   Decision d;
-  d.announce = failed && !root_cause_ && interrupted_by_ == 0;
+  d.announce = failed && !root_cause_ && interrupted_by_ == 0 && !stopped_;
   if (d.announce && !all_exited()) root_cause_ = RootCause{-1, exit_code, signal};
   std::fill(exited_.begin(), exited_.end(), true);
   return d;
@@ -56,6 +56,12 @@ Decision Supervisor::grace_expired() {
   Decision d;
   d.kind = Decision::kKillAll;
   return d;
+}
+
+Decision Supervisor::stop_requested() {
+  if (tearing_down_ || all_exited()) return {};
+  stopped_ = true;
+  return start_teardown(SIGTERM);
 }
 
 bool Supervisor::exited(int rank) const {

@@ -43,6 +43,10 @@ class Supervisor {
   Decision received_signal(int signal);
   /// The grace period after the first forwarded signal ran out.
   Decision grace_expired();
+  /// The launch's caller asked the world to stop (a tuning trial measured enough): the ranks get
+  /// SIGTERM as at an interruption, and how they end is nobody's failure (exit code 0), unless a
+  /// rank had failed before.
+  Decision stop_requested();
 
   bool tearing_down() const { return tearing_down_; }
   bool all_exited() const;
@@ -53,6 +57,7 @@ class Supervisor {
   int exit_code() const;
   const std::optional<RootCause>& root_cause() const { return root_cause_; }
   int interrupted_by() const { return interrupted_by_; }
+  bool stopped() const { return stopped_; }
 
  private:
   Decision start_teardown(int signal);
@@ -61,6 +66,7 @@ class Supervisor {
   int interrupted_by_ = 0;
   bool tearing_down_ = false;
   bool killed_ = false;
+  bool stopped_ = false;
 };
 
 /// Whether a world that ended with `exit_code` is started again: it failed (a rank or the

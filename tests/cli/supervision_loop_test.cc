@@ -476,6 +476,28 @@ TEST_CASE("signals to nano-run: forwarded as themselves, a second one kills, exi
   CHECK_FALSE(r.failure);
 }
 
+TEST_CASE("a stop the caller asks for (a tuning trial): SIGTERM at the next poll, no failure, exit 0") {
+  World w(2, LaunchBackend::kSubprocess);
+  w.forked_ranks();
+  // The caller has measured enough from 250 ms on; both ranks end by the SIGTERM.
+  w.o.stop_when = [&] { return w.io.elapsed() >= 250ms; };
+  for (int rank = 0; rank < 2; ++rank)
+    w.io.on_signal[World::pid(rank)] = [&w, rank](int sig) {
+      if (sig == SIGTERM) w.io.after(20ms, [&w, rank] { w.io.end(World::pid(rank), 0, SIGTERM); });
+    };
+
+  const LaunchResult r = w.run();
+
+  REQUIRE(w.starter.deliveries.size() == 1);
+  CHECK(w.starter.deliveries[0].sig == SIGTERM);
+  CHECK(w.starter.deliveries[0].at >= 250ms);
+  CHECK(w.starter.deliveries[0].at <= 250ms + kPollInterval);
+  CHECK(r.stopped);
+  CHECK(r.exit_code == 0);
+  CHECK_FALSE(r.failure);
+  CHECK(w.notes().empty());  // a stop is no news: no root cause, no interruption
+}
+
 TEST_CASE("a restart decision follows a failed world, never an interrupted or a clean one") {
   World failed(2, LaunchBackend::kSubprocess);
   failed.forked_ranks();

@@ -195,3 +195,30 @@ TEST_CASE("the first failure's teardown: SIGTERM with the grace timer, then one 
   CHECK(s.root_cause()->rank == 2);
   CHECK(s.exit_code() == 1);
 }
+
+TEST_CASE("a stop the caller asked for (a tuning trial): SIGTERM, nobody's failure, exit 0") {
+  Supervisor s(2);
+  Decision d = s.stop_requested();
+  CHECK(d.kind == Decision::kSignalAll);
+  CHECK(d.signal == SIGTERM);
+  CHECK(d.start_grace);
+  CHECK(s.stopped());
+  CHECK(s.stop_requested().kind == Decision::kNone);  // once
+  CHECK_FALSE(s.rank_exited(0, 0, SIGTERM).announce);
+  CHECK(s.grace_expired().kind == Decision::kKillAll);
+  CHECK_FALSE(s.backend_exited(1, 0).announce);  // mpirun's verdict on the stopped ranks
+  CHECK(s.exit_code() == 0);
+  CHECK_FALSE(s.root_cause());
+  // Ctrl-C during the stop still says so.
+  Supervisor t(1);
+  t.stop_requested();
+  t.received_signal(SIGINT);
+  CHECK(t.exit_code() == 130);
+  CHECK(t.interrupted_by() == SIGINT);
+  // A rank that failed before the stop stays the root cause; nothing is stopped then.
+  Supervisor u(2);
+  u.rank_exited(1, 3, 0);
+  CHECK(u.stop_requested().kind == Decision::kNone);
+  CHECK_FALSE(u.stopped());
+  CHECK(u.exit_code() == 3);
+}
