@@ -24,6 +24,7 @@
 #include <nano/communicator.h>
 #include <nano/error.h>
 #include "runtime/rendezvous.h"  // first_line
+#include "runtime/step_report.h"
 
 namespace nano {
 
@@ -148,6 +149,7 @@ void write_durable(const std::string& dir, const std::string& path, const std::s
 
 void prepare_checkpoint_dir(const std::string& dir) {
   if (dir.empty()) throw UsageError("nano: the checkpoint folder is empty");
+  if (in_tuning_trial()) return;  // a trial makes nothing of the user's (nor writes there)
   std::error_code failed;
   std::filesystem::create_directories(dir, failed);
   struct stat st {};
@@ -213,7 +215,8 @@ Checkpointer::Checkpointer(std::string dir, std::shared_ptr<Communicator> comm, 
     throw UsageError("nano: checkpoint every_steps must be >= 0, got " + std::to_string(options_.every_steps));
   if (!(options_.every_seconds >= 0))
     throw UsageError("nano: checkpoint every_seconds must be >= 0, got " + std::to_string(options_.every_seconds));
-  if (comm_->rank() == 0) {
+  // A tuning trial leaves the user's folder as it is: not made, not cleaned, never written.
+  if (comm_->rank() == 0 && !in_tuning_trial()) {
     prepare_checkpoint_dir(dir_);
     // Temporaries of a writer that was killed mid-write: never a checkpoint, only space.
     if (DIR* d = opendir(dir_.c_str())) {
@@ -338,7 +341,7 @@ void Checkpointer::save() {
   last_save_ = std::chrono::steady_clock::now();
   const std::string path = dir_ + "/" + checkpoint_file_name(steps_);
   last_path_ = path;
-  if (comm_->rank() != 0) return;
+  if (comm_->rank() != 0 || in_tuning_trial()) return;
 
   torch::serialize::OutputArchive archive;
   for (const Entry& e : entries_) {

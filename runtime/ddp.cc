@@ -14,6 +14,7 @@
 #include <nano/error.h>
 
 #include "runtime/bucket_assignment.h"
+#include "runtime/step_report.h"
 
 namespace nano {
 
@@ -179,9 +180,14 @@ struct Reducer : std::enable_shared_from_this<Reducer> {
       throw;
     }
     reset_iteration();
+    step_report::ddp_step();
   }
 };
 
+}  // namespace detail
+
+namespace detail {
+void count_forward_samples(long long samples) { step_report::forward_samples(samples); }
 }  // namespace detail
 
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Module> module,

@@ -4,6 +4,8 @@
 #include <numeric>
 #include <random>
 
+#include "runtime/step_report.h"
+
 namespace nano {
 
 EpochShardSampler::EpochShardSampler(std::size_t size, int rank, int world_size, bool shuffle, bool allow_duplicates,
@@ -77,6 +79,7 @@ void EpochShardSampler::build_order(std::size_t epoch) {
 torch::optional<std::vector<std::size_t>> EpochShardSampler::next(std::size_t batch_size) {
   call_hook(SamplerEvent::kBatch);
   auto indices = next_indices(batch_size);
+  if (indices) step_report::loader_batch(indices->size());
   if (!indices && !pass_ended_) {
     pass_ended_ = true;
     call_hook(SamplerEvent::kPassEnd);

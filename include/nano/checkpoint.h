@@ -113,7 +113,8 @@ void load_optimizer(torch::optim::Optimizer& optimizer, torch::serialize::InputA
 
 /// Makes `dir` (and its parents) when missing and checks that files can be made in it. Throws
 /// UsageError naming `dir` and why ("nano: cannot write into checkpoint folder /x: Permission
-/// denied"). Programs call it before starting anything, so a bad folder costs no training.
+/// denied"). Programs call it before starting anything, so a bad folder costs no training. In a
+/// tuning trial (NANO_TUNE_TRIAL=1, `nano-run --tune`) it makes and checks nothing.
 void prepare_checkpoint_dir(const std::string& dir);
 
 /// The checkpoint file name of `step` ("ckpt-000000000500.nano").

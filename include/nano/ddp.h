@@ -4,7 +4,10 @@
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 
+#include <ATen/core/grad_mode.h>
+
 #include <cstddef>
+#include <type_traits>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -22,7 +25,19 @@ struct DdpOptions {
 
 namespace detail {
 struct Reducer;
+/// Counts the samples of a forward for `nano-run --tune` (runtime/step_report.h).
+void count_forward_samples(long long samples);
+/// The batch size of a forward whose first argument is a tensor, while gradients are recorded
+/// (an evaluation forward is no training sample).
+template <class First, class... Rest>
+void note_batch(const First& first, const Rest&...) {
+  if constexpr (std::is_convertible_v<const First&, const at::Tensor&>) {
+    const at::Tensor& t = first;
+    if (t.defined() && t.dim() > 0 && at::GradMode::is_enabled()) count_forward_samples(t.size(0));
+  }
 }
+inline void note_batch() {}
+}  // namespace detail
 
 /// Wraps a module (shared_ptr<Module> or ModuleHolder) for data-parallel training.
 /// Construction broadcasts parameters and buffers from rank 0 (collective: every rank
@@ -102,6 +117,7 @@ class DDP : public DistributedDataParallel {
   template <class... Args>
   auto forward(Args&&... args) {
     if (options().broadcast_buffers) sync_buffers();
+    detail::note_batch(args...);
     return holder_->forward(std::forward<Args>(args)...);
   }
   template <class... Args>
