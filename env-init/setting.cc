@@ -41,13 +41,20 @@ constexpr Known kSettings[] = {
     {Setting::kRestartDelay, "restart_delay", "--restart-delay", "restart_delay_ms"},
     {Setting::kDryRun, "dry_run", "--dry-run"},
     {Setting::kJson, "json", "--json"},
+    {Setting::kTune, "tune", "--tune"},
+    {Setting::kTuneSeconds, "tune_seconds", "--tune-seconds"},
+    {Setting::kTuneSteps, "tune_steps", "--tune-steps"},
+    {Setting::kTuneCandidates, "tune_candidates", "--tune-candidates"},
+    {Setting::kTuneAllocators, "tune_allocators", "--tune-allocators"},
+    {Setting::kTuneMetric, "tune_metric", "--tune-metric"},
+    {Setting::kMaxRanks, "max_ranks", "--max-ranks"},
 };
 
 // The table is in the enumeration's order, one row per enumerator, so a setting is its index.
 constexpr bool in_enum_order() {
   for (size_t i = 0; i < std::size(kSettings); ++i)
     if (static_cast<size_t>(kSettings[i].setting) != i) return false;
-  return std::size(kSettings) == static_cast<size_t>(Setting::kJson) + 1;
+  return std::size(kSettings) == static_cast<size_t>(Setting::kMaxRanks) + 1;
 }
 static_assert(in_enum_order(), "kSettings: one row per Setting, in its order");
 

@@ -39,6 +39,13 @@ enum class Setting {
   kRestartDelay,
   kDryRun,
   kJson,
+  kTune,
+  kTuneSeconds,
+  kTuneSteps,
+  kTuneCandidates,
+  kTuneAllocators,
+  kTuneMetric,
+  kMaxRanks,
 };
 
 /// The setting's key, in snake case like the fields of the options structures ("num_processes",
@@ -76,6 +83,8 @@ class SettingError : public UsageError {
   Setting setting() const { return setting_; }
   /// The offending value as the user gave it ("" when the problem is a combination).
   const std::string& value() const { return value_; }
+  /// The message with its placeholders, as given.
+  const std::string& text() const { return text_; }
   /// The message with every placeholder replaced by `names`' name of that setting.
   std::string worded(SettingNames names) const;
 
