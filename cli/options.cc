@@ -24,6 +24,8 @@ constexpr const char* kExamples = R"(Examples:
   nano-run -n 8 --hosts node1:4,node2:4 ./train      two machines through Open MPI
   nano-run -n 4 --dry-run --json ./train    print the plan, start nothing
   nano-run -n 2 --synthetic "pack:2 core:8 pu:2" --dry-run ./train
+  nano-run --tune ./train                   time ./train at each layout, store the fastest
+  nano-run -n auto ./train                  run the stored fastest layout (tune first if none)
 Exit codes: 0 every rank succeeded; the failing rank's code; 128+signal when a rank was
 killed; 130 on Ctrl-C; 2 bad input (nothing started).)";
 
@@ -60,6 +62,7 @@ std::vector<int> parse_rank_list(Setting setting, const std::string& text) {
 struct TypedFlags {
   std::string num_processes, cpu_for_each_process, cores_per_process, threads, allocator, backend, master_port;
   std::string grace_period, heartbeat_timeout, max_restarts, restart_delay, output_ranks;
+  std::string tune_seconds, tune_steps, tune_candidates, tune_allocators, max_ranks;
   std::vector<std::string> env;
   bool no_tag_output = false;
   bool version = false;
@@ -69,8 +72,9 @@ struct TypedFlags {
 // into `raw`.
 void declare_flags(CLI::App& app, RunCommand& cmd, TypedFlags& raw) {
   app.add_option("-n," + flag(Setting::kNumProcesses), raw.num_processes,
-                 "Number of ranks (default 1, or the hosts' slots)")
-      ->type_name("INT");
+                 "Number of ranks (default 1, or the hosts' slots); auto = the layout " + flag(Setting::kTune) +
+                     " stored for this machine and program (tuned first when none is)")
+      ->type_name("INT|auto");
   app.add_option(flag(Setting::kCpuForEachProcess), raw.cpu_for_each_process,
                  "Explicit CPU lists, one per rank: \"0-3;4-7\"")
       ->type_name("LISTS");
@@ -118,13 +122,49 @@ void declare_flags(CLI::App& app, RunCommand& cmd, TypedFlags& raw) {
       ->type_name("SECONDS");
   app.add_flag(flag(Setting::kDryRun), cmd.dry_run, "Print the plan and each rank's environment; start nothing");
   app.add_flag(flag(Setting::kJson), cmd.json, "With " + flag(Setting::kDryRun) + ": print JSON");
+  app.add_flag(flag(Setting::kTune), cmd.tune,
+               "Run short trials of the program at candidate layouts (ranks x threads x allocator), print "
+               "their throughput and store the fastest for -n auto");
+  app.add_option(flag(Setting::kTuneSeconds), raw.tune_seconds,
+                 "Each trial measures this long after 3 warm-up steps (default 8)")
+      ->type_name("SECONDS");
+  app.add_option(flag(Setting::kTuneSteps), raw.tune_steps, "Each trial measures this many steps instead")
+      ->type_name("INT");
+  app.add_option(flag(Setting::kTuneCandidates), raw.tune_candidates,
+                 "Rank counts to try, e.g. 1,2,4 (default: those that split the cores evenly along "
+                 "packages, NUMA nodes and L3 domains)")
+      ->type_name("LIST");
+  app.add_option(flag(Setting::kTuneAllocators), raw.tune_allocators,
+                 "Also try these allocators: jemalloc,tcmalloc,default (default: " + flag(Setting::kAllocator) +
+                     "'s)")
+      ->type_name("LIST");
+  app.add_option(flag(Setting::kTuneMetric), cmd.tune_options.metric,
+                 "Time the program by its own output instead: a regex whose first group on a line of rank 0 is "
+                 "its throughput (needed for programs without nano's runtime)")
+      ->type_name("REGEX");
+  app.add_option(flag(Setting::kMaxRanks), raw.max_ranks, "Try no layout of more ranks than this")->type_name("INT");
   app.add_flag("--version", raw.version, "Print the version and exit");
+}
+
+// The tuning's flags into `tune`.
+void apply_tune_flags(const TypedFlags& raw, TuneOptions& tune) {
+  if (!raw.tune_seconds.empty()) {
+    const auto value = parse_seconds(raw.tune_seconds, std::chrono::milliseconds(100), std::chrono::hours(1));
+    if (!value) throw invalid(Setting::kTuneSeconds, raw.tune_seconds, "seconds from 0.1 to 3600");
+    tune.measure = *value;
+  }
+  if (!raw.tune_steps.empty())
+    tune.steps = parse_int(Setting::kTuneSteps, raw.tune_steps, 1, 1000000, "a positive integer");
+  if (!raw.tune_candidates.empty()) tune.candidates.rank_counts = parse_rank_counts(raw.tune_candidates);
+  if (!raw.tune_allocators.empty()) tune.candidates.allocators = parse_allocator_list(raw.tune_allocators);
+  if (!raw.max_ranks.empty())
+    tune.candidates.max_ranks = parse_int(Setting::kMaxRanks, raw.max_ranks, 1, 1 << 20, "a positive integer");
 }
 
 // The typed flags into `launch`, each parsed on its own; throws SettingError naming the flag.
 void apply_flags(const TypedFlags& raw, LaunchOptions& launch) {
   const int kMaxRanks = 1 << 20;
-  if (!raw.num_processes.empty()) {
+  if (!raw.num_processes.empty() && raw.num_processes != "auto") {
     launch.plan.num_processes =
         parse_int(Setting::kNumProcesses, raw.num_processes, -kMaxRanks, kMaxRanks, "a positive integer");
     check_num_processes(launch.plan.num_processes);  // 0 means "not given" in PlanOptions
@@ -204,7 +244,15 @@ RunCommand parse_run_command(const std::vector<std::string>& args) {
   if (cmd.argv.empty()) throw UsageError(std::string("missing PROGRAM (usage: ") + kUsage + ")");
 
   apply_flags(raw, cmd.launch);
+  apply_tune_flags(raw, cmd.tune_options);
+  cmd.auto_ranks = raw.num_processes == "auto";
   if (cmd.json && !cmd.dry_run) throw SettingError(Setting::kJson, "", "{json} needs {dry_run}");
+  const bool tune_flags = !raw.tune_seconds.empty() || !raw.tune_steps.empty() || !raw.tune_candidates.empty() ||
+                          !raw.tune_allocators.empty() || !raw.max_ranks.empty() || !cmd.tune_options.metric.empty();
+  if (tune_flags && !cmd.tune && !cmd.auto_ranks)
+    throw SettingError(Setting::kTune, "", "the tuning's flags need {tune} or {num_processes} auto");
+  if (!raw.tune_seconds.empty() && !raw.tune_steps.empty())
+    throw SettingError(Setting::kTuneSteps, raw.tune_steps, "give {tune_seconds} or {tune_steps}, not both");
   return cmd;
 }
 

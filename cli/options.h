@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cli/launch_types.h"
+#include "cli/tuner.h"
 
 namespace nano {
 
@@ -19,6 +20,11 @@ struct RunCommand {
   std::vector<std::string> argv;  ///< PROGRAM ARGS...
   bool dry_run = false;
   bool json = false;
+  /// --tune: measure the program at candidate layouts, print the table, store the winner.
+  bool tune = false;
+  /// -n auto: run the layout stored for this machine and program (tuning first when none is).
+  bool auto_ranks = false;
+  TuneOptions tune_options;  ///< --tune-* and --max-ranks
 };
 
 /// Parses nano-run's arguments (without argv[0]). Throws UsageError with a one-line message: a

@@ -62,4 +62,17 @@ inline constexpr std::chrono::seconds kOutputDrainNote{1};
 /// shim that stopped reading, and supervision must not wait on it for long.
 inline constexpr std::chrono::milliseconds kShimFrameWrite{100};
 
+/// `nano-run --tune`: what a trial may take, on top of what it measures, to start its ranks and
+/// run its warm-up steps: a libtorch program loads in seconds, a first step (page faults, lazy
+/// initialisation, a dataset read) can take tens of seconds on a large model.
+inline constexpr std::chrono::seconds kTrialStartAllowance{60};
+
+/// `nano-run --tune --tune-steps K`: the longest a trial measuring K steps may run after its
+/// warm-up. A layout that slow is no contender; the trial is counted as failed.
+inline constexpr std::chrono::seconds kTrialStepsBound{300};
+
+/// `nano-run --tune`: how often a running trial's figures are read to see whether it measured
+/// enough (a few small files, so it costs nothing).
+inline constexpr std::chrono::milliseconds kTrialCheckInterval{200};
+
 }  // namespace nano

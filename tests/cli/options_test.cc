@@ -123,7 +123,7 @@ TEST_CASE("every bad option value: one line naming it") {
       {{"--allocator", "foo", "p"}, "unknown allocator \"foo\" (choose jemalloc, tcmalloc, system or auto)"},
       {{"--frobnicate", "p"}, "unknown option --frobnicate (see nano-run --help)"},
       {{"-n", "2"}, "missing PROGRAM (usage: nano-run [options] [--] PROGRAM [ARGS...])"},
-      {{"--num-processes"}, "--num-processes: 1 required INT missing"},
+      {{"--num-processes"}, "--num-processes: 1 required INT|auto missing"},
       {{"--json", "p"}, "--json needs --dry-run"},
   };
   for (const auto& row : rows) {
@@ -168,4 +168,38 @@ TEST_CASE("--env NAME[=VALUE]: set, carried from here, or a one-line error") {
   CHECK_THROWS_AS(nano::parse_env_option("1X=2", here), nano::SettingError);
   auto cmd = nano::parse_run_command({"--env", "A=1", "--env", "B=2", "./train"});
   CHECK(cmd.launch.extra_env == std::map<std::string, std::string>{{"A", "1"}, {"B", "2"}});
+}
+
+TEST_CASE("the tuning's flags: --tune, -n auto and their settings") {
+  RunCommand c = parse({"--tune", "--tune-steps", "12", "--tune-candidates", "1,2,4", "--tune-allocators",
+                        "jemalloc,default", "--tune-metric", "rate ([0-9.]+)", "--max-ranks", "2", "./train", "--x"});
+  CHECK(c.tune);
+  CHECK_FALSE(c.auto_ranks);
+  CHECK(c.tune_options.steps == 12);
+  CHECK(c.tune_options.candidates.rank_counts == std::vector<int>{1, 2, 4});
+  CHECK(c.tune_options.candidates.allocators == std::vector<Allocator>{Allocator::kJemalloc, Allocator::kSystem});
+  CHECK(c.tune_options.candidates.max_ranks == 2);
+  CHECK(c.tune_options.metric == "rate ([0-9.]+)");
+  CHECK(c.argv == std::vector<std::string>{"./train", "--x"});
+  c = parse({"-n", "auto", "--tune-seconds", "2.5", "./train"});
+  CHECK(c.auto_ranks);
+  CHECK(c.launch.plan.num_processes == 0);
+  CHECK(c.tune_options.measure == std::chrono::milliseconds(2500));
+  CHECK(parse({"./train"}).tune_options.measure == std::chrono::seconds(8));  // the default
+  struct Row {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  const Row rows[] = {
+      {{"--tune", "--tune-seconds", "0", "p"}, "invalid value '0' for --tune-seconds: expected seconds from 0.1 to 3600"},
+      {{"--tune", "--tune-steps", "0", "p"}, "invalid value '0' for --tune-steps: expected a positive integer"},
+      {{"--tune", "--max-ranks", "-1", "p"}, "invalid value '-1' for --max-ranks: expected a positive integer"},
+      {{"--tune", "--tune-steps", "3", "--tune-seconds", "2", "p"}, "give --tune-seconds or --tune-steps, not both"},
+      {{"--tune-candidates", "1,2", "p"}, "the tuning's flags need --tune or --num-processes auto"},
+      {{"-n", "autox", "p"}, "invalid value 'autox' for --num-processes: expected a positive integer"},
+  };
+  for (const Row& row : rows) {
+    CAPTURE(row.message);
+    CHECK(parse_error(row.args) == row.message);
+  }
 }

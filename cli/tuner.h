@@ -1,0 +1,81 @@
+#pragma once
+// `nano-run --tune`: short trials of the user's own program at candidate layouts, measured by
+// the runtime's step reports (runtime/step_report.h) or the program's own metric lines, until
+// the ranking is settled (cli/tune_choice.h). Each trial is a quiet launch (cli/launcher.h) in a
+// folder of its own that goes with it, stopped once it measured enough and bounded in time; a
+// failed trial is reported and skipped. This file is the shell; the decisions are the pure
+// functions of cli/tune_candidates.h and cli/tune_choice.h.
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "cli/launch_types.h"
+#include "cli/tune_candidates.h"
+#include "cli/tune_choice.h"
+#include "cli/tune_store.h"
+
+namespace nano {
+
+/// What a tuning is asked.
+struct TuneOptions {
+  CandidateRequest candidates;
+  /// Each trial measures this long after its warm-up (--tune-seconds)...
+  std::chrono::milliseconds measure{std::chrono::seconds(8)};
+  /// ...or this many steps (--tune-steps; 0 = by time).
+  int steps = 0;
+  /// --tune-metric: a regular expression (ECMAScript) whose first group (or whole match) on a
+  /// line of rank 0's output is the program's own throughput; "" = the runtime's steps.
+  std::string metric;
+  /// Steps (or metric lines) of each trial left out: the first steps' page faults and lazy
+  /// initialisation are no layout's speed.
+  int warmup = 3;
+  /// Rounds of trials at most (the first tries every layout, the next the contenders).
+  int max_rounds = 3;
+};
+
+/// How nano can time a program without its help.
+enum class ProgramTiming {
+  kRuntime,  ///< it links nano's runtime (its DDP steps and sharded loader report themselves)
+  kNone,     ///< neither: it needs --tune-metric
+};
+
+/// Reads the program (argv[0], resolved on PATH) to see whether it links nano's runtime.
+ProgramTiming program_timing(const std::vector<std::string>& argv);
+
+/// Every check that would fail all trials, before any starts; the layouts to try. Throws
+/// SettingError (one setting wrong: a candidate the planner refuses, a bad regex, a program
+/// that cannot be timed without --tune-metric, a setting that fixes what tuning chooses, more
+/// than one host) or UsageError (the program cannot run, an allocator is not installed).
+std::vector<Layout> prepare_tuning(const LaunchOptions& base, const TuneOptions& options,
+                                   const std::vector<std::string>& argv);
+
+/// What a tuning found.
+struct TuneResult {
+  std::vector<LayoutTrials> layouts;
+  Ranking ranking;
+  RateUnit unit = RateUnit::kRankSteps;
+  int trials = 0;
+  int rounds = 0;
+  double seconds = 0;      ///< the whole tuning, wall clock
+  int interrupted_by = 0;  ///< the signal that stopped it (SIGINT...): nothing is chosen then
+};
+
+/// Runs the trials of `layouts` (prepare_tuning's) and ranks them; `say` gets one line per
+/// trial as it ends. A Ctrl-C stops the trial in progress (as nano-run stops a world) and the
+/// tuning with it (interrupted_by).
+TuneResult tune(const LaunchOptions& base, const TuneOptions& options, const std::vector<std::string>& argv,
+                const std::vector<Layout>& layouts, const std::function<void(const std::string&)>& say);
+
+/// The result as a table: each layout's rate, its ratio to the best, how it was measured; the
+/// winner marked, and why when a tie made it.
+std::string format_tune_table(const TuneResult& result, const TuneOptions& options);
+
+/// What -n auto keys a program by: argv with argv[0] resolved on PATH (as the launch runs it).
+std::vector<std::string> program_key(const std::vector<std::string>& argv);
+
+/// The winner of `result` as a store entry.
+TuneEntry tune_entry_of(const TuneResult& result, const std::string& fingerprint,
+                        const std::vector<std::string>& program);
+
+}  // namespace nano

@@ -1,0 +1,222 @@
+#!/usr/bin/python3
+"""`nano-run --tune` and `-n auto` end to end: real nano-run, real ranks of a program on nano's
+runtime whose speed per layout is scripted (scripted_trainer.cc), or of a shell program timed
+by its own output (--tune-metric). Each case has its own cache folder (XDG_CACHE_HOME) and
+TMPDIR, checks that nothing is left behind (trial folders, /dev/shm, a checkpoint folder), and
+is bounded by timeouts. Prints "PASS: CASE" or "FAIL: CASE: why".
+
+Usage: tune_test.py NANO_RUN SCRIPTED_TRAINER CASE
+  choice     the scripted winner is chosen and stored; -n auto --dry-run shows it; -n auto runs it
+  tie        two layouts within noise: the one with fewer ranks wins
+  failing    a layout whose rank fails is reported and skipped; the user's checkpoint folder is untouched
+  metric     a program without nano's runtime: refused without --tune-metric, tuned with it
+  store      a corrupt cache is ignored with one warning and rewritten; another machine is a miss
+  inputs     bad flags: one line, exit 2, nothing started
+  interrupt  Ctrl-C during a trial: exit 130, nothing stored, nothing left
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+NANO_RUN, TRAINER, CASE = sys.argv[1], sys.argv[2], sys.argv[3]
+
+
+class Failure(Exception):
+    pass
+
+
+def check(condition, why):
+    if not condition:
+        raise Failure(why)
+
+
+def shm_names():
+    return set(n for n in os.listdir("/dev/shm") if n.startswith("nano-"))
+
+
+def run(args, env, timeout=240):
+    p = subprocess.run([NANO_RUN] + args, env=env, capture_output=True, text=True, timeout=timeout)
+    return p.returncode, p.stdout, p.stderr
+
+
+def store_of(env):
+    with open(os.path.join(env["XDG_CACHE_HOME"], "nano", "tune.json")) as f:
+        return json.load(f)
+
+
+def trainer(script, steps="400"):
+    return ["--backend", "subprocess", "--tune-candidates", "1,2", "--tune-steps", "6", "--", TRAINER, steps], script
+
+
+def case_choice(env):
+    # 1 rank: 16 samples per 60 ms; 2 ranks: 2 x 16 per 25 ms: 2 ranks, about 5x.
+    env["SCRIPT"] = "1/*=60 2/*=25"
+    args, _ = trainer(env["SCRIPT"])
+    code, out, err = run(["--tune"] + args, env)
+    check(code == 0, f"--tune exited {code}: {err[-1500:]}")
+    check("* 2 ranks x 1 thread" in err, f"2 ranks not marked the winner:\n{err}")
+    check("samples/s" in err, f"no samples/s in the table:\n{err}")
+    entries = store_of(env)["entries"]
+    check(len(entries) == 1 and entries[0]["layout"]["ranks"] == 2, f"stored: {entries}")
+    check(entries[0]["ratio_to_one_rank"] > 2.5, f"ratio {entries[0]['ratio_to_one_rank']}")
+    # --dry-run -n auto: the stored choice and its plan, nothing started.
+    code, out, err = run(["-n", "auto", "--dry-run", "--backend", "subprocess", TRAINER, "400"], env)
+    check(code == 0, f"-n auto --dry-run exited {code}: {err}")
+    check("-n auto: 2 ranks x 1 thread" in err, err)
+    check(out.count("rank") >= 2, out)
+    # -n auto runs it: 2 ranks, each saying so.
+    code, out, err = run(["-n", "auto", "--backend", "subprocess", TRAINER, "8"], env)
+    check(code == 0, f"-n auto exited {code}: {err[-800:]}")
+    check("nothing tuned" in err, f"a miss for other arguments must tune first: {err[-800:]}")
+    code, out, err = run(["-n", "auto", "--backend", "subprocess", TRAINER, "400"], env)
+    check(code == 0 and "scripted: 2 ranks" in out, f"-n auto exited {code}: {out[-400:]} {err[-400:]}")
+    check("tune: trial" not in err, f"a hit must not tune: {err}")
+    print(err.strip().splitlines()[0])
+
+
+def case_tie(env):
+    # 1 rank: 16 per 41 ms; 2 ranks: 32 per 82 ms: equal to within the noise.
+    env["SCRIPT"] = "1/*=40 2/*=81"
+    args, _ = trainer(env["SCRIPT"])
+    code, out, err = run(["--tune"] + args, env)
+    check(code == 0, f"--tune exited {code}: {err[-1500:]}")
+    check("* 1 rank x 2 threads" in err, f"1 rank must win a tie:\n{err}")
+    check(store_of(env)["entries"][0]["layout"]["ranks"] == 1, "stored the wrong layout")
+    print(err)
+
+
+def case_failing(env, tmp):
+    env["SCRIPT"] = "1/*=40 2/*=fail"
+    checkpoint = os.path.join(tmp, "user-checkpoints")
+    env["SCRIPT_CHECKPOINT"] = checkpoint
+    args, _ = trainer(env["SCRIPT"])
+    code, out, err = run(["--tune"] + args, env)
+    check(code == 0, f"--tune exited {code}: {err[-1500:]}")
+    # Which rank is named depends on which end nano-run reaps first: rank 1's exit, or rank 0's
+    # abort when its peer's link closed in the same instant.
+    check("2 ranks x 1 thread, automatic allocator: failed, skipped (rank " in err, f"no failure reported:\n{err}")
+    check("* 1 rank x 2 threads" in err, err)
+    check("automatic allocator  failed: rank " in err, f"the table does not say it failed:\n{err}")
+    check(not os.path.exists(checkpoint), "a trial made the user's checkpoint folder")
+    # An existing folder with a checkpoint in it stays exactly as it was.
+    os.makedirs(checkpoint)
+    with open(os.path.join(checkpoint, "keep.txt"), "w") as f:
+        f.write("mine")
+    code, out, err = run(["--tune"] + args, env)
+    check(code == 0, f"second --tune exited {code}")
+    check(sorted(os.listdir(checkpoint)) == ["keep.txt"], f"a trial wrote {os.listdir(checkpoint)}")
+
+
+SH_METRIC = ('r=100; [ "$WORLD_SIZE" = 2 ] && r=150; i=0; while [ $i -lt 400 ]; do echo "rate $r img/s"; '
+             'i=$((i+1)); sleep 0.05; done')
+
+
+def case_metric(env):
+    code, out, err = run(["--tune", "--backend", "subprocess", "/bin/sh", "-c", SH_METRIC], env)
+    check(code == 2, f"without --tune-metric: exit {code}")
+    check(len(err.strip().splitlines()) == 1 and "--tune-metric" in err, f"not one line naming --tune-metric: {err}")
+    code, out, err = run(["--tune", "--backend", "subprocess", "--tune-metric", r"rate ([0-9.]+) img/s",
+                          "--tune-steps", "5", "/bin/sh", "-c", SH_METRIC], env)
+    check(code == 0, f"--tune-metric exited {code}: {err[-1500:]}")
+    check("* 2 ranks x 1 thread" in err and "metric" in err, err)
+    print(err)
+
+
+def case_store(env):
+    path = os.path.join(env["XDG_CACHE_HOME"], "nano", "tune.json")
+    os.makedirs(os.path.dirname(path))
+    with open(path, "w") as f:
+        f.write("{ not json")
+    env["SCRIPT"] = "1/*=60 2/*=25"
+    args, _ = trainer(env["SCRIPT"])
+    code, out, err = run(["--tune"] + args, env)
+    check(code == 0, f"--tune exited {code}: {err[-800:]}")
+    check(err.count("ignoring the tuning cache") == 1, f"not one warning:\n{err}")
+    check(store_of(env)["entries"][0]["layout"]["ranks"] == 2, "not rewritten")
+    # Another machine (a synthetic one of 4 cores) is a miss: the dry run says it would tune.
+    code, out, err = run(["-n", "auto", "--dry-run", "--synthetic", "core:4 pu:1", TRAINER, "400"], env)
+    check(code == 0 and "nothing stored" in out and "4 ranks x 1 thread" in out, f"{code}: {out} {err}")
+    # The same machine but other arguments: a miss too.
+    code, out, err = run(["-n", "auto", "--dry-run", TRAINER, "401"], env)
+    check(code == 0 and "nothing stored" in out, f"{code}: {out} {err}")
+
+
+def case_inputs(env):
+    rows = [
+        (["--tune", "--tune-candidates", "0", TRAINER], "--tune-candidates"),
+        (["--tune", "--tune-candidates", "1,64", TRAINER], "--tune-candidates 64 is more than"),
+        (["--tune", "--tune-metric", "(", "/bin/true"], "--tune-metric '(' is not a regular expression"),
+        (["--tune", "-n", "2", TRAINER], "--tune chooses --num-processes itself"),
+        (["--tune", "--tune-steps", "5", "--tune-seconds", "2", TRAINER], "not both"),
+        (["--tune-steps", "5", TRAINER], "need --tune or --num-processes auto"),
+        (["--tune", "--tune-allocators", "mimalloc", TRAINER], "'mimalloc'"),
+        (["-n", "auto", "--hosts", "a:1,b:1", TRAINER], "--num-processes auto tunes the ranks of one host"),
+    ]
+    for args, want in rows:
+        code, out, err = run(args, env, timeout=60)
+        check(code == 2, f"{args}: exit {code}: {err}")
+        check(len(err.strip().splitlines()) == 1 and want in err, f"{args}: {err!r}")
+    check(not os.path.exists(os.path.join(env["XDG_CACHE_HOME"], "nano")), "a bad input stored something")
+
+
+def case_interrupt(env):
+    env["SCRIPT"] = "1/*=50 2/*=50"
+    args, _ = trainer(env["SCRIPT"], "100000")
+    args = [a if a != "6" else "100000" for a in args]  # trials that would run for long
+    p = subprocess.Popen([NANO_RUN, "--tune"] + args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    time.sleep(4)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    check(p.returncode == 130, f"exit {p.returncode}: {err[-800:]}")
+    check("nothing stored" in err, err[-400:])
+    check(not os.path.exists(os.path.join(env["XDG_CACHE_HOME"], "nano", "tune.json")), "stored after Ctrl-C")
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="nano-tune-test-")
+    before = shm_names()
+    env = dict(os.environ, XDG_CACHE_HOME=os.path.join(tmp, "cache"), TMPDIR=os.path.join(tmp, "tmp"))
+    os.makedirs(env["TMPDIR"])
+    try:
+        if CASE == "choice":
+            case_choice(env)
+        elif CASE == "tie":
+            case_tie(env)
+        elif CASE == "failing":
+            case_failing(env, tmp)
+        elif CASE == "metric":
+            case_metric(env)
+        elif CASE == "store":
+            case_store(env)
+        elif CASE == "inputs":
+            case_inputs(env)
+        elif CASE == "interrupt":
+            case_interrupt(env)
+        else:
+            raise Failure(f"unknown case {CASE}")
+        left = os.listdir(env["TMPDIR"])
+        check(not left, f"left in TMPDIR: {left}")
+        deadline = time.monotonic() + 5
+        while shm_names() - before and time.monotonic() < deadline:
+            time.sleep(0.1)
+        check(not (shm_names() - before), f"left in /dev/shm: {sorted(shm_names() - before)}")
+    except Failure as e:
+        print(f"FAIL: {CASE}: {e}")
+        return 1
+    except subprocess.TimeoutExpired as e:
+        print(f"FAIL: {CASE}: timed out: {e}")
+        return 1
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"PASS: {CASE}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
