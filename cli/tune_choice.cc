@@ -43,6 +43,26 @@ const char* rate_unit_name(RateUnit unit) {
   return "metric";
 }
 
+StepLog steps_from_collectives(const CollectiveLog& log) {
+  StepLog steps;
+  const std::vector<long long>& s = log.bytes;
+  const std::size_t m = std::min(s.size(), log.ends.size());
+  std::size_t period = 0;
+  for (std::size_t p = 1; 3 * p <= m && !period; ++p) {
+    bool repeats = true;
+    for (std::size_t i = m - 2 * p; i < m && repeats; ++i) repeats = s[i] == s[i - p];
+    if (repeats) period = p;
+  }
+  if (!period) return steps;
+  std::size_t start = m - 2 * period;  // the earliest i with s[i] == s[i - period] all the way up
+  while (start > period && s[start - 1] == s[start - 1 - period]) --start;
+  std::vector<double> ends;
+  for (std::size_t e = m; e >= start && e >= period; e -= period) ends.push_back(log.ends[e - 1]);
+  steps.ends.assign(ends.rbegin(), ends.rend());
+  steps.samples.assign(steps.ends.size(), 0);
+  return steps;
+}
+
 TrialMeasure measure_steps(const std::vector<StepLog>& ranks, int warmup) {
   TrialMeasure m;
   if (ranks.empty()) {

@@ -28,6 +28,20 @@ struct StepLog {
   std::vector<long long> samples;
 };
 
+/// One rank's all-reduces in a trial, as the nano torch backend reports them: when each ended
+/// (seconds on one clock) and its bytes.
+struct CollectiveLog {
+  std::vector<double> ends;
+  std::vector<long long> bytes;
+};
+
+/// The training steps of a DDP program from its all-reduces: their sizes repeat with the
+/// period of one step (its buckets, in order, and whatever else it reduces each step). The
+/// shortest period that repeats at least three times at the end of the log is taken, and
+/// followed back as far as it holds; each period's last all-reduce ends a step (samples
+/// unknown). Empty when no period shows.
+StepLog steps_from_collectives(const CollectiveLog& log);
+
 /// What one trial measured.
 struct TrialMeasure {
   bool ok = false;

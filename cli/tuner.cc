@@ -75,16 +75,29 @@ bool file_contains(const std::string& path, const std::vector<std::string>& need
   return found;
 }
 
+// One rank's "SECONDS VALUE" lines (runtime/step_report.h).
+void read_pairs(const std::string& path, std::vector<double>& times, std::vector<long long>& values) {
+  std::ifstream in(path);
+  double t = 0;
+  long long v = 0;
+  while (in >> t >> v) {
+    times.push_back(t);
+    values.push_back(v);
+  }
+}
+
+// Every rank's steps: from its step reports (nano's runtime) or, where it made none, from its
+// all-reduces (the nano torch backend).
 std::vector<StepLog> read_step_logs(const std::string& folder, int ranks) {
   std::vector<StepLog> logs(static_cast<size_t>(ranks));
   for (int r = 0; r < ranks; ++r) {
-    std::ifstream in(folder + "/rank-" + std::to_string(r) + ".steps");
-    double t = 0;
-    long long samples = 0;
-    while (in >> t >> samples) {
-      logs[static_cast<size_t>(r)].ends.push_back(t);
-      logs[static_cast<size_t>(r)].samples.push_back(samples);
-    }
+    const std::string base = folder + "/rank-" + std::to_string(r);
+    StepLog& log = logs[static_cast<size_t>(r)];
+    read_pairs(base + ".steps", log.ends, log.samples);
+    if (!log.ends.empty()) continue;
+    CollectiveLog collectives;
+    read_pairs(base + ".collectives", collectives.ends, collectives.bytes);
+    log = steps_from_collectives(collectives);
   }
   return logs;
 }
@@ -203,8 +216,15 @@ TrialRun run_trial(const LaunchOptions& base, const TuneOptions& options, const 
     run.measure.failure = failure_text(result);
     return run;
   }
-  run.measure = metric ? measure_metric(read_metric(logs + "/rank-0.log", *metric), options.warmup)
-                       : measure_steps(read_step_logs(steps_folder, layout.ranks), options.warmup);
+  if (metric) {
+    run.measure = measure_metric(read_metric(logs + "/rank-0.log", *metric), options.warmup);
+  } else {
+    const std::vector<StepLog> steps = read_step_logs(steps_folder, layout.ranks);
+    run.measure = measure_steps(steps, options.warmup);
+    if (steps.front().ends.empty())
+      run.measure.failure = "it reported no training step (a program on neither nano's runtime nor the nano torch "
+                            "backend needs --tune-metric)";
+  }
   if (!run.measure.ok && bounded)
     run.measure.failure += " within the trial's bound of " +
                            seconds_text(std::chrono::duration<double>(bound).count());
@@ -234,6 +254,12 @@ std::string utc_now() {
 
 }  // namespace
 
+bool names_nano_backend(const std::string& source, const std::vector<std::string>& arguments) {
+  for (const char* name : {"nano_torch", "'nano'", "\"nano\""})
+    if (source.find(name) != std::string::npos) return true;
+  return std::find(arguments.begin(), arguments.end(), "nano") != arguments.end();
+}
+
 ProgramTiming program_timing(const std::vector<std::string>& argv) {
   if (argv.empty()) return ProgramTiming::kNone;
   std::string path;
@@ -243,7 +269,21 @@ ProgramTiming program_timing(const std::vector<std::string>& argv) {
     return ProgramTiming::kNone;
   }
   // The runtime linked in (its step report's variable) or linked as a shared library.
-  return file_contains(path, {kReportVar, "libnano_runtime"}) ? ProgramTiming::kRuntime : ProgramTiming::kNone;
+  if (file_contains(path, {kReportVar, "libnano_runtime"})) return ProgramTiming::kRuntime;
+  const std::string name = std::filesystem::path(argv.front()).filename().string();
+  if (name.rfind("python", 0) != 0) return ProgramTiming::kNone;
+  // python [options] (-c CODE | SCRIPT) [ARGS]: the code or the script's text.
+  for (std::size_t i = 1; i < argv.size(); ++i) {
+    const std::vector<std::string> rest(argv.begin() + static_cast<long>(i) + 1, argv.end());
+    if (argv[i] == "-c" && i + 1 < argv.size())
+      return names_nano_backend(argv[i + 1], rest) ? ProgramTiming::kTorchBackend : ProgramTiming::kNone;
+    if (argv[i].empty() || argv[i][0] == '-') continue;
+    std::ifstream in(argv[i]);
+    std::stringstream text;
+    text << in.rdbuf();
+    return names_nano_backend(text.str(), rest) ? ProgramTiming::kTorchBackend : ProgramTiming::kNone;
+  }
+  return ProgramTiming::kNone;
 }
 
 std::vector<std::string> program_key(const std::vector<std::string>& argv) {
@@ -279,7 +319,7 @@ std::vector<Layout> prepare_tuning(const LaunchOptions& base, const TuneOptions&
     const std::string name = argv.empty() ? "the program" : argv.front();
     throw SettingError(Setting::kTuneMetric, "",
                        "{tune}: " + name +
-                           " links neither nano's runtime nor uses its steps, so its steps cannot be timed; give "
+                           " uses neither nano's runtime nor the nano torch backend, so its steps cannot be timed; give "
                            "{tune_metric} REGEX matching a line where it prints its throughput (the first group "
                            "is the figure)");
   }

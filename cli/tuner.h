@@ -36,11 +36,17 @@ struct TuneOptions {
 
 /// How nano can time a program without its help.
 enum class ProgramTiming {
-  kRuntime,  ///< it links nano's runtime (its DDP steps and sharded loader report themselves)
-  kNone,     ///< neither: it needs --tune-metric
+  kRuntime,       ///< it links nano's runtime (its DDP steps and sharded loader report themselves)
+  kTorchBackend,  ///< a Python program on the nano torch backend (its all-reduces report themselves)
+  kNone,          ///< neither: it needs --tune-metric
 };
 
-/// Reads the program (argv[0], resolved on PATH) to see whether it links nano's runtime.
+/// Whether a Python program's text (its script or -c code) or its arguments ("--backend nano")
+/// name the nano backend: "nano_torch", or "nano" quoted or as an argument of its own. Pure.
+bool names_nano_backend(const std::string& source, const std::vector<std::string>& arguments);
+
+/// Reads the program (argv[0], resolved on PATH) to see whether it links nano's runtime, or,
+/// for a Python interpreter, its script (or -c code) and arguments for the nano backend.
 ProgramTiming program_timing(const std::vector<std::string>& argv);
 
 /// Every check that would fail all trials, before any starts; the layouts to try. Throws

@@ -18,22 +18,35 @@ namespace {
 struct Report {
   std::mutex mutex;
   int fd = -1;
+  int collectives_fd = -1;  // opened at the first all-reduce
   bool ddp_seen = false;
   bool loader_samples = false;  // the loader tells the samples: DDP's forward then does not
   bool batch_pending = false;   // a loader batch is in progress (its step ends at the next one)
   long long samples = 0;
 };
 
+// FOLDER/rank-R.EXTENSION, opened for appending; -1 when it cannot be (a trial without its
+// figures is reported as such by nano-run).
+int open_file(const char* extension) {
+  const char* folder = std::getenv("NANO_TUNE_REPORT");
+  const char* rank = std::getenv("RANK");
+  const std::string path = std::string(folder) + "/rank-" + (rank && *rank ? rank : "0") + "." + extension;
+  return ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+}
+
 Report* open_report() {
   const char* folder = std::getenv("NANO_TUNE_REPORT");
   if (!folder || !*folder) return nullptr;
-  const char* rank = std::getenv("RANK");
-  const std::string path = std::string(folder) + "/rank-" + (rank && *rank ? rank : "0") + ".steps";
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (fd < 0) return nullptr;  // a trial without its figures is reported as such by nano-run
-  auto* report = new Report;   // lives as long as the process: steps may end during exit
-  report->fd = fd;
-  return report;
+  return new Report;  // lives as long as the process: steps may end during its exit
+}
+
+void write_line(int fd, long long value) {
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  char line[64];
+  const int n = std::snprintf(line, sizeof line, "%lld.%09ld %lld\n", static_cast<long long>(now.tv_sec),
+                              static_cast<long>(now.tv_nsec), value);
+  if (n > 0 && fd >= 0) (void)!::write(fd, line, static_cast<std::size_t>(n));
 }
 
 Report* report() {
@@ -42,12 +55,8 @@ Report* report() {
 }
 
 void write_step(Report& r) {
-  timespec now{};
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  char line[64];
-  const int n = std::snprintf(line, sizeof line, "%lld.%09ld %lld\n", static_cast<long long>(now.tv_sec),
-                              static_cast<long>(now.tv_nsec), r.samples);
-  if (n > 0) (void)!::write(r.fd, line, static_cast<std::size_t>(n));
+  if (r.fd < 0) r.fd = open_file("steps");
+  write_line(r.fd, r.samples);
   r.samples = 0;
 }
 
@@ -86,6 +95,14 @@ void loader_batch(std::size_t samples) {
   if (!r->ddp_seen && r->batch_pending) write_step(*r);
   r->batch_pending = true;
   r->samples += static_cast<long long>(samples);
+}
+
+void all_reduce(std::size_t bytes) {
+  Report* r = report();
+  if (!r) return;
+  std::lock_guard<std::mutex> lock(r->mutex);
+  if (r->collectives_fd < 0) r->collectives_fd = open_file("collectives");
+  write_line(r->collectives_fd, static_cast<long long>(bytes));
 }
 
 }  // namespace step_report

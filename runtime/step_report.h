@@ -7,6 +7,9 @@
 // A step ends at each synchronising backward of nano's DDP. A rank without DDP (a world of
 // one) is timed from its sharded loader: each batch it hands out ends the step before. The
 // samples come from the loader's batches, else from the batch size nano::DDP's forward saw.
+// The nano torch backend (a stock PyTorch program) does not see steps: it tells each
+// all-reduce, "SECONDS BYTES" in FOLDER/rank-R.collectives, and nano-run finds the steps in
+// their sizes' period (cli/tune_choice.h).
 #include <cstddef>
 
 namespace nano {
@@ -24,6 +27,8 @@ void ddp_step();
 void forward_samples(long long samples);
 /// The sharded loader handed out a batch of `samples`.
 void loader_batch(std::size_t samples);
+/// The nano torch backend finished an all-reduce of `bytes`.
+void all_reduce(std::size_t bytes);
 
 }  // namespace step_report
 }  // namespace nano

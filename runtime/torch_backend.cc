@@ -19,6 +19,7 @@
 #include "runtime/serial_executor.h"
 #include "runtime/shm_collectives.h"
 #include "runtime/shm_rendezvous.h"
+#include "runtime/step_report.h"
 
 namespace nano {
 
@@ -453,7 +454,10 @@ c10::intrusive_ptr<c10d::Work> TorchBackend::allreduce(std::vector<at::Tensor>& 
   check_op(op, tensors[0].scalar_type(), "all_reduce");
   at::Tensor tensor = tensors[0];
   return enqueue(c10d::OpType::ALLREDUCE, "all_reduce", tensors,
-                 [this, tensor, op]() mutable { all_reduce_now(tensor, op); });
+                 [this, tensor, op]() mutable {
+                   all_reduce_now(tensor, op);
+                   step_report::all_reduce(tensor.nbytes());
+                 });
 }
 
 c10::intrusive_ptr<c10d::Work> TorchBackend::allreduce_coalesced(std::vector<at::Tensor>& tensors,
@@ -474,6 +478,7 @@ c10::intrusive_ptr<c10d::Work> TorchBackend::allreduce_coalesced(std::vector<at:
       }
       at::Tensor joined = at::cat(flat);
       all_reduce_now(joined, op);
+      step_report::all_reduce(joined.nbytes());
       int64_t offset = 0;
       for (std::size_t k = i; k < j; ++k) {
         const int64_t n = tensors[k].numel();

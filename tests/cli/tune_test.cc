@@ -10,6 +10,7 @@
 #include "cli/tune_candidates.h"
 #include "cli/tune_choice.h"
 #include "cli/tune_store.h"
+#include "cli/tuner.h"
 #include "env-init/setting.h"
 
 using namespace nano;
@@ -275,4 +276,43 @@ TEST_CASE("the store: text round trip, hits, misses, damage") {
                      "threads": 1, "allocator": "auto"}}]})"),
                   Error);
   CHECK_THROWS_AS(parse_tune_store(R"({"entries": [{"machine": "m"}]})"), Error);
+}
+
+TEST_CASE("a DDP program's steps from its all-reduces: the period of their sizes") {
+  struct Row {
+    const char* what;
+    std::vector<long long> bytes;
+    std::vector<std::size_t> step_ends;  // indexes of the all-reduces that end a step
+  };
+  const Row rows[] = {
+      {"one bucket: each all-reduce a step", {400, 400, 400, 400}, {0, 1, 2, 3}},
+      {"three buckets", {9, 5, 7, 9, 5, 7, 9, 5, 7}, {2, 5, 8}},
+      // torch's first iteration all-reduces in another order (before its buckets are rebuilt)
+      {"a first step unlike the others", {1, 2, 3, 9, 5, 9, 5, 9, 5, 9, 5}, {4, 6, 8, 10}},
+      {"stopped in the middle of a step", {9, 5, 7, 9, 5, 7, 9, 5, 7, 9}, {3, 6, 9}},
+      {"an extra all-reduce each step (a loss average)", {8, 8, 1, 8, 8, 1, 8, 8, 1}, {2, 5, 8}},
+      {"no period", {1, 2, 3, 4, 5, 6}, {}},
+      {"too short to tell", {5, 5}, {}},
+  };
+  for (const Row& r : rows) {
+    CAPTURE(r.what);
+    CollectiveLog log;
+    for (std::size_t i = 0; i < r.bytes.size(); ++i) {
+      log.ends.push_back(10.0 + static_cast<double>(i));
+      log.bytes.push_back(r.bytes[i]);
+    }
+    const StepLog steps = steps_from_collectives(log);
+    std::vector<std::size_t> got;
+    for (double t : steps.ends) got.push_back(static_cast<std::size_t>(t - 10.0));
+    CHECK(got == r.step_ends);
+    CHECK(steps.samples == std::vector<long long>(got.size(), 0));
+  }
+}
+
+TEST_CASE("a Python program on the nano backend: named in its text or its arguments") {
+  CHECK(names_nano_backend("import nano_torch\n", {}));
+  CHECK(names_nano_backend("dist.init_process_group('nano')", {}));
+  CHECK(names_nano_backend("dist.init_process_group(backend=\"nano\")", {}));
+  CHECK(names_nano_backend("dist.init_process_group(args.backend)", {"--backend", "nano"}));
+  CHECK_FALSE(names_nano_backend("dist.init_process_group('gloo')  # nanoseconds", {"--nanos"}));
 }
