@@ -119,9 +119,9 @@ int run(const ex::ExampleOptions& o) {
 
   if (nano::in_program::role_from_env(nano::current_environment()) == nano::in_program::Role::kCaller)
     std::printf(
-        "%s: %d ranks finished; rank 0 returned test accuracy %.4f, and its trained weights are in "
+        "%s: %s finished; rank 0 returned test accuracy %.4f, and its trained weights are in "
         "this process's model\n",
-        kProgram, world, accuracy);
+        kProgram, ex::ranks_text(o, world).c_str(), accuracy);
   return 0;
 }
 

@@ -140,9 +140,9 @@ int run(const ex::ExampleOptions& o) {
   trainer.train();
   if (trainer.is_caller()) {
     std::printf(
-        "%s: %d ranks finished; rank 0 reported test accuracy %.4f, and its trained weights are in "
+        "%s: %s finished; rank 0 reported test accuracy %.4f, and its trained weights are in "
         "this process's model\n",
-        kProgram, world, trainer.result<double>());
+        kProgram, ex::ranks_text(o, world).c_str(), trainer.result<double>());
   }
   return 0;
 }

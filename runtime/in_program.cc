@@ -96,6 +96,7 @@ void Session::launch() {
     std::cout.flush();
     std::fflush(nullptr);
     try {
+      if (options_.num_processes == kAuto) launch = with_tuned_layout(launch);
       launch_self(launch);
     } catch (const UsageError& e) {
       throw UsageError(program_message(e));

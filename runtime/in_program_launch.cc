@@ -4,6 +4,9 @@
 #include <iterator>
 #include <sstream>
 
+#include <iostream>
+
+#include "cli/auto_layout.h"
 #include "cli/dry_run.h"
 #include "cli/launcher.h"
 #include "cli/self_exe.h"
@@ -64,6 +67,23 @@ std::vector<std::string> self_argv() {
   if (exe.empty() || argv.empty()) throw Error("nano: cannot read this program's command line from /proc/self");
   argv[0] = exe;
   return argv;
+}
+
+LaunchOptions with_tuned_layout(const LaunchOptions& o) {
+  const std::vector<std::string> argv = self_argv();
+  StoredLayout store = look_up_layout(o, argv);
+  const auto say = [](const std::string& line) { std::cerr << line << std::endl; };
+  if (!store.warning.empty()) say("nano: warning: " + store.warning);
+  if (store.hit) {
+    say("nano: num_processes = kAuto: " + stored_layout_text(*store.hit));
+    return with_layout(o, store.hit->layout);
+  }
+  say("nano: num_processes = kAuto: nothing tuned for this program on this machine yet; tuning first");
+  int interrupted_by = 0;
+  const auto chosen = tune_and_store(o, TuneOptions{}, argv, store, say, &interrupted_by);
+  if (interrupted_by) throw RankFailedError(-1, "", 128 + interrupted_by, 0, "", 128 + interrupted_by);
+  if (!chosen) throw Error("nano: num_processes = kAuto: every layout failed in the tuning (see its table above)");
+  return with_layout(o, chosen->layout);
 }
 
 void launch_self(const LaunchOptions& o) {

@@ -29,6 +29,12 @@ std::vector<std::string> split_cmdline(const std::string& bytes);
 /// This program's argv as the kernel recorded it, argv[0] replaced by /proc/self/exe.
 std::vector<std::string> self_argv();
 
+/// `options` with the layout tuned for this machine and this program (TorchNanoOptions::
+/// num_processes = kAuto): the stored one, else a tuning of this program first, its trials and
+/// table said on stderr and its winner stored (cli/auto_layout.h). Throws UsageError (nothing
+/// started) as the tuning's checks do, RankFailedError when the tuning was interrupted (its
+/// launch exit code 128 + the signal) and Error when every layout failed.
+LaunchOptions with_tuned_layout(const LaunchOptions& options);
 /// Starts the ranks of this program (self_argv()) that `options` plans, with
 /// options.extra_env added, and waits for all of them. Throws UsageError (nothing started)
 /// for bad options and RankFailedError when a rank failed (the others are stopped).

@@ -39,7 +39,8 @@ LaunchOptions launch_options_of(const TorchNanoOptions& o) {
   // 0 means "not given" to the planner; TorchNano's default is 1, so a 0 here was asked for (a
   // negative count is the launch's own check).
   if (o.num_processes == 0) check_num_processes(0);
-  l.plan.num_processes = o.num_processes;
+  // kAuto: the tuned count is filled in just before the launch (in_program::with_tuned_layout).
+  l.plan.num_processes = o.num_processes == kAuto ? 0 : o.num_processes;
   l.plan.cpu_for_each_process = o.cpu_for_each_process;
   l.plan.oversubscribe = o.oversubscribe;
   l.hostfile = o.hostfile;

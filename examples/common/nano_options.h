@@ -3,6 +3,7 @@
 // Header-only: nano::examples_common does not link the runtime, the nano programs do.
 #include <algorithm>
 #include <cstdint>
+#include <string>
 
 #include <nano/context.h>
 #include <nano/in_program.h>
@@ -15,11 +16,22 @@ namespace nano::examples {
 /// epochs (measured: see fashion_mnist_nano.cc).
 inline constexpr int64_t kFashionMnistWarmupEpochs = 1;
 
+static_assert(kAutoProcesses == kAuto, "--num-processes auto is TorchNanoOptions' kAuto");
+
 /// The number of ranks this run will train with: the outer world's size under nano-run or
-/// mpirun, else --num-processes.
+/// mpirun, else --num-processes (1 for auto: only the launching caller sees that, and it does
+/// not train; its ranks see their world).
 inline int planned_world_size(const ExampleOptions& o) {
   const Context outer = context_from_env(current_environment());
-  return outer.world_size > 1 ? outer.world_size : o.num_processes;
+  if (outer.world_size > 1) return outer.world_size;
+  return o.num_processes == kAutoProcesses ? 1 : o.num_processes;
+}
+
+/// "2 ranks", or "the tuned layout's ranks" for --num-processes auto (in the caller).
+inline std::string ranks_text(const ExampleOptions& o, int world_size) {
+  if (o.num_processes == kAutoProcesses && context_from_env(current_environment()).world_size <= 1)
+    return "the tuned layout's ranks";
+  return std::to_string(world_size) + (world_size == 1 ? " rank" : " ranks");
 }
 
 /// Steps per epoch of each rank: its shard of `examples` (padded to equal size) in batches,

@@ -35,7 +35,7 @@ void validate_example_options(const ExampleOptions& o) {
   if (o.epochs < 1) throw UsageError("--epochs must be at least 1, got " + std::to_string(o.epochs));
   if (o.batch_size < 1) throw UsageError("--batch-size must be at least 1, got " + std::to_string(o.batch_size));
   if (!(o.lr > 0) || !std::isfinite(o.lr)) throw UsageError("--lr must be a positive number, got " + number(o.lr));
-  if (o.num_processes < 1)
+  if (o.num_processes < 1 && o.num_processes != kAutoProcesses)
     throw UsageError("--num-processes must be at least 1, got " + std::to_string(o.num_processes));
   if (o.max_steps_per_epoch < 0)
     throw UsageError("--max-steps-per-epoch must be at least 0, got " + std::to_string(o.max_steps_per_epoch));
@@ -67,8 +67,12 @@ ParsedOptions parse_example_options(int argc, const char* const* argv, const Exa
   app.add_option("--batch-size", batch, "batch size per process (default " + std::to_string(o.batch_size) + ")")
       ->type_name("INT");
   app.add_option("--lr", lr, "base learning rate (default " + number(o.lr) + ")")->type_name("FLOAT");
-  app.add_option("--num-processes", procs, "training processes (default " + std::to_string(o.num_processes) + ")")
-      ->type_name("INT");
+  app.add_option("--num-processes", procs,
+                 "training processes (default " + std::to_string(o.num_processes) + ")" +
+                     (spec.in_program ? "; auto = the layout nano-run --tune stored for this machine and "
+                                        "these arguments (tuned first when none is)"
+                                      : ""))
+      ->type_name(spec.in_program ? "INT|auto" : "INT");
   if (spec.data_dir)
     app.add_option("--data-dir", o.data_dir, "folder holding the dataset's .gz files")->type_name("DIR");
   if (spec.checkpoints) {
@@ -128,7 +132,10 @@ ParsedOptions parse_example_options(int argc, const char* const* argv, const Exa
   if (no_auto_lr) o.auto_lr = false;
   if (equal_batches) o.balance = false;
   to_int("--batch-size", batch, o.batch_size);
-  to_int("--num-processes", procs, o.num_processes);
+  if (spec.in_program && procs == "auto")
+    o.num_processes = kAutoProcesses;
+  else
+    to_int("--num-processes", procs, o.num_processes);
   if (!lr.empty()) {
     try {
       size_t used = 0;

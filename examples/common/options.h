@@ -2,17 +2,22 @@
 // Command-line options shared by the example programs.
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
 namespace nano::examples {
+
+/// --num-processes auto (in-program launchers): nano::kAuto, the layout tuned for this machine
+/// and program (<nano/in_program.h>; the same value, checked in nano_options.h).
+inline constexpr int kAutoProcesses = std::numeric_limits<int>::min();
 
 /// The examples' options; the values set before parsing are the defaults.
 struct ExampleOptions {
   int epochs = 3;                      ///< --epochs, >= 1
   int64_t batch_size = 64;             ///< --batch-size (per rank), >= 1
   double lr = 1e-3;                    ///< --lr, > 0
-  int num_processes = 1;               ///< --num-processes, >= 1
+  int num_processes = 1;               ///< --num-processes, >= 1 (kAutoProcesses: "auto")
   std::string data_dir;                ///< --data-dir, empty = the dataset's default folder
   int64_t max_steps_per_epoch = 0;     ///< --max-steps-per-epoch, 0 = the whole epoch
   int64_t steps = 100;                 ///< --steps (throughput programs only), >= 1

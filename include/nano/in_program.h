@@ -7,6 +7,7 @@
 #include <torch/nn/module.h>
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -31,10 +32,15 @@ struct AutoLrSetting {
   AutoLrOptions options;
 };
 
+/// TorchNanoOptions::num_processes = nano::kAuto: the layout `nano-run --tune` stored for this
+/// machine and this program (its command line), or, where none is stored, a tuning of this
+/// program first (short trials at each candidate layout, said on stderr), whose winner is stored.
+inline constexpr int kAuto = std::numeric_limits<int>::min();
+
 /// Options of nano::TorchNano and nano::nano(). Field order matters for designated
 /// initializers: `{.num_processes = 2, .distributed_backend = "mpi", .auto_lr = false}`.
 struct TorchNanoOptions {
-  int num_processes = 1;
+  int num_processes = 1;  ///< ranks; nano::kAuto = the tuned layout (see kAuto)
   /// One CPU list per rank, e.g. {{0}, {1}}; empty = nano's planner decides.
   std::vector<std::vector<int>> cpu_for_each_process;
   /// "subprocess" (default: re-execute this program per rank) or "mpi" (through mpirun and

@@ -5,7 +5,7 @@ by its own output (--tune-metric). Each case has its own cache folder (XDG_CACHE
 TMPDIR, checks that nothing is left behind (trial folders, /dev/shm, a checkpoint folder), and
 is bounded by timeouts. Prints "PASS: CASE" or "FAIL: CASE: why".
 
-Usage: tune_test.py NANO_RUN SCRIPTED_TRAINER CASE
+Usage: tune_test.py NANO_RUN SCRIPTED_TRAINER CASE [PYTHON | BIN_DIR]
   choice     the scripted winner is chosen and stored; -n auto --dry-run shows it; -n auto runs it
   tie        two layouts within noise: the one with fewer ranks wins
   failing    a layout whose rank fails is reported and skipped; the user's checkpoint folder is untouched
@@ -13,6 +13,9 @@ Usage: tune_test.py NANO_RUN SCRIPTED_TRAINER CASE
   store      a corrupt cache is ignored with one warning and rewritten; another machine is a miss
   inputs     bad flags: one line, exit 2, nothing started
   interrupt  Ctrl-C during a trial: exit 130, nothing stored, nothing left
+  torch_backend PYTHON   a stock PyTorch DDP program on the nano backend, timed by its all-reduces
+  examples BIN_DIR       resnet18_cifar and fashion_mnist_nano tuned, then run with -n auto; and
+                         fashion_mnist_nano --num-processes auto (TorchNanoOptions' kAuto) twice
 """
 import json
 import os
@@ -24,6 +27,8 @@ import tempfile
 import time
 
 NANO_RUN, TRAINER, CASE = sys.argv[1], sys.argv[2], sys.argv[3]
+EXTRA = sys.argv[4] if len(sys.argv) > 4 else ""
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 class Failure(Exception):
@@ -178,6 +183,55 @@ def case_interrupt(env):
     check(not os.path.exists(os.path.join(env["XDG_CACHE_HOME"], "nano", "tune.json")), "stored after Ctrl-C")
 
 
+def case_torch_backend(env, tmp):
+    ddp_train = os.path.join(HERE, "..", "torch_backend", "ddp_train.py")
+    out = os.path.join(tmp, "weights.pt")
+    code, _, err = run(["--tune", "--backend", "subprocess", "--tune-steps", "4", EXTRA, ddp_train, "--backend", "nano",
+                        "--steps", "30", "--out", out], env)
+    check(code == 0, f"--tune exited {code}: {err[-1500:]}")
+    check("rank-steps/s" in err and "the runtime's step times" in err, f"not timed by its steps:\n{err}")
+    check(store_of(env)["entries"][0]["unit"] == "rank-steps/s", "stored the wrong unit")
+    # A program on Gloo that names no nano backend: refused before anything starts.
+    gloo = "import torch.distributed as dist; dist.init_process_group('gloo')"
+    code, _, err = run(["--tune", "--backend", "subprocess", EXTRA, "-c", gloo], env)
+    check(code == 2 and "--tune-metric" in err, f"gloo: exit {code}: {err}")
+    # One that names it but trains on Gloo: each trial says it saw no step, and how to time it.
+    code, _, err = run(["--tune", "--backend", "subprocess", "--tune-seconds", "1", EXTRA, ddp_train, "--backend",
+                        "gloo", "--steps", "30", "--out", out], env)
+    check(code == 1 and "reported no training step" in err and "every layout failed" in err, f"{code}: {err}")
+    print(err)
+
+
+def case_examples(env):
+    bin_dir = EXTRA
+    resnet = [os.path.join(bin_dir, "resnet18_cifar"), "--steps", "1000", "--batch-size", "16"]
+    code, _, err = run(["--tune", "--backend", "subprocess", "--tune-seconds", "2"] + resnet, env, timeout=280)
+    check(code == 0 and "samples/s" in err, f"resnet18_cifar --tune exited {code}: {err[-1500:]}")
+    print(err)
+    fashion = [os.path.join(bin_dir, "fashion_mnist_nano"), "--epochs", "1", "--max-steps-per-epoch", "60",
+               "--test-limit", "100"]
+    code, _, err = run(["--tune", "--backend", "subprocess", "--tune-seconds", "1"] + fashion, env)
+    check(code == 0 and "samples/s" in err, f"fashion_mnist_nano --tune exited {code}: {err[-1500:]}")
+    print(err)
+    entries = store_of(env)["entries"]
+    check(len(entries) == 2, f"{len(entries)} entries stored")
+    ranks = entries[1]["layout"]["ranks"]
+    code, out, err = run(["-n", "auto", "--backend", "subprocess"] + fashion, env)
+    check(code == 0 and "tune: trial" not in err, f"-n auto exited {code}: {err[-800:]}")
+    check(f"-n auto: {ranks} rank" in err and "test accuracy" in out, f"not the stored layout: {err[-400:]}")
+    # In the program: TorchNanoOptions' kAuto tunes on the first run, uses the store on the next.
+    inprog = [os.path.join(bin_dir, "fashion_mnist_nano"), "--num-processes", "auto", "--epochs", "1",
+              "--max-steps-per-epoch", "40", "--test-limit", "100"]
+    env = dict(env)
+    p = subprocess.run(inprog, env=env, capture_output=True, text=True, timeout=240)
+    check(p.returncode == 0 and "tuning first" in p.stderr and "tune: trial" in p.stderr,
+          f"kAuto, first run: exit {p.returncode}: {p.stderr[-1200:]}")
+    check("the tuned layout's ranks finished" in p.stdout, p.stdout[-300:])
+    p = subprocess.run(inprog, env=env, capture_output=True, text=True, timeout=240)
+    check(p.returncode == 0 and "tune: trial" not in p.stderr and "num_processes = kAuto: " in p.stderr,
+          f"kAuto, second run: exit {p.returncode}: {p.stderr[-800:]}")
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="nano-tune-test-")
     before = shm_names()
@@ -198,6 +252,10 @@ def main():
             case_inputs(env)
         elif CASE == "interrupt":
             case_interrupt(env)
+        elif CASE == "torch_backend":
+            case_torch_backend(env, tmp)
+        elif CASE == "examples":
+            case_examples(env)
         else:
             raise Failure(f"unknown case {CASE}")
         left = os.listdir(env["TMPDIR"])
