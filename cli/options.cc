@@ -135,8 +135,7 @@ void declare_flags(CLI::App& app, RunCommand& cmd, TypedFlags& raw) {
                  "packages, NUMA nodes and L3 domains)")
       ->type_name("LIST");
   app.add_option(flag(Setting::kTuneAllocators), raw.tune_allocators,
-                 "Also try these allocators: jemalloc,tcmalloc,default (default: " + flag(Setting::kAllocator) +
-                     "'s)")
+                 "Also try these allocators: jemalloc,tcmalloc,default (default: " + flag(Setting::kAllocator) + "'s)")
       ->type_name("LIST");
   app.add_option(flag(Setting::kTuneMetric), cmd.tune_options.metric,
                  "Time the program by its own output instead: a regex whose first group on a line of rank 0 is "

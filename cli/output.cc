@@ -109,10 +109,10 @@ void OutputRouter::emit(int rank, Stream stream, const std::string& line) {
     *s.log << line << '\n';
     s.log->flush();
   }
-  bool shown =
-      s.hidden || !config_.terminal ? false
-               : rank == kMpirunStream || config_.show_ranks.empty() ||
-                     std::find(config_.show_ranks.begin(), config_.show_ranks.end(), rank) != config_.show_ranks.end();
+  bool shown = s.hidden || !config_.terminal ? false
+                                             : rank == kMpirunStream || config_.show_ranks.empty() ||
+                                                   std::find(config_.show_ranks.begin(), config_.show_ranks.end(),
+                                                             rank) != config_.show_ranks.end();
   if (!shown) return;
   std::string text;
   if (rank == kMpirunStream)

@@ -96,8 +96,9 @@ std::vector<Layout> candidate_layouts(const Topology& topology, const PlanOption
     counts.erase(std::remove_if(counts.begin(), counts.end(), [&](int k) { return k > request.max_ranks; }),
                  counts.end());
     if (counts.empty())
-      throw SettingError(Setting::kMaxRanks, std::to_string(request.max_ranks),
-                         "{max_ranks} " + std::to_string(request.max_ranks) + " leaves no candidate of {tune_candidates}");
+      throw SettingError(
+          Setting::kMaxRanks, std::to_string(request.max_ranks),
+          "{max_ranks} " + std::to_string(request.max_ranks) + " leaves no candidate of {tune_candidates}");
   }
   const std::vector<Allocator> allocators =
       request.allocators.empty() ? std::vector<Allocator>{recipe.allocator} : request.allocators;

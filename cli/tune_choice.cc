@@ -167,9 +167,9 @@ Ranking rank_layouts(const std::vector<LayoutTrials>& layouts) {
   }
   r.winner = winner;
   if (winner != fastest) {
-    r.tie = layout_text(layouts[winner].layout) + " is within " +
-            percent(1 - r.rate[winner] / r.rate[fastest]) + " of " + layout_text(layouts[fastest].layout) +
-            " (noise " + percent(std::max(r.noise[winner], r.noise[fastest])) + "): fewer ranks win";
+    r.tie = layout_text(layouts[winner].layout) + " is within " + percent(1 - r.rate[winner] / r.rate[fastest]) +
+            " of " + layout_text(layouts[fastest].layout) + " (noise " +
+            percent(std::max(r.noise[winner], r.noise[fastest])) + "): fewer ranks win";
   }
   return r;
 }
@@ -187,8 +187,8 @@ std::vector<std::size_t> contenders(const std::vector<LayoutTrials>& layouts, co
   return out;
 }
 
-bool ranking_settled(const std::optional<std::size_t>& previous_winner, const Ranking& now,
-                     std::size_t contender_count, int rounds, int max_rounds) {
+bool ranking_settled(const std::optional<std::size_t>& previous_winner, const Ranking& now, std::size_t contender_count,
+                     int rounds, int max_rounds) {
   if (!now.winner || contender_count <= 1 || rounds >= max_rounds) return true;
   return rounds >= 2 && previous_winner == now.winner;
 }

@@ -69,9 +69,9 @@ struct LayoutTrials {
 
 /// The ranking after some rounds.
 struct Ranking {
-  std::vector<double> rate;   ///< by layout: the median of its good trials (0 = none good)
-  std::vector<double> noise;  ///< by layout: relative noise of that rate
-  std::vector<std::size_t> order;  ///< layouts, fastest first; failed ones last, in their order
+  std::vector<double> rate;           ///< by layout: the median of its good trials (0 = none good)
+  std::vector<double> noise;          ///< by layout: relative noise of that rate
+  std::vector<std::size_t> order;     ///< layouts, fastest first; failed ones last, in their order
   std::optional<std::size_t> winner;  ///< none when every layout failed
   /// Why the winner is not the fastest, when it is not ("within 1.8 % of 4 ranks x ...: fewer
   /// ranks win"); "" otherwise.
@@ -94,7 +94,7 @@ std::vector<std::size_t> contenders(const std::vector<LayoutTrials>& layouts, co
 
 /// Whether tuning may stop after `rounds` rounds: no winner (all failed), or a single
 /// contender, or the winner of this round is that of the round before, or `max_rounds` reached.
-bool ranking_settled(const std::optional<std::size_t>& previous_winner, const Ranking& now,
-                     std::size_t contender_count, int rounds, int max_rounds);
+bool ranking_settled(const std::optional<std::size_t>& previous_winner, const Ranking& now, std::size_t contender_count,
+                     int rounds, int max_rounds);
 
 }  // namespace nano

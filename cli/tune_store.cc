@@ -51,8 +51,7 @@ std::vector<TuneEntry> parse_tune_store(const std::string& text) {
   } catch (const std::exception& e) {
     throw Error(std::string("not JSON: ") + e.what());
   }
-  if (!j.is_object() || !j.contains("entries") || !j["entries"].is_array())
-    throw Error("no \"entries\" list");
+  if (!j.is_object() || !j.contains("entries") || !j["entries"].is_array()) throw Error("no \"entries\" list");
   std::vector<TuneEntry> entries;
   try {
     for (const auto& e : j["entries"]) {

@@ -24,7 +24,7 @@ struct TuneEntry {
   Layout layout;
   double rate = 0;
   std::string unit;         ///< rate_unit_name
-  double ratio_to_one = 0;  ///< the winner's rate over 1 rank's (0 = 1 rank not measured)
+  double ratio_to_one = 0;  ///< the winner's rate over the best 1-rank layout's (0 = none measured)
   std::string tuned_at;     ///< UTC, "2026-12-02T05:10:00Z"
   int candidates = 0;       ///< layouts tried
 };

@@ -178,9 +178,9 @@ TrialRun run_trial(const LaunchOptions& base, const TuneOptions& options, const 
   o.log_dir = logs;
   o.extra_env[kReportVar] = steps_folder;
   const auto started = Clock::now();
-  const auto bound = kTrialStartAllowance + (options.steps > 0 ? std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                                     kTrialStepsBound)
-                                                               : options.measure);
+  const auto bound =
+      kTrialStartAllowance +
+      (options.steps > 0 ? std::chrono::duration_cast<std::chrono::milliseconds>(kTrialStepsBound) : options.measure);
   auto next_check = started;
   std::optional<Clock::time_point> warm_since;  // when the warm-up was seen to be over
   bool bounded = false;
@@ -222,12 +222,12 @@ TrialRun run_trial(const LaunchOptions& base, const TuneOptions& options, const 
     const std::vector<StepLog> steps = read_step_logs(steps_folder, layout.ranks);
     run.measure = measure_steps(steps, options.warmup);
     if (steps.front().ends.empty())
-      run.measure.failure = "it reported no training step (a program on neither nano's runtime nor the nano torch "
-                            "backend needs --tune-metric)";
+      run.measure.failure =
+          "it reported no training step (a program on neither nano's runtime nor the nano torch "
+          "backend needs --tune-metric)";
   }
   if (!run.measure.ok && bounded)
-    run.measure.failure += " within the trial's bound of " +
-                           seconds_text(std::chrono::duration<double>(bound).count());
+    run.measure.failure += " within the trial's bound of " + seconds_text(std::chrono::duration<double>(bound).count());
   return run;
 }
 
@@ -317,11 +317,12 @@ std::vector<Layout> prepare_tuning(const LaunchOptions& base, const TuneOptions&
     compile_metric(options.metric);
   } else if (program_timing(argv) == ProgramTiming::kNone) {
     const std::string name = argv.empty() ? "the program" : argv.front();
-    throw SettingError(Setting::kTuneMetric, "",
-                       "{tune}: " + name +
-                           " uses neither nano's runtime nor the nano torch backend, so its steps cannot be timed; give "
-                           "{tune_metric} REGEX matching a line where it prints its throughput (the first group "
-                           "is the figure)");
+    throw SettingError(
+        Setting::kTuneMetric, "",
+        "{tune}: " + name +
+            " uses neither nano's runtime nor the nano torch backend, so its steps cannot be timed; give "
+            "{tune_metric} REGEX matching a line where it prints its throughput (the first group "
+            "is the figure)");
   }
   const Topology topology = load_topology(base.topology_xml, base.synthetic);
   std::vector<Layout> layouts = candidate_layouts(topology, base.plan, base.recipe, options.candidates);
@@ -389,7 +390,8 @@ std::string format_tune_table(const TuneResult& result, const TuneOptions& optio
   std::size_t width = 6;
   for (const auto& l : result.layouts) width = std::max(width, layout_text(l.layout).size());
   out << "  " << std::left << std::setw(static_cast<int>(width)) << "layout" << std::right << std::setw(14)
-      << rate_unit_name(result.unit) << std::setw(9) << "vs best" << std::setw(8) << "trials" << "  measured\n";
+      << rate_unit_name(result.unit) << std::setw(9) << "vs best" << std::setw(8) << "trials"
+      << "  measured\n";
   const double best = r.order.empty() ? 0 : r.rate[r.order.front()];
   for (std::size_t i : r.order) {
     const LayoutTrials& l = result.layouts[i];
@@ -429,12 +431,10 @@ TuneEntry tune_entry_of(const TuneResult& result, const std::string& fingerprint
   e.layout = result.layouts.at(w).layout;
   e.rate = result.ranking.rate.at(w);
   e.unit = rate_unit_name(result.unit);
-  for (std::size_t i = 0; i < result.layouts.size(); ++i) {
-    if (result.layouts[i].layout.ranks == 1 && result.ranking.rate[i] > 0 && e.rate > 0) {
-      e.ratio_to_one = e.rate / result.ranking.rate[i];
-      break;
-    }
-  }
+  double one_rank = 0;  // the best layout of one rank (any allocator)
+  for (std::size_t i = 0; i < result.layouts.size(); ++i)
+    if (result.layouts[i].layout.ranks == 1) one_rank = std::max(one_rank, result.ranking.rate[i]);
+  if (one_rank > 0) e.ratio_to_one = e.rate / one_rank;
   e.tuned_at = utc_now();
   e.candidates = static_cast<int>(result.layouts.size());
   return e;

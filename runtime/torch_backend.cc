@@ -453,11 +453,10 @@ c10::intrusive_ptr<c10d::Work> TorchBackend::allreduce(std::vector<at::Tensor>& 
   const RedOp op = opts.reduceOp.op_;
   check_op(op, tensors[0].scalar_type(), "all_reduce");
   at::Tensor tensor = tensors[0];
-  return enqueue(c10d::OpType::ALLREDUCE, "all_reduce", tensors,
-                 [this, tensor, op]() mutable {
-                   all_reduce_now(tensor, op);
-                   step_report::all_reduce(tensor.nbytes());
-                 });
+  return enqueue(c10d::OpType::ALLREDUCE, "all_reduce", tensors, [this, tensor, op]() mutable {
+    all_reduce_now(tensor, op);
+    step_report::all_reduce(tensor.nbytes());
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> TorchBackend::allreduce_coalesced(std::vector<at::Tensor>& tensors,

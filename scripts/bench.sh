@@ -21,6 +21,7 @@ Subcommands:
   multihost    [BUILD_DIR] [MB] [REPS]          one host against two (namespace test bed; root)
   platforms    [RUNS] [FIRST]                   training on Debian 12 and 13, interleaved (root)
   torch-backend [BUILD_DIR] [REPS] [REPEATS]    stock PyTorch on the nano torch backend against gloo
+  tune         [BUILD_DIR] [TUNINGS] [SWEEPS]   nano-run --tune's pick against an exhaustive sweep, its cost
 
 BUILD_DIR defaults to $NANO_BUILD_DIR, else build.
 USAGE
@@ -28,7 +29,7 @@ USAGE
 
 case ${1:-training} in
   -h | --help | help) usage ;;
-  training | allreduce | balance | checkpoint | ddp | launcher | multihost | platforms | torch-backend)
+  training | allreduce | balance | checkpoint | ddp | launcher | multihost | platforms | torch-backend | tune)
     name=${1:-training}
     shift || true
     exec bash "$here/bench/$name.sh" "$@" ;;

@@ -7,8 +7,8 @@
 #include <ATen/core/grad_mode.h>
 
 #include <cstddef>
-#include <type_traits>
 #include <memory>
+#include <type_traits>
 #include <utility>
 #include <vector>
 

@@ -191,7 +191,8 @@ TEST_CASE("the tuning's flags: --tune, -n auto and their settings") {
     std::string message;
   };
   const Row rows[] = {
-      {{"--tune", "--tune-seconds", "0", "p"}, "invalid value '0' for --tune-seconds: expected seconds from 0.1 to 3600"},
+      {{"--tune", "--tune-seconds", "0", "p"},
+       "invalid value '0' for --tune-seconds: expected seconds from 0.1 to 3600"},
       {{"--tune", "--tune-steps", "0", "p"}, "invalid value '0' for --tune-steps: expected a positive integer"},
       {{"--tune", "--max-ranks", "-1", "p"}, "invalid value '-1' for --max-ranks: expected a positive integer"},
       {{"--tune", "--tune-steps", "3", "--tune-seconds", "2", "p"}, "give --tune-seconds or --tune-steps, not both"},

@@ -83,13 +83,17 @@ TEST_CASE("candidate layouts: counts x allocators, the planner's threads, the ca
   RecipeOptions recipe;
   CandidateRequest request;
   std::vector<Layout> got = candidate_layouts(t, {}, recipe, request);
-  CHECK(got == std::vector<Layout>{{1, 8, Allocator::kAutomatic}, {2, 4, Allocator::kAutomatic},
-                                    {4, 2, Allocator::kAutomatic}, {8, 1, Allocator::kAutomatic}});
+  CHECK(got == std::vector<Layout>{{1, 8, Allocator::kAutomatic},
+                                   {2, 4, Allocator::kAutomatic},
+                                   {4, 2, Allocator::kAutomatic},
+                                   {8, 1, Allocator::kAutomatic}});
   request.max_ranks = 2;
   request.allocators = {Allocator::kJemalloc, Allocator::kSystem};
   got = candidate_layouts(t, {}, recipe, request);
-  CHECK(got == std::vector<Layout>{{1, 8, Allocator::kJemalloc}, {1, 8, Allocator::kSystem},
-                                    {2, 4, Allocator::kJemalloc}, {2, 4, Allocator::kSystem}});
+  CHECK(got == std::vector<Layout>{{1, 8, Allocator::kJemalloc},
+                                   {1, 8, Allocator::kSystem},
+                                   {2, 4, Allocator::kJemalloc},
+                                   {2, 4, Allocator::kSystem}});
   CHECK(layout_text(got[2]) == "2 ranks x 4 threads, jemalloc");
   CHECK(layout_text(Layout{1, 1, Allocator::kAutomatic}) == "1 rank x 1 thread, automatic allocator");
   // The user's list, sorted; one the planner cannot fit is named.
@@ -195,8 +199,9 @@ TEST_CASE("the ranking: the fastest wins, within noise the fewest ranks") {
   r = rank_layouts(l);
   CHECK(*r.winner == 1);
   CHECK(r.order.front() == 2);
-  CHECK(r.tie == "2 ranks x 1 thread, automatic allocator is within 0.99 % of 4 ranks x 1 thread, automatic "
-                 "allocator (noise 2.00 %): fewer ranks win");
+  CHECK(r.tie ==
+        "2 ranks x 1 thread, automatic allocator is within 0.99 % of 4 ranks x 1 thread, automatic "
+        "allocator (noise 2.00 %): fewer ranks win");
   // A noisy fastest layout widens the tie: 10 % apart, 6 % noise within trials (x2 = 12 %).
   l = {layout(2, {good(100)}), layout(4, {good(110, 0.06)})};
   CHECK(*rank_layouts(l).winner == 0);
@@ -226,10 +231,10 @@ TEST_CASE("contenders and when the ranking is settled") {
   // 170 is within 3 x 2 % of 180; 100 and the failed one are out.
   CHECK(contenders(l, r) == std::vector<std::size_t>{1, 2});
   CHECK_FALSE(ranking_settled(std::nullopt, r, 2, 1, 3));  // one round is never enough with two
-  CHECK(ranking_settled(std::nullopt, r, 1, 1, 3));         // a single contender
-  CHECK(ranking_settled(1, r, 2, 2, 3));                    // the same winner twice
-  CHECK_FALSE(ranking_settled(2, r, 2, 2, 3));              // it changed: once more
-  CHECK(ranking_settled(2, r, 2, 3, 3));                    // the rounds are spent
+  CHECK(ranking_settled(std::nullopt, r, 1, 1, 3));        // a single contender
+  CHECK(ranking_settled(1, r, 2, 2, 3));                   // the same winner twice
+  CHECK_FALSE(ranking_settled(2, r, 2, 2, 3));             // it changed: once more
+  CHECK(ranking_settled(2, r, 2, 3, 3));                   // the rounds are spent
   l = {layout(1, {failed("a")})};
   CHECK(ranking_settled(std::nullopt, rank_layouts(l), 0, 1, 3));
 }
@@ -258,7 +263,7 @@ TEST_CASE("the store: text round trip, hits, misses, damage") {
   CHECK(entries[0].rate == 812.5);
   CHECK(entries[0].tuned_at == e.tuned_at);
 
-  CHECK(find_tune_entry(entries, e.fingerprint, e.program));                            // a hit
+  CHECK(find_tune_entry(entries, e.fingerprint, e.program));                             // a hit
   CHECK_FALSE(find_tune_entry(entries, e.fingerprint, {"/usr/bin/train", "--epochs"}));  // other arguments
   CHECK_FALSE(find_tune_entry(entries, topology_fingerprint(four), e.program));          // another machine
 

@@ -67,8 +67,7 @@ int main(int argc, char** argv) {
   nano::World world = nano::init();
   const std::string allocator = allocator_here();
   const int ms = scripted_ms(world.size(), allocator);
-  if (world.is_main())
-    std::printf("scripted: %d ranks, %s, %d ms a step\n", world.size(), allocator.c_str(), ms);
+  if (world.is_main()) std::printf("scripted: %d ranks, %s, %d ms a step\n", world.size(), allocator.c_str(), ms);
   std::fflush(stdout);
   torch::manual_seed(0);
   torch::nn::Linear model(4, 1);
@@ -78,8 +77,7 @@ int main(int argc, char** argv) {
   std::unique_ptr<nano::AutoCheckpoint> checkpoints;
   nano::ShardOptions shard;
   if (const char* dir = std::getenv("SCRIPT_CHECKPOINT")) {
-    checkpoints =
-        std::make_unique<nano::AutoCheckpoint>(dir, world.comm, nano::CheckpointOptions{.every_steps = 2});
+    checkpoints = std::make_unique<nano::AutoCheckpoint>(dir, world.comm, nano::CheckpointOptions{.every_steps = 2});
     checkpoints->track(*model, {&optimizer}, {}, [](int64_t) {});
     shard.hook = checkpoints->loader_hook();
   }
