@@ -13,6 +13,7 @@ struct SerialExecutor::State {
   std::deque<std::pair<std::function<void()>, std::shared_ptr<Completion>>> queue;
   bool stopping = false;
   std::string abandoned;  // non-empty: why
+  std::shared_ptr<Completion> finished = std::make_shared<Completion>();  // the thread returned
 };
 
 void Completion::finish(std::exception_ptr error) {
@@ -65,6 +66,13 @@ void CompletionWork::wait() {
 SerialExecutor::SerialExecutor() : state_(std::make_shared<State>()), thread_(loop, state_) {}
 
 SerialExecutor::~SerialExecutor() {
+  if (on_own_thread()) {
+    // Destroyed by one of its own tasks (its owner's last reference went there, as a stock
+    // PyTorch program's process group can in a future's callback): a thread cannot join
+    // itself. It ends after this task, and what is queued behind it never runs: it would reach
+    // the owner being destroyed.
+    abandon("nano: the executor was destroyed by one of its own tasks");
+  }
   bool join = true;
   {
     std::lock_guard<std::mutex> lock(state_->mutex);
@@ -102,6 +110,10 @@ void SerialExecutor::abandon(const std::string& reason) {
   state_->queue.clear();
 }
 
+bool SerialExecutor::on_own_thread() const { return std::this_thread::get_id() == thread_.get_id(); }
+
+std::shared_ptr<Completion> SerialExecutor::thread_finished() const { return state_->finished; }
+
 bool SerialExecutor::abandoned() const {
   std::lock_guard<std::mutex> lock(state_->mutex);
   return !state_->abandoned.empty();
@@ -114,7 +126,10 @@ void SerialExecutor::loop(std::shared_ptr<State> state) {
     {
       std::unique_lock<std::mutex> lock(state->mutex);
       state->cv.wait(lock, [&] { return state->stopping || !state->queue.empty(); });
-      if (state->queue.empty()) return;
+      if (state->queue.empty()) {
+        state->finished->finish(nullptr);
+        return;
+      }
       task = std::move(state->queue.front().first);
       completion = std::move(state->queue.front().second);
       state->queue.pop_front();

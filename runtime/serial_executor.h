@@ -66,7 +66,9 @@ class CompletionWork : public Work {
 class SerialExecutor {
  public:
   SerialExecutor();
-  /// Runs the tasks already queued, then joins the thread — unless abandoned (see above).
+  /// Runs the tasks already queued, then joins the thread — unless abandoned (see above), or
+  /// called by one of its own tasks: it is abandoned then (what is queued fails, the thread
+  /// ends after that task).
   ~SerialExecutor();
   SerialExecutor(const SerialExecutor&) = delete;
   SerialExecutor& operator=(const SerialExecutor&) = delete;
@@ -82,6 +84,11 @@ class SerialExecutor {
   /// From now on submissions fail with `reason`; the thread is never joined.
   void abandon(const std::string& reason);
   bool abandoned() const;
+  /// True when called from one of its own tasks.
+  bool on_own_thread() const;
+  /// Finished once the thread has returned: after the destructor (which joins it), or, when a
+  /// task of its own destroyed it, once that task returned. Outlives the executor.
+  std::shared_ptr<Completion> thread_finished() const;
 
  private:
   struct State;

@@ -165,6 +165,15 @@ class TorchBackend final : public TorchBackendBase {
   std::unique_ptr<SerialExecutor> thread_;
 };
 
+/// Waits, at most `limit` in all, until every live backend of this process has run what was
+/// issued to it and the futures' callbacks that ran on its thread, and released what they
+/// held. nano_torch calls it at the interpreter's exit (atexit), with the interpreter lock
+/// released: afterwards no backend thread touches Python objects again, so none is caught by
+/// the interpreter's finalization while it runs a callback or drops a Python-owned tensor
+/// (torch ends such a thread inside a C++ frame: "terminate called without an active
+/// exception"). False when a backend did not get there within `limit`.
+bool drain_torch_backends(std::chrono::milliseconds limit);
+
 /// The backend's options from the creator's arguments and the environment: NANO_SHM_BYTES
 /// (default ShmCollectives::kDefaultAreaBytes) and MASTER_ADDR. Throws nano::UsageError naming a
 /// malformed NANO_SHM_BYTES.

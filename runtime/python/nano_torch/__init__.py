@@ -8,6 +8,8 @@ On one host, all_reduce, broadcast, all_gather and barrier go through shared mem
 other operation, and every operation across hosts, through a Gloo group the backend keeps.
 nano-run puts this package on every rank's PYTHONPATH.
 """
+import atexit
+import datetime
 import inspect
 
 import torch
@@ -41,4 +43,13 @@ def uses_shared_memory(group=None):
     return _C.uses_shared_memory(pg)
 
 
+def _drain_at_exit():
+    # Every backend thread finishes what it was given (DDP's last futures and their callbacks
+    # included) while the interpreter still runs: a thread that needs the interpreter once it
+    # is finalizing is ended inside a C++ frame, and the process aborts. A collective still
+    # waiting on a peer is bounded by the group's own timeout; this waits 60 s at most.
+    _C._drain(datetime.timedelta(seconds=60))
+
+
 _register()
+atexit.register(_drain_at_exit)

@@ -68,15 +68,6 @@ def train(launch, backend, n, out, steps=12, hook="none", env=None):
         check(f"({backend}, shared memory {backend == 'nano'})" in p.stdout, p.stdout[-400:])
     else:
         results = ranks.finish(ranks.start(n, argv, PYDIR, env=env), 300)
-        # A known bug, not fixed yet: under CPU load a rank of a DDP program with a comm hook
-        # can abort at the interpreter's exit, after training and saving ("terminate called
-        # without an active exception": the backend's thread runs a future's Python callback
-        # while the interpreter finalizes). The run is repeated once then, and said so; a
-        # second failure, or any other, fails the case.
-        if hook != "none" and any(r.code == -6 and "terminate called without an active exception" in r.err
-                                  for r in results):
-            print(f"KNOWN: {describe(results)[:300]}; running it once more", flush=True)
-            results = ranks.finish(ranks.start(n, argv, PYDIR, env=env), 300)
         check(all(r.code == 0 for r in results), describe(results))
 
 
