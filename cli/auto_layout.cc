@@ -38,27 +38,28 @@ std::optional<TuneEntry> tune_and_store(const LaunchOptions& o, const TuneOption
                                         const std::function<void(const std::string&)>& say, int* interrupted_by) {
   const std::vector<Layout> layouts = prepare_tuning(o, options, argv);
   const TuneResult result = tune(o, options, argv, layouts, say);
+  const std::string speaker = tuning_speaker(o.front_end);
   if (result.interrupted_by) {
     if (interrupted_by) *interrupted_by = result.interrupted_by;
-    say("nano-run: tuning stopped by " + signal_name(result.interrupted_by) + "; nothing stored");
+    say(speaker + ": tuning stopped by " + signal_name(result.interrupted_by) + "; nothing stored");
     return std::nullopt;
   }
-  std::istringstream table(format_tune_table(result, options));
+  std::istringstream table(format_tune_table(result, options, o.front_end));
   for (std::string line; std::getline(table, line);) say(line);
   if (!result.ranking.winner) {
-    say("nano-run: tune: every layout failed; nothing stored");
+    say(speaker + ": tune: every layout failed; nothing stored");
     return std::nullopt;
   }
   const TuneEntry entry = tune_entry_of(result, store.fingerprint, store.program);
   if (store.path.empty()) {
-    say("nano-run: tune: no cache folder (neither XDG_CACHE_HOME nor HOME is set); the choice is not stored");
+    say(speaker + ": tune: no cache folder (neither XDG_CACHE_HOME nor HOME is set); the choice is not stored");
   } else {
     store.entries = with_tune_entry(store.entries, entry);
     try {
       write_tune_store(store.path, store.entries);
-      say("nano-run: tune: stored " + layout_text(entry.layout) + " for -n auto in " + store.path);
+      say(speaker + ": tune: stored " + layout_text(entry.layout) + " for -n auto in " + store.path);
     } catch (const Error& e) {
-      say(std::string("nano-run: warning: ") + e.what() + "; the choice is not stored");
+      say(speaker + ": warning: " + e.what() + "; the choice is not stored");
     }
   }
   store.hit = entry;

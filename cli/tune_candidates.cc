@@ -130,51 +130,60 @@ std::vector<Layout> candidate_layouts(const Topology& topology, const PlanOption
   return layouts;
 }
 
-std::vector<int> parse_rank_counts(const std::string& text) {
-  std::vector<int> counts;
+namespace {
+
+// The comma-separated items of `text`; none when it is empty or ends in a comma.
+std::vector<std::string> comma_items(const std::string& text) {
+  std::vector<std::string> items;
+  if (text.empty() || text.back() == ',') return items;
   std::stringstream in(text);
-  std::string item;
-  bool any = false;
-  while (std::getline(in, item, ',')) {
-    any = true;
+  for (std::string item; std::getline(in, item, ',');) items.push_back(item);
+  return items;
+}
+
+template <class T>
+void add_once(std::vector<T>& list, T value) {
+  if (std::find(list.begin(), list.end(), value) == list.end()) list.push_back(value);
+}
+
+}  // namespace
+
+std::vector<int> parse_rank_counts(const std::string& text) {
+  const std::vector<std::string> items = comma_items(text);
+  if (items.empty())
+    throw SettingError(Setting::kTuneCandidates, text,
+                       "{tune_candidates} expects rank counts such as 1,2,4, got '" + text + "'");
+  std::vector<int> counts;
+  for (const std::string& item : items) {
     const auto k = parse_integer(item, 1, 1 << 20);
     if (!k)
       throw SettingError(Setting::kTuneCandidates, text,
                          "{tune_candidates} expects rank counts such as 1,2,4; '" + item + "' in '" + text +
                              "' is not a count of at least 1");
-    if (std::find(counts.begin(), counts.end(), static_cast<int>(*k)) == counts.end())
-      counts.push_back(static_cast<int>(*k));
+    add_once(counts, static_cast<int>(*k));
   }
-  if (!any || text.back() == ',')
-    throw SettingError(Setting::kTuneCandidates, text,
-                       "{tune_candidates} expects rank counts such as 1,2,4, got '" + text + "'");
   return counts;
 }
 
 std::vector<Allocator> parse_allocator_list(const std::string& text) {
+  const std::vector<std::string> items = comma_items(text);
+  if (items.empty())
+    throw SettingError(Setting::kTuneAllocators, text,
+                       "{tune_allocators} expects a list such as jemalloc,default, got '" + text + "'");
   std::vector<Allocator> allocators;
-  std::stringstream in(text);
-  std::string item;
-  bool any = false;
-  while (std::getline(in, item, ',')) {
-    any = true;
-    Allocator a;
+  for (const std::string& item : items) {
     if (item == "jemalloc") {
-      a = Allocator::kJemalloc;
+      add_once(allocators, Allocator::kJemalloc);
     } else if (item == "tcmalloc") {
-      a = Allocator::kTcmalloc;
+      add_once(allocators, Allocator::kTcmalloc);
     } else if (item == "default" || item == "system") {
-      a = Allocator::kSystem;
+      add_once(allocators, Allocator::kSystem);
     } else {
       throw SettingError(Setting::kTuneAllocators, text,
                          "{tune_allocators} expects jemalloc, tcmalloc or default (the C library's malloc); '" + item +
                              "' in '" + text + "' is none of them");
     }
-    if (std::find(allocators.begin(), allocators.end(), a) == allocators.end()) allocators.push_back(a);
   }
-  if (!any || text.back() == ',')
-    throw SettingError(Setting::kTuneAllocators, text,
-                       "{tune_allocators} expects a list such as jemalloc,default, got '" + text + "'");
   return allocators;
 }
 

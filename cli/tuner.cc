@@ -231,9 +231,9 @@ TrialRun run_trial(const LaunchOptions& base, const TuneOptions& options, const 
   return run;
 }
 
-std::string trial_line(int number, const Layout& layout, const TrialMeasure& m) {
+std::string trial_line(const std::string& speaker, int number, const Layout& layout, const TrialMeasure& m) {
   std::ostringstream out;
-  out << "nano-run: tune: trial " << number << ", " << layout_text(layout) << ": ";
+  out << speaker << ": tune: trial " << number << ", " << layout_text(layout) << ": ";
   if (!m.ok) {
     out << "failed, skipped (" << m.failure << ")";
     return out.str();
@@ -361,7 +361,7 @@ TuneResult tune(const LaunchOptions& base, const TuneOptions& options, const std
       }
       result.layouts[i].trials.push_back(run.measure);
       if (run.measure.ok) result.unit = run.measure.unit;
-      say(trial_line(result.trials, layouts[i], run.measure));
+      say(trial_line(tuning_speaker(base.front_end), result.trials, layouts[i], run.measure));
     }
     result.rounds = round;
     result.ranking = rank_layouts(result.layouts);
@@ -376,10 +376,12 @@ TuneResult tune(const LaunchOptions& base, const TuneOptions& options, const std
   return result;
 }
 
-std::string format_tune_table(const TuneResult& result, const TuneOptions& options) {
+std::string tuning_speaker(FrontEnd front_end) { return front_end == FrontEnd::kCommandLine ? "nano-run" : "nano"; }
+
+std::string format_tune_table(const TuneResult& result, const TuneOptions& options, FrontEnd front_end) {
   std::ostringstream out;
   const Ranking& r = result.ranking;
-  out << "nano-run: tuned in " << seconds_text(result.seconds) << ": " << result.trials << " trials in "
+  out << tuning_speaker(front_end) << ": tuned in " << seconds_text(result.seconds) << ": " << result.trials << " trials in "
       << result.rounds << (result.rounds == 1 ? " round" : " rounds") << ", each " << options.warmup
       << " warm-up steps then ";
   if (options.steps > 0)

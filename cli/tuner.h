@@ -75,7 +75,11 @@ TuneResult tune(const LaunchOptions& base, const TuneOptions& options, const std
 
 /// The result as a table: each layout's rate, its ratio to the best, how it was measured; the
 /// winner marked, and why when a tie made it.
-std::string format_tune_table(const TuneResult& result, const TuneOptions& options);
+std::string format_tune_table(const TuneResult& result, const TuneOptions& options,
+                              FrontEnd front_end = FrontEnd::kCommandLine);
+
+/// Who speaks in the tuning's lines: "nano-run" for its command line, "nano" in a program.
+std::string tuning_speaker(FrontEnd front_end);
 
 /// What -n auto keys a program by: argv with argv[0] resolved on PATH (as the launch runs it).
 std::vector<std::string> program_key(const std::vector<std::string>& argv);

@@ -40,13 +40,31 @@ def check(condition, why):
         raise Failure(why)
 
 
+STARTED = []  # pids of every nano-run (or in-program launcher) this test started
+
+
 def shm_names():
-    return set(n for n in os.listdir("/dev/shm") if n.startswith("nano-"))
+    """The /dev/shm entries of the launches started here (nano-<launcher pid>-...): tests
+    running beside this one have their own."""
+    mine = [str(pid) for pid in STARTED]
+    return set(n for n in os.listdir("/dev/shm") if n.startswith("nano-") and n.split("-")[1] in mine)
+
+
+def run_program(argv, env, timeout):
+    p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    STARTED.append(p.pid)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
+        raise
+    return p.returncode, out, err
 
 
 def run(args, env, timeout=240):
-    p = subprocess.run([NANO_RUN] + args, env=env, capture_output=True, text=True, timeout=timeout)
-    return p.returncode, p.stdout, p.stderr
+    return run_program([NANO_RUN] + args, env, timeout)
 
 
 def store_of(env):
@@ -175,6 +193,7 @@ def case_interrupt(env):
     args = [a if a != "6" else "100000" for a in args]  # trials that would run for long
     p = subprocess.Popen([NANO_RUN, "--tune"] + args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True)
+    STARTED.append(p.pid)
     time.sleep(4)
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=60)
@@ -223,13 +242,12 @@ def case_examples(env):
     inprog = [os.path.join(bin_dir, "fashion_mnist_nano"), "--num-processes", "auto", "--epochs", "1",
               "--max-steps-per-epoch", "40", "--test-limit", "100"]
     env = dict(env)
-    p = subprocess.run(inprog, env=env, capture_output=True, text=True, timeout=240)
-    check(p.returncode == 0 and "tuning first" in p.stderr and "tune: trial" in p.stderr,
-          f"kAuto, first run: exit {p.returncode}: {p.stderr[-1200:]}")
-    check("the tuned layout's ranks finished" in p.stdout, p.stdout[-300:])
-    p = subprocess.run(inprog, env=env, capture_output=True, text=True, timeout=240)
-    check(p.returncode == 0 and "tune: trial" not in p.stderr and "num_processes = kAuto: " in p.stderr,
-          f"kAuto, second run: exit {p.returncode}: {p.stderr[-800:]}")
+    code, out, err = run_program(inprog, env, 240)
+    check(code == 0 and "tuning first" in err and "tune: trial" in err, f"kAuto, first run: exit {code}: {err[-1200:]}")
+    check("the tuned layout's ranks finished" in out, out[-300:])
+    code, out, err = run_program(inprog, env, 240)
+    check(code == 0 and "tune: trial" not in err and "num_processes = kAuto: " in err,
+          f"kAuto, second run: exit {code}: {err[-800:]}")
 
 
 def main():
@@ -238,26 +256,20 @@ def main():
     env = dict(os.environ, XDG_CACHE_HOME=os.path.join(tmp, "cache"), TMPDIR=os.path.join(tmp, "tmp"))
     os.makedirs(env["TMPDIR"])
     try:
-        if CASE == "choice":
-            case_choice(env)
-        elif CASE == "tie":
-            case_tie(env)
-        elif CASE == "failing":
-            case_failing(env, tmp)
-        elif CASE == "metric":
-            case_metric(env)
-        elif CASE == "store":
-            case_store(env)
-        elif CASE == "inputs":
-            case_inputs(env)
-        elif CASE == "interrupt":
-            case_interrupt(env)
-        elif CASE == "torch_backend":
-            case_torch_backend(env, tmp)
-        elif CASE == "examples":
-            case_examples(env)
-        else:
+        cases = {
+            "choice": lambda: case_choice(env),
+            "tie": lambda: case_tie(env),
+            "failing": lambda: case_failing(env, tmp),
+            "metric": lambda: case_metric(env),
+            "store": lambda: case_store(env),
+            "inputs": lambda: case_inputs(env),
+            "interrupt": lambda: case_interrupt(env),
+            "torch_backend": lambda: case_torch_backend(env, tmp),
+            "examples": lambda: case_examples(env),
+        }
+        if CASE not in cases:
             raise Failure(f"unknown case {CASE}")
+        cases[CASE]()
         left = os.listdir(env["TMPDIR"])
         check(not left, f"left in TMPDIR: {left}")
         deadline = time.monotonic() + 5
