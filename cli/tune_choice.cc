@@ -135,20 +135,23 @@ Ranking rank_layouts(const std::vector<LayoutTrials>& layouts) {
   std::vector<std::size_t> good, failed;
   for (std::size_t i = 0; i < n; ++i) {
     std::vector<double> rates;
-    double own = 0;
+    double own_sq = 0;
     for (const TrialMeasure& t : layouts[i].trials) {
       if (!t.ok) continue;
       rates.push_back(t.rate);
-      own = std::max(own, t.noise);
+      own_sq += t.noise * t.noise;
     }
     if (rates.empty()) {
       failed.push_back(i);
       continue;
     }
     r.rate[i] = median(rates);
-    const auto [lo, hi] = std::minmax_element(rates.begin(), rates.end());
-    const double spread = r.rate[i] > 0 ? (*hi - *lo) / r.rate[i] : 0;
-    r.noise[i] = std::max({kNoiseFloor, 2 * own, spread / 2});
+    // The relative standard errors of a rate over k trials: within them (their step times),
+    // and between them (how their rates disagree); twice the larger is the noise.
+    const double k = static_cast<double>(rates.size());
+    const double within = std::sqrt(own_sq) / k;
+    const double between = relative_error(rates);
+    r.noise[i] = std::max({kNoiseFloor, 2 * within, 2 * between});
     good.push_back(i);
   }
   std::stable_sort(good.begin(), good.end(), [&](std::size_t a, std::size_t b) { return r.rate[a] > r.rate[b]; });
@@ -190,7 +193,8 @@ std::vector<std::size_t> contenders(const std::vector<LayoutTrials>& layouts, co
 bool ranking_settled(const std::optional<std::size_t>& previous_winner, const Ranking& now, std::size_t contender_count,
                      int rounds, int max_rounds) {
   if (!now.winner || contender_count <= 1 || rounds >= max_rounds) return true;
-  return rounds >= 2 && previous_winner == now.winner;
+  // A winner by a tie is not settled: more trials narrow the noise that made it.
+  return rounds >= 2 && previous_winner == now.winner && now.tie.empty();
 }
 
 }  // namespace nano

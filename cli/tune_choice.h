@@ -83,9 +83,10 @@ struct Ranking {
 inline constexpr double kNoiseFloor = 0.02;
 
 /// Ranks the layouts (given fewest ranks first, as candidate_layouts orders them). A layout's
-/// noise is the largest of kNoiseFloor, twice its trials' own noise and half its trials'
-/// spread ((max - min) / median). The winner is the layout with the fewest ranks (then the
-/// first given) whose rate is within the larger of its and the fastest's noise of the fastest.
+/// rate is the median of its good trials; its noise the largest of kNoiseFloor and twice the
+/// rate's relative standard error over its k trials, within them (the root sum of squares of
+/// their own noises, over k) or between them (their rates' spread). The winner is the layout with the fewest ranks
+/// (then the first given) whose rate is within the larger of its and the fastest's noise of the fastest.
 Ranking rank_layouts(const std::vector<LayoutTrials>& layouts);
 
 /// The layouts worth another trial: the winner and every good layout within three times the
@@ -93,7 +94,8 @@ Ranking rank_layouts(const std::vector<LayoutTrials>& layouts);
 std::vector<std::size_t> contenders(const std::vector<LayoutTrials>& layouts, const Ranking& ranking);
 
 /// Whether tuning may stop after `rounds` rounds: no winner (all failed), or a single
-/// contender, or the winner of this round is that of the round before, or `max_rounds` reached.
+/// contender, or the winner of this round is that of the round before and won by no tie, or
+/// `max_rounds` reached.
 bool ranking_settled(const std::optional<std::size_t>& previous_winner, const Ranking& now, std::size_t contender_count,
                      int rounds, int max_rounds);
 

@@ -381,8 +381,8 @@ std::string tuning_speaker(FrontEnd front_end) { return front_end == FrontEnd::k
 std::string format_tune_table(const TuneResult& result, const TuneOptions& options, FrontEnd front_end) {
   std::ostringstream out;
   const Ranking& r = result.ranking;
-  out << tuning_speaker(front_end) << ": tuned in " << seconds_text(result.seconds) << ": " << result.trials << " trials in "
-      << result.rounds << (result.rounds == 1 ? " round" : " rounds") << ", each " << options.warmup
+  out << tuning_speaker(front_end) << ": tuned in " << seconds_text(result.seconds) << ": " << result.trials
+      << " trials in " << result.rounds << (result.rounds == 1 ? " round" : " rounds") << ", each " << options.warmup
       << " warm-up steps then ";
   if (options.steps > 0)
     out << options.steps << " measured steps";

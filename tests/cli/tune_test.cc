@@ -205,12 +205,20 @@ TEST_CASE("the ranking: the fastest wins, within noise the fewest ranks") {
   // A noisy fastest layout widens the tie: 10 % apart, 6 % noise within trials (x2 = 12 %).
   l = {layout(2, {good(100)}), layout(4, {good(110, 0.06)})};
   CHECK(*rank_layouts(l).winner == 0);
-  // Trials that disagree widen it too: 4 ranks measured 100 and 130 (spread 26 %, half 13 %).
+  // Trials that disagree widen it too: 4 ranks measured 100 and 130 (a standard error of 15,
+  // 13 %; twice that 26 %).
   l = {layout(2, {good(105)}), layout(4, {good(100), good(130)})};
   r = rank_layouts(l);
   CHECK(r.rate[1] == doctest::Approx(115));
-  CHECK(r.noise[1] == doctest::Approx(15.0 / 115));
+  CHECK(r.noise[1] == doctest::Approx(2 * 15.0 / 115));
   CHECK(*r.winner == 0);
+  // More trials narrow it: 5 % faster with 4 % noise in each of 4 trials (2 % pooled, 4 % as
+  // the noise) is no tie, where one such trial each (8 %) was.
+  l = {layout(2, {good(100, 0.04)}), layout(4, {good(105, 0.04)})};
+  CHECK(*rank_layouts(l).winner == 0);
+  l = {layout(2, std::vector<TrialMeasure>(4, good(100, 0.04))),
+       layout(4, std::vector<TrialMeasure>(4, good(105, 0.04)))};
+  CHECK(*rank_layouts(l).winner == 1);
   // Failed layouts are last and never win; every layout failed: no winner.
   l = {layout(1, {good(100)}), layout(8, {failed("rank 3 was killed by SIGKILL")}), layout(2, {good(150)})};
   r = rank_layouts(l);

@@ -37,7 +37,7 @@ TEST_CASE("a task that destroys its own executor: no self-join, what is queued b
   std::shared_ptr<nano::Completion> later;
   auto release = std::make_shared<nano::Completion>();
   auto first = executor->submit([&] {
-    release->wait();  // until `later` is queued behind this task
+    release->wait();   // until `later` is queued behind this task
     executor.reset();  // the last reference: ~SerialExecutor on its own thread
   });
   later = executor->submit([&] { later_ran = true; });
