@@ -12,7 +12,7 @@ struct SerialExecutor::State {
   std::condition_variable cv;
   std::deque<std::pair<std::function<void()>, std::shared_ptr<Completion>>> queue;
   bool stopping = false;
-  std::string abandoned;  // non-empty: why
+  std::string abandoned;                                                  // non-empty: why
   std::shared_ptr<Completion> finished = std::make_shared<Completion>();  // the thread returned
 };
 

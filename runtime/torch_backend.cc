@@ -235,7 +235,8 @@ void await_ranks(c10d::Store& store, const std::string& prefix, int rank, int si
 bool drain_torch_backends(std::chrono::milliseconds limit) {
   const auto deadline = std::chrono::steady_clock::now() + limit;
   const auto wait = [&](const std::shared_ptr<Completion>& done) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     try {
       return left.count() > 0 && done->wait_for(left);
     } catch (const std::exception&) {

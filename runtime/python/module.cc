@@ -24,8 +24,7 @@ PYBIND11_MODULE(_C, m) {
       py::arg("store"), py::arg("rank"), py::arg("world_size"), py::arg("timeout"),
       py::call_guard<py::gil_scoped_release>(), "Joins a nano process group (the creator given to register_backend).");
   m.def(
-      "_drain",
-      [](std::chrono::milliseconds limit) { return nano::drain_torch_backends(limit); }, py::arg("limit"),
+      "_drain", [](std::chrono::milliseconds limit) { return nano::drain_torch_backends(limit); }, py::arg("limit"),
       py::call_guard<py::gil_scoped_release>(),
       "Waits (at most `limit`) until every nano backend of this process ran what was issued to it "
       "and released what that held; nano_torch calls it at the interpreter's exit.");
