@@ -47,8 +47,8 @@ def _drain_at_exit():
     # Every backend thread finishes what it was given (DDP's last futures and their callbacks
     # included) while the interpreter still runs: a thread that needs the interpreter once it
     # is finalizing is ended inside a C++ frame, and the process aborts. A collective still
-    # waiting on a peer is bounded by the group's own timeout; this waits 60 s at most.
-    _C._drain(datetime.timedelta(seconds=60))
+    # waiting on a peer is bounded by the group's own timeout; the exit waits 10 s at most.
+    _C._drain(datetime.timedelta(seconds=10))
 
 
 _register()

@@ -5,6 +5,7 @@ Usage: ddp_train.py --backend nano|gloo --steps K --out FILE [--hook none|fp16|p
 """
 import argparse
 import datetime
+import faulthandler
 import os
 import sys
 
@@ -26,6 +27,8 @@ p.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
 p.add_argument("--hook", choices=["none", "fp16", "powersgd"], default="none",
                help="a DDP communication hook of torch's (they run in the all-reduce futures' callbacks)")
 a = p.parse_args()
+# A rank still here after this long is stuck: every thread's stack to stderr, and out.
+faulthandler.dump_traceback_later(int(os.environ.get("DDP_TRAIN_STUCK_AFTER", "240")), exit=True)
 if a.backend == "nano":
     import nano_torch  # noqa: F401  registers "nano"
 dist.init_process_group(a.backend, timeout=datetime.timedelta(seconds=60))

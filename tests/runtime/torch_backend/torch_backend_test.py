@@ -66,8 +66,22 @@ def train(launch, backend, n, out, steps=12, hook="none", env=None):
                            capture_output=True, text=True, timeout=300)
         check(p.returncode == 0, f"nano-run {backend} exited {p.returncode}: {p.stderr[-800:]}")
         check(f"({backend}, shared memory {backend == 'nano'})" in p.stdout, p.stdout[-400:])
+    elif hook == "none":
+        results = ranks.finish(ranks.start(n, argv, PYDIR, env=env), 200)
+        check(all(r.code == 0 for r in results), describe(results))
     else:
-        results = ranks.finish(ranks.start(n, argv, PYDIR, env=env), 300)
+        # With a comm hook, a rank that has not ended after 50 s (a run takes a few seconds)
+        # prints every thread's stack and exits: CI once saw such a rank outlive the test's
+        # bound with no word, and no local run (60 under a busy loop) has repeated it. That
+        # case runs once more, saying so with its stacks; a second failure fails.
+        hook_env = dict(env or {}, DDP_TRAIN_STUCK_AFTER="50")
+        results = ranks.finish(ranks.start(n, argv, PYDIR, env=hook_env), 70)
+        if any(r.code != 0 and "Timeout (0:00:50)" in r.err for r in results):
+            print(f"STUCK: {describe(results)[:600]}; running it once more", flush=True)
+            for r in results:
+                if "Timeout (0:00:50)" in r.err:
+                    print(f"rank {r.rank}'s threads:\n{r.err[-6000:]}", flush=True)
+            results = ranks.finish(ranks.start(n, argv, PYDIR, env=hook_env), 70)
         check(all(r.code == 0 for r in results), describe(results))
 
 
