@@ -19,12 +19,6 @@ StoredLayout look_up_layout(const LaunchOptions& o, const std::vector<std::strin
   return s;
 }
 
-LaunchOptions with_layout(LaunchOptions o, const Layout& layout) {
-  o.plan.num_processes = layout.ranks;
-  o.recipe.allocator = layout.allocator;
-  return o;
-}
-
 std::string stored_layout_text(const TuneEntry& e) {
   std::ostringstream out;
   out << layout_text(e.layout) << ", tuned " << e.tuned_at << ": " << std::fixed << std::setprecision(1) << e.rate

@@ -25,9 +25,6 @@ struct StoredLayout {
 /// Reads the store for `o` (its topology: this machine, --topology or --synthetic) and `argv`.
 StoredLayout look_up_layout(const LaunchOptions& o, const std::vector<std::string>& argv);
 
-/// `o` set to run `layout`: its rank count and allocator (the planner gives the threads).
-LaunchOptions with_layout(LaunchOptions o, const Layout& layout);
-
 /// "2 ranks x 1 thread, jemalloc, tuned 2026-12-02T05:10:00Z: 812.3 samples/s, 1.59x of 1 rank"
 std::string stored_layout_text(const TuneEntry& entry);
 

@@ -127,9 +127,7 @@ std::regex compile_metric(const std::string& text) {
 }
 
 LaunchOptions trial_options(const LaunchOptions& base, const Layout& layout) {
-  LaunchOptions o = base;
-  o.plan.num_processes = layout.ranks;
-  o.recipe.allocator = layout.allocator;
+  LaunchOptions o = with_layout(base, layout);
   o.quiet = true;
   o.max_restarts = 0;
   o.output_ranks.clear();
@@ -258,6 +256,12 @@ bool names_nano_backend(const std::string& source, const std::vector<std::string
   for (const char* name : {"nano_torch", "'nano'", "\"nano\""})
     if (source.find(name) != std::string::npos) return true;
   return std::find(arguments.begin(), arguments.end(), "nano") != arguments.end();
+}
+
+LaunchOptions with_layout(LaunchOptions o, const Layout& layout) {
+  o.plan.num_processes = layout.ranks;
+  o.recipe.allocator = layout.allocator;
+  return o;
 }
 
 ProgramTiming program_timing(const std::vector<std::string>& argv) {

@@ -34,6 +34,10 @@ struct TuneOptions {
   int max_rounds = 3;
 };
 
+/// `o` set to run `layout`: its rank count and allocator (the planner gives the threads). What
+/// a trial and -n auto launch.
+LaunchOptions with_layout(LaunchOptions o, const Layout& layout);
+
 /// How nano can time a program without its help.
 enum class ProgramTiming {
   kRuntime,       ///< it links nano's runtime (its DDP steps and sharded loader report themselves)
