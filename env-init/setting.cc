@@ -48,13 +48,16 @@ constexpr Known kSettings[] = {
     {Setting::kTuneAllocators, "tune_allocators", "--tune-allocators"},
     {Setting::kTuneMetric, "tune_metric", "--tune-metric"},
     {Setting::kMaxRanks, "max_ranks", "--max-ranks"},
+    {Setting::kPrecision, "precision", "--precision"},
+    {Setting::kChannelsLast, "channels_last", "--channels-last"},
+    {Setting::kCommunicator, "communicator", "--communicator"},
 };
 
 // The table is in the enumeration's order, one row per enumerator, so a setting is its index.
 constexpr bool in_enum_order() {
   for (size_t i = 0; i < std::size(kSettings); ++i)
     if (static_cast<size_t>(kSettings[i].setting) != i) return false;
-  return std::size(kSettings) == static_cast<size_t>(Setting::kMaxRanks) + 1;
+  return std::size(kSettings) == static_cast<size_t>(Setting::kCommunicator) + 1;
 }
 static_assert(in_enum_order(), "kSettings: one row per Setting, in its order");
 

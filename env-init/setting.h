@@ -46,6 +46,9 @@ enum class Setting {
   kTuneAllocators,
   kTuneMetric,
   kMaxRanks,
+  kPrecision,
+  kChannelsLast,
+  kCommunicator,
 };
 
 /// The setting's key, in snake case like the fields of the options structures ("num_processes",

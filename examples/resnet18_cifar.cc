@@ -38,8 +38,13 @@ int run(const ex::ExampleOptions& o) {
   ex::ResNet18 model;
   // DDP broadcasts rank 0's weights, averages gradients during backward and, before each
   // forward, copies rank 0's batch-norm statistics (as PyTorch's DDP does by default).
+  // --precision 64 and --channels-last convert the model before DDP broadcasts it.
+  const nano::Precision precision = nano::parse_precision(o.precision);
+  nano::format_module(*model, precision, o.channels_last);
   std::unique_ptr<nano::DDP<ex::ResNet18>> ddp;
-  if (world.size() > 1) ddp = std::make_unique<nano::DDP<ex::ResNet18>>(model, world.comm);
+  if (world.size() > 1)
+    ddp = std::make_unique<nano::DDP<ex::ResNet18>>(
+        model, world.comm, nano::DdpOptions{.bf16_gradient_exchange = o.bf16_gradients});
   torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(o.lr).momentum(0.9));
   const int64_t steps = o.steps + kWarmupSteps;
   // Each rank draws its own disjoint shard of a dataset world-size times one rank's steps.
@@ -47,6 +52,7 @@ int run(const ex::ExampleOptions& o) {
   // With several ranks each step's world x batch samples are split by the ranks' measured
   // speed (DDP weights the gradients to match), so a slower core does not set everyone's pace.
   nano::ShardOptions shard;
+  shard.format = nano::batch_format(precision, o.channels_last);
   if (ddp && o.balance) shard.balancer = nano::make_batch_balancer(*ddp, o.batch_size);
   // --checkpoint-dir: the model, the optimizer and the loader's position every
   // --checkpoint-every steps, taken as the loader hands out the next batch; a run that finds
@@ -56,7 +62,7 @@ int run(const ex::ExampleOptions& o) {
   if (!o.checkpoint_dir.empty()) {
     checkpoints = std::make_unique<nano::AutoCheckpoint>(o.checkpoint_dir, world.comm,
                                                          nano::CheckpointOptions{.every_steps = o.checkpoint_every});
-    checkpoints->track(*model, {&optimizer}, {}, [&done](int64_t step) { done = step; });
+    checkpoints->track(*model, {&optimizer}, {}, nano::precision_name(precision), [&done](int64_t step) { done = step; });
     shard.hook = checkpoints->loader_hook();
   }
   auto loader = nano::make_sharded_loader(data.map(torch::data::transforms::Stack<>()), world,
@@ -73,6 +79,8 @@ int run(const ex::ExampleOptions& o) {
   double loss_sum = 0;
   timer.epoch_begin();
   model->train();
+  // --precision bf16: the steps run under CPU autocast to bfloat16 (weights stay float32).
+  nano::AutocastScope autocast(precision == nano::Precision::kBfloat16);
   for (auto& batch : *loader) {
     if (done == steps) break;
     optimizer.zero_grad();

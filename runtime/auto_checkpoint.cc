@@ -92,10 +92,14 @@ AutoCheckpoint::AutoCheckpoint(std::string dir, std::shared_ptr<Communicator> co
 AutoCheckpoint::~AutoCheckpoint() = default;
 
 void AutoCheckpoint::track(torch::nn::Module& model, const std::vector<torch::optim::Optimizer*>& optimizers,
-                           const std::vector<AutoLr*>& warmups, std::function<void(int64_t)> on_restored) {
+                           const std::vector<AutoLr*>& warmups, const std::string& precision,
+                           std::function<void(int64_t)> on_restored) {
   State& s = *state_;
   s.checkpointer.reset();  // waits for a write under way
   s.checkpointer = std::make_unique<Checkpointer>(s.dir, s.comm, s.options);
+  // First, so that a checkpoint of another precision is refused for that reason, not for the
+  // first parameter whose dtype differs. Checkpoints from before it was written were "32".
+  s.checkpointer->track_label("precision", precision, "32");
   s.checkpointer->track("model", model);
   for (std::size_t i = 0; i < optimizers.size(); ++i)
     s.checkpointer->track("optimizer-" + std::to_string(i), *optimizers[i]);

@@ -186,6 +186,19 @@ at::Tensor read_checked(torch::serialize::InputArchive& a, const std::string& wh
   return value;
 }
 
+std::string label_key(const std::string& name) { return "nano|label|" + key_of(name); }
+
+at::Tensor bytes_of(const std::string& text) {
+  at::Tensor t = at::empty({static_cast<int64_t>(text.size())}, at::kByte);
+  std::copy(text.begin(), text.end(), t.data_ptr<uint8_t>());
+  return t;
+}
+
+std::string text_of(const at::Tensor& bytes) {
+  const auto* p = bytes.data_ptr<uint8_t>();
+  return std::string(p, p + bytes.numel());
+}
+
 }  // namespace
 
 std::string checkpoint_file_name(int64_t step) {
@@ -260,6 +273,11 @@ Checkpointer& Checkpointer::track(const std::string& name, std::function<void(to
                         auto sub = std::make_shared<torch::serialize::InputArchive>(std::move(a));
                         return std::function<void()>([load, sub] { load(*sub); });
                       }});
+  return *this;
+}
+
+Checkpointer& Checkpointer::track_label(const std::string& name, const std::string& value, const std::string& missing) {
+  labels_.push_back({name, value, missing});
   return *this;
 }
 
@@ -349,6 +367,7 @@ void Checkpointer::save() {
     e.save(sub);
     archive.write(e.name, sub);
   }
+  for (const Label& l : labels_) archive.write(label_key(l.name), bytes_of(l.value));
   archive.write("nano|steps", at::full({1}, steps_, at::kLong));
   at::Tensor rng = at::empty({comm_->size(), n}, at::kByte);
   std::transform(all.begin(), all.end(), rng.data_ptr<uint8_t>(), [](double v) { return static_cast<uint8_t>(v); });
@@ -399,6 +418,13 @@ std::optional<int64_t> Checkpointer::restore() {
     torch::serialize::InputArchive archive;
     std::istringstream in(text.substr(h.payload_at));
     archive.load_from(in);
+    for (const Label& l : labels_) {
+      at::Tensor saved;
+      const std::string there = archive.try_read(label_key(l.name), saved) ? text_of(saved) : l.missing;
+      if (there != l.value)
+        throw Error("it was written with " + l.name + " \"" + there + "\", and this run has " + l.name + " \"" +
+                    l.value + "\" (resume with the same " + l.name + ", or use another folder)");
+    }
     for (const Entry& e : entries_) {
       torch::serialize::InputArchive sub;
       if (!archive.try_read(e.name, sub)) throw Error("it has no '" + e.name + "'");

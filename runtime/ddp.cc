@@ -80,6 +80,7 @@ struct Bucket {
   std::vector<std::size_t> params;  // indexes into Reducer::params
   std::vector<int64_t> offsets;
   at::Tensor flat;
+  at::Tensor wire;  // the bfloat16 copy all-reduced instead of `flat` (bf16_gradient_exchange)
   std::size_t pending = 0;
   std::unique_ptr<Work> work;
 };
@@ -109,10 +110,14 @@ struct Reducer : std::enable_shared_from_this<Reducer> {
   }
 
   // The part of `bucket` that holds parameter k's gradient, as a tensor of its own (not an
-  // autograd view: Optimizer::zero_grad() calls detach_(), which views refuse).
+  // autograd view: Optimizer::zero_grad() calls detach_(), which views refuse), laid out as
+  // the parameter is (a channels-last weight gets a channels-last gradient, as autograd's own
+  // would be), else contiguous.
   static at::Tensor alias(const Bucket& bucket, std::size_t k, const at::Tensor& p) {
-    return at::empty({0}, bucket.flat.options())
-        .set_(bucket.flat.storage(), bucket.flat.storage_offset() + bucket.offsets[k], p.sizes());
+    at::Tensor a = at::empty({0}, bucket.flat.options());
+    const int64_t offset = bucket.flat.storage_offset() + bucket.offsets[k];
+    if (p.is_non_overlapping_and_dense()) return a.set_(bucket.flat.storage(), offset, p.sizes(), p.strides());
+    return a.set_(bucket.flat.storage(), offset, p.sizes());
   }
 
   static bool is_alias(const Bucket& bucket, std::size_t k, const at::Tensor& grad) {
@@ -128,7 +133,7 @@ struct Reducer : std::enable_shared_from_this<Reducer> {
       // After the first step a gradient lives in its bucket already (autograd accumulates into
       // the alias finish() installed); only a fresh one (e.g. after zero_grad(true)) is copied.
       if (is_alias(bucket, k, grad)) continue;
-      at::Tensor slice = bucket.flat.narrow(0, bucket.offsets[k], p.numel()).view(p.sizes());
+      at::Tensor slice = alias(bucket, k, p);
       if (grad.defined()) {
         slice.copy_(grad);
       } else {
@@ -136,7 +141,12 @@ struct Reducer : std::enable_shared_from_this<Reducer> {
       }
     }
     if (weight != 1.0) bucket.flat.mul_(weight);
-    bucket.work = comm->all_reduce_async(bucket.flat, ReduceOp::kAverage);
+    if (bucket.wire.defined()) {
+      bucket.wire.copy_(bucket.flat);
+      bucket.work = comm->all_reduce_async(bucket.wire, ReduceOp::kAverage);
+    } else {
+      bucket.work = comm->all_reduce_async(bucket.flat, ReduceOp::kAverage);
+    }
   }
 
   void launch_ready_in_order() {
@@ -168,6 +178,7 @@ struct Reducer : std::enable_shared_from_this<Reducer> {
         const auto waiting = std::chrono::steady_clock::now();
         bucket.work->wait();
         wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - waiting).count();
+        if (bucket.wire.defined()) bucket.flat.copy_(bucket.wire);
         // The gradients become aliases of the averaged bucket: no copy back, and the separate
         // gradient tensors autograd made are freed, so DDP costs one set of gradients in all.
         for (std::size_t k = 0; k < bucket.params.size(); ++k) {
@@ -213,7 +224,8 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
 
   for (std::size_t i = 0; i < all_params.size(); ++i) {
     if (!all_params[i].requires_grad()) continue;
-    check_reducible(all_params[i], "DistributedDataParallel parameter");
+    // Only the dtype matters: gradients travel in the flat buckets, whatever the layout.
+    check_reducible(at::empty({0}, all_params[i].options()), "DistributedDataParallel parameter");
     r.params.push_back(all_params[i]);
     r.module_index.push_back(i);
   }
@@ -234,6 +246,10 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
       total += r.params[k].numel();
     }
     bucket.flat = at::zeros({total}, r.params[bucket.params.front()].options().requires_grad(false));
+    // Buckets hold one dtype each; only the wide floating ones are worth narrowing.
+    const auto type = bucket.flat.scalar_type();
+    if (options_.bf16_gradient_exchange && (type == at::kFloat || type == at::kDouble))
+      bucket.wire = at::zeros({total}, bucket.flat.options().dtype(at::kBFloat16));
   }
   r.ready.assign(r.params.size(), 0);
   r.reset_iteration();

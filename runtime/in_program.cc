@@ -40,6 +40,14 @@ std::string make_report_path() {
   return std::string(buf.data());
 }
 
+// Once per job: the caller (in-program launch) or rank 0 of an outer world's first attempt.
+void warn_if_slow_bf16() {
+  if (cpu_has_bf16()) return;
+  std::cerr << "nano: warning: precision \"bf16\" on a CPU without AVX512-BF16 or AMX: bfloat16 is emulated in "
+               "float32 instructions here, and training is usually slower than with \"32\""
+            << std::endl;
+}
+
 }  // namespace
 
 Role role_from_env(const Environment& env) {
@@ -57,6 +65,13 @@ struct Session::Hook {
 };
 
 Session::Session(TorchNanoOptions options) : options_(std::move(options)), role_(role_from_env(current_environment())) {
+  // The training settings every role applies: checked here, before anything starts.
+  try {
+    precision_ = precision_of(options_);
+    communicator_of(options_);
+  } catch (const UsageError& e) {
+    throw UsageError(program_message(e));
+  }
   const int index = reach_next_training();
   if (role_ == Role::kLaunchedRank) {
     const std::string marker = env_or_empty(current_environment(), kMarkerVar);
@@ -89,6 +104,7 @@ void Session::launch() {
     checkpoint_options_of(options_);
     prepare_checkpoint_dir(options_.checkpoint_dir);
   }
+  if (precision_ == Precision::kBfloat16) warn_if_slow_bf16();
   const std::string path = make_report_path();
   launch.extra_env[kMarkerVar] = std::to_string(trainings_reached());
   launch.extra_env[kResultVar] = path;
@@ -121,6 +137,8 @@ void Session::load_trained(torch::nn::Module& model, const std::vector<torch::op
     throw Error("nano: rank 0's model has " + std::to_string(report_names_.size()) +
                 " parameters and buffers, the caller's " + std::to_string(mine.size()));
   }
+  // The ranks' dtype and layout, so that the optimizers' state loaded below fits it.
+  format_module(model, precision_, options_.channels_last);
   torch::NoGradGuard no_grad;
   for (std::size_t i = 0; i < report_names_.size(); ++i) {
     auto it = mine.find(report_names_[i]);
@@ -142,7 +160,9 @@ void Session::load_trained(torch::nn::Module& model, const std::vector<torch::op
 
 World& Session::world() {
   if (!world_) {
-    world_ = nano::init();
+    InitOptions init;
+    init.backend = communicator_of(options_);
+    world_ = nano::init(init);
     if (!options_.checkpoint_dir.empty()) {
       checkpoints_ =
           std::make_unique<AutoCheckpoint>(options_.checkpoint_dir, world_->comm, checkpoint_options_of(options_));
@@ -160,6 +180,7 @@ ShardOptions Session::loader_options(ShardOptions options, std::size_t per_rank_
                        std::to_string(options.workers) + " (prefetching workers run ahead of the steps taken)");
     }
   }
+  options.format = batch_format(precision_, options_.channels_last);
   // A pass that ends after steps: the optimizers are in use, so their state can be copied.
   options.hook = [self = self_, inner = checkpoints_ ? checkpoints_->loader_hook() : SamplerHook()](
                      EpochShardSampler& sampler, SamplerEvent what) {
@@ -185,7 +206,15 @@ void Session::attach(std::shared_ptr<torch::nn::Module> model, std::vector<torch
   detach();
   model_ = std::move(model);
   World& w = world();
+  // Before DDP: its broadcast and buckets take the converted tensors.
+  format_module(*model_, precision_, options_.channels_last);
   ddp_ = std::make_unique<DistributedDataParallel>(model_, w.comm, options_.ddp);
+  if (precision_ == Precision::kBfloat16) {
+    // A launched rank's caller has warned already; a restart warned at its first attempt.
+    const std::string restart = env_or_empty(current_environment(), "NANO_RESTART_COUNT");
+    if (role_ == Role::kExternalRank && w.rank() == 0 && (restart.empty() || restart == "0")) warn_if_slow_bf16();
+    autocast_ = std::make_unique<AutocastScope>(true);
+  }
   *ddp_link_ = ddp_.get();
   optimizers_ = optimizers;
   const AutoLrOptions lr = options_.auto_lr.options;
@@ -202,7 +231,7 @@ void Session::attach(std::shared_ptr<torch::nn::Module> model, std::vector<torch
     hook->checkpoints = checkpoints_.get();
     // After a restore the warm-up is at the checkpoint's step: the next backward moves it on.
     std::weak_ptr<Hook> weak = hook;
-    checkpoints_->track(*model_, optimizers, hook->auto_lrs, [weak](int64_t step) {
+    checkpoints_->track(*model_, optimizers, hook->auto_lrs, precision_name(precision_), [weak](int64_t step) {
       if (auto h = weak.lock()) h->backwards = step;
     });
   }
@@ -227,6 +256,7 @@ void Session::attach(std::shared_ptr<torch::nn::Module> model, std::vector<torch
 }
 
 void Session::detach() {
+  autocast_.reset();
   if (hook_) {
     hook_->param.remove_hook(hook_->id);
     hook_.reset();

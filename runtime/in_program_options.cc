@@ -36,6 +36,10 @@ LaunchOptions launch_options_of(const TorchNanoOptions& o) {
   else
     throw SettingError(Setting::kBackend, o.distributed_backend,
                        "unknown {backend} \"" + o.distributed_backend + "\": expected \"subprocess\" or \"mpi\"");
+  if (communicator_of(o) == CommBackend::kMpi && l.backend != LaunchBackend::kMpi)
+    throw SettingError(Setting::kCommunicator, o.communicator,
+                       "{communicator} \"mpi\" needs {backend} \"mpi\" (MPI ranks are started by mpirun), got \"" +
+                           o.distributed_backend + "\"");
   // 0 means "not given" to the planner; TorchNano's default is 1, so a 0 here was asked for (a
   // negative count is the launch's own check).
   if (o.num_processes == 0) check_num_processes(0);
@@ -50,6 +54,16 @@ LaunchOptions launch_options_of(const TorchNanoOptions& o) {
   l.max_restarts = o.max_restarts;
   l.restart_delay = std::chrono::milliseconds(o.restart_delay_ms);
   return l;
+}
+
+Precision precision_of(const TorchNanoOptions& o) { return parse_precision(o.precision); }
+
+CommBackend communicator_of(const TorchNanoOptions& o) {
+  if (o.communicator == "auto") return CommBackend::kAuto;
+  if (o.communicator == "mpi") return CommBackend::kMpi;
+  if (o.communicator == "gloo") return CommBackend::kGloo;
+  throw SettingError(Setting::kCommunicator, o.communicator,
+                     "unknown {communicator} \"" + o.communicator + "\": expected \"auto\", \"mpi\" or \"gloo\"");
 }
 
 std::string program_message(const std::exception& error) { return "nano: " + worded(error, program_field); }

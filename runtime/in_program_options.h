@@ -4,6 +4,9 @@
 #include <exception>
 #include <string>
 
+#include <nano/context.h>
+#include <nano/precision.h>
+
 #include "cli/launch_types.h"
 
 namespace nano {
@@ -13,9 +16,17 @@ namespace in_program {
 
 /// Pure: the one conversion of TorchNanoOptions' launch fields into the launcher's options.
 /// Only what only this API can get wrong is checked here: an unknown or "fork"
-/// distributed_backend (SettingError); everything the launch itself checks (num_processes,
+/// distributed_backend, and communicator "mpi" with ranks that mpirun does not start
+/// (SettingError); everything the launch itself checks (num_processes,
 /// grace_period_ms, max_restarts, hostfile/hosts without mpi, the plan) is checked by it, once.
 LaunchOptions launch_options_of(const TorchNanoOptions& options);
+
+/// Pure: TorchNanoOptions' precision. Throws SettingError naming a bad precision.
+Precision precision_of(const TorchNanoOptions& options);
+
+/// Pure: the communicator the ranks ask nano::init() for ("auto" = kAuto: NANO_BACKEND, else
+/// MPI under mpirun, else Gloo). Throws SettingError naming a bad communicator.
+CommBackend communicator_of(const TorchNanoOptions& options);
 
 /// The message an in-program caller reads for `error` raised by the launch path: "nano: " and
 /// the settings named by TorchNanoOptions' fields ("nano: max_restarts must be at least 0, got -1").

@@ -41,8 +41,8 @@ inline int64_t rank_steps_per_epoch(const ExampleOptions& o, int64_t examples, i
   return batches_per_epoch(shard, o.batch_size, o.max_steps_per_epoch);
 }
 
-/// --num-processes, --backend, --no-auto-lr, --equal-batches, --max-restarts, --checkpoint-dir and
-/// --checkpoint-every as nano::TorchNanoOptions; auto_lr warms the rate up over
+/// --num-processes, --backend, --no-auto-lr, --equal-batches, --max-restarts, --checkpoint-dir,
+/// --checkpoint-every, --precision, --channels-last and --bf16-gradients as nano::TorchNanoOptions; auto_lr warms the rate up over
 /// kFashionMnistWarmupEpochs epochs of `steps_per_epoch` steps.
 inline TorchNanoOptions fashion_mnist_nano_options(const ExampleOptions& o, int64_t steps_per_epoch) {
   TorchNanoOptions n;
@@ -57,6 +57,9 @@ inline TorchNanoOptions fashion_mnist_nano_options(const ExampleOptions& o, int6
   n.max_restarts = o.max_restarts;
   n.checkpoint_dir = o.checkpoint_dir;
   n.checkpoint_every_steps = o.checkpoint_every;
+  n.precision = o.precision;
+  n.channels_last = o.channels_last;
+  n.ddp.bf16_gradient_exchange = o.bf16_gradients;
   return n;
 }
 

@@ -46,6 +46,8 @@ void validate_example_options(const ExampleOptions& o) {
   if (o.max_restarts < 0) throw UsageError("--max-restarts must be at least 0, got " + std::to_string(o.max_restarts));
   if (o.backend != "subprocess" && o.backend != "mpi")
     throw UsageError("--backend must be subprocess or mpi, got '" + o.backend + "'");
+  if (o.precision != "32" && o.precision != "64" && o.precision != "bf16")
+    throw UsageError("--precision must be 32, 64 or bf16, got '" + o.precision + "'");
 }
 
 ParsedOptions parse_example_options(int argc, const char* const* argv, const ExampleOptions& defaults,
@@ -99,6 +101,15 @@ ParsedOptions parse_example_options(int argc, const char* const* argv, const Exa
                  "ranks x batch-size samples by the ranks' measured speed)");
     app.add_flag("--step-times", o.step_times,
                  "add each timed step's wall time in ms to the nano-result line (for benchmark scripts)");
+    app.add_option("--precision", o.precision,
+                   "32, 64 or bf16: mixed precision, forward and loss under CPU autocast to bfloat16, "
+                   "weights float32 (default " +
+                       o.precision + ")")
+        ->type_name("32|64|bf16");
+    app.add_flag("--channels-last", o.channels_last,
+                 "the model and every 4-D input in channels-last memory format");
+    app.add_flag("--bf16-gradients", o.bf16_gradients,
+                 "all-reduce the gradients as bfloat16 (half the bytes; summed in float)");
   }
   try {
     app.parse(argc, argv);

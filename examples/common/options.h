@@ -29,6 +29,9 @@ struct ExampleOptions {
   std::string checkpoint_dir;          ///< --checkpoint-dir: checkpoint here and resume from here ("" = none)
   int64_t checkpoint_every = 100;      ///< --checkpoint-every: steps between checkpoints, >= 1
   int max_restarts = 0;                ///< --max-restarts (in-program launchers): start failed ranks again
+  std::string precision = "32";        ///< --precision: 32, 64 or bf16 (TorchNanoOptions::precision)
+  bool channels_last = false;          ///< --channels-last: model and 4-D inputs in channels-last format
+  bool bf16_gradients = false;         ///< --bf16-gradients: gradients all-reduced as bfloat16
 };
 
 /// Which options a program offers.
@@ -39,8 +42,9 @@ struct OptionsSpec {
   bool epochs = true;        ///< offer --epochs and --max-steps-per-epoch
   bool steps = false;        ///< offer --steps
   bool in_program = false;   ///< offer --no-auto-lr and --backend (programs that launch their own ranks)
-                             ///< (--equal-batches and --step-times are offered with in_program or steps:
-                             ///< the data-parallel programs)
+                             ///< (--equal-batches, --step-times, --precision, --channels-last and
+                             ///< --bf16-gradients are offered with in_program or steps: the
+                             ///< data-parallel programs)
   bool checkpoints = false;  ///< offer --checkpoint-dir and --checkpoint-every
 };
 

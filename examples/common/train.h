@@ -78,12 +78,16 @@ EpochResult train_one_epoch(Model& model, Loader& loader, const StepFn& step, Pr
 }
 
 /// How many of `images` [N, ...] have a predicted class equal to `labels` [N], evaluated in
-/// eval mode without gradients, `batch_size` rows at a time. Leaves the model in eval mode.
+/// eval mode without gradients, `batch_size` rows at a time, in the model's floating dtype (a
+/// --precision 64 model takes float64 images). Leaves the model in eval mode.
 template <typename Model>
-int64_t correct_predictions(Model& model, const at::Tensor& images, const at::Tensor& labels,
+int64_t correct_predictions(Model& model, const at::Tensor& images_in, const at::Tensor& labels,
                             int64_t batch_size = 250) {
   at::NoGradGuard no_grad;
   model->eval();
+  const auto params = model->parameters();
+  const at::Tensor images =
+      params.empty() || !images_in.is_floating_point() ? images_in : images_in.to(params.front().scalar_type());
   const int64_t n = images.size(0);
   int64_t correct = 0;
   for (int64_t begin = 0; begin < n; begin += batch_size) {

@@ -36,9 +36,12 @@ class AutoCheckpoint {
   AutoCheckpoint& operator=(const AutoCheckpoint&) = delete;
 
   /// What a checkpoint holds besides the loaders (replacing an earlier call's). The objects
-  /// must outlive this or the next track(). `on_restored(step)` runs after a restore.
+  /// must outlive this or the next track(). `precision` ("32", "64", "bf16") is written with
+  /// each checkpoint, and a restore refuses one written in another. `on_restored(step)` runs
+  /// after a restore.
   void track(torch::nn::Module& model, const std::vector<torch::optim::Optimizer*>& optimizers,
-             const std::vector<AutoLr*>& warmups, std::function<void(int64_t)> on_restored);
+             const std::vector<AutoLr*>& warmups, const std::string& precision,
+             std::function<void(int64_t)> on_restored);
   /// The hook for the next loader of this training (ShardOptions::hook); loaders are told
   /// apart by the order they are made in, the same in a resumed run.
   SamplerHook loader_hook();

@@ -62,6 +62,10 @@ class Checkpointer {
   Checkpointer& track(const std::string& name, torch::data::samplers::Sampler<>& sampler);
   /// A tensor of your own (copied into in place on restore; same shape and dtype).
   Checkpointer& track(const std::string& name, torch::Tensor& tensor);
+  /// A label that must match: `value` is written; a restore refuses a checkpoint whose label
+  /// differs (checked with the tensors, before anything is changed), naming both values. A
+  /// checkpoint without the label counts as `missing` (written before it was tracked).
+  Checkpointer& track_label(const std::string& name, const std::string& value, const std::string& missing);
   /// Anything else: `save` writes it into its own archive; `load` reads it back, after every
   /// tracked object has been read and checked (a throw from `load` itself may leave it half set).
   Checkpointer& track(const std::string& name, std::function<void(torch::serialize::OutputArchive&)> save,
@@ -99,6 +103,10 @@ class Checkpointer {
   std::shared_ptr<Communicator> comm_;
   CheckpointOptions options_;
   std::vector<Entry> entries_;
+  struct Label {
+    std::string name, value, missing;
+  };
+  std::vector<Label> labels_;
   int64_t steps_ = 0;
   std::chrono::steady_clock::time_point last_save_;
   std::string last_path_;

@@ -21,6 +21,11 @@ struct DdpOptions {
   std::size_t bucket_cap_bytes = 25u * 1024u * 1024u;
   /// Broadcast buffers (e.g. BatchNorm statistics) from rank 0 before each forward().
   bool broadcast_buffers = true;
+  /// All-reduce float32 and float64 gradients as bfloat16 (PyTorch's bf16_compress_hook): half
+  /// the bytes per step on shared memory and MPI, summed in float and rounded to bfloat16, then
+  /// widened back. Gloo's TCP path (several hosts) has no bfloat16 sum, so it sends float32.
+  /// Off by default: it costs two conversions per step and bfloat16's 8-bit mantissa.
+  bool bf16_gradient_exchange = false;
 };
 
 namespace detail {

@@ -21,6 +21,7 @@
 #include <nano/ddp.h>
 #include <nano/in_program_error.h>
 #include <nano/load_balance.h>
+#include <nano/precision.h>
 
 namespace nano {
 
@@ -76,6 +77,21 @@ struct TorchNanoOptions {
   /// checkpoint_dir set and neither frequency: every 300 s.
   double checkpoint_every_seconds = 0;
   int checkpoint_keep = 2;  ///< checkpoints kept (the newest)
+  /// BigDL-Nano's `precision` (<nano/precision.h>): "32" (default); "64" (the model and the
+  /// floating tensors of nano's loaders' batches in float64); "bf16": mixed precision, the
+  /// ranks' training code after setup() runs under CPU autocast to bfloat16 (the forward and the
+  /// loss), the weights, gradients and optimizer state stay float32. A checkpoint resumes only
+  /// in the precision it was written in. bf16 on a CPU without AVX512-BF16 or AMX works, slowly
+  /// (one warning line per job).
+  std::string precision = "32";
+  /// The model's 4-D parameters and buffers, and every 4-D tensor nano's loaders hand out, in
+  /// channels-last memory format (what oneDNN's convolutions prefer).
+  bool channels_last = false;
+  /// The collective library of the ranks' communicator: "auto" (NANO_BACKEND where set, else
+  /// MPI under mpirun and Gloo otherwise), "mpi" (needs distributed_backend "mpi" when this
+  /// program launches the ranks) or "gloo". Not to be confused with distributed_backend, which
+  /// says how the ranks are started.
+  std::string communicator = "auto";
 };
 
 /// Pure: the checkpoint settings of `options` (the 300 s default applied); throws UsageError
@@ -157,7 +173,8 @@ class Session {
   /// Throws UsageError (nothing started) or RankFailedError. Idempotent.
   void launch();
   bool launch_attempted() const { return launch_attempted_; }
-  /// Copies rank 0's trained parameters and buffers into `model` (same names and shapes), and
+  /// Converts `model` as the ranks did theirs (precision "64": float64; channels_last), then
+  /// copies rank 0's trained parameters and buffers into it (same names and shapes), and
   /// its optimizers' state (moments, learning rates) into `optimizers` (the same kinds, in the
   /// same order, over the model's parameters).
   void load_trained(torch::nn::Module& model, const std::vector<torch::optim::Optimizer*>& optimizers) const;
@@ -166,9 +183,11 @@ class Session {
   // ---- ranks ----
   /// The connected world (nano::init() on first use).
   World& world();
-  /// Wraps `model` for gradient averaging (DDP on the same module object: a plain
-  /// loss.backward() averages) and applies auto_lr to `optimizers`: the rate moves at every
-  /// backward after the first, i.e. before each optimizer.step() (one backward per step).
+  /// Converts `model` to the options' precision and memory format, wraps it for gradient
+  /// averaging (DDP on the same module object: a plain loss.backward() averages) and applies
+  /// auto_lr to `optimizers`: the rate moves at every backward after the first, i.e. before
+  /// each optimizer.step() (one backward per step). With precision "bf16" this thread runs
+  /// under CPU autocast from here until detach().
   void attach(std::shared_ptr<torch::nn::Module> model, std::vector<torch::optim::Optimizer*> optimizers);
   DistributedDataParallel* ddp() { return ddp_.get(); }
   /// A batch balancer for one loader of `per_rank_batch` samples per rank, wired to this
@@ -211,6 +230,8 @@ class Session {
   std::vector<std::unique_ptr<AutoLr>> auto_lrs_;
   std::vector<torch::optim::Optimizer*> optimizers_;
   std::unique_ptr<AutoCheckpoint> checkpoints_;  // with checkpoint_dir, made by world()
+  Precision precision_ = Precision::kFloat32;
+  std::unique_ptr<AutocastScope> autocast_;  // precision "bf16": from attach() to detach()
   struct Hook;
   std::shared_ptr<Hook> hook_;
   TrainResult result_;

@@ -41,7 +41,8 @@ namespace nano {
 template <class Dataset>
 class ShardableLoader {
  public:
-  using Loader = torch::data::StatelessDataLoader<Dataset, EpochShardSampler>;
+  using Loader = torch::data::StatelessDataLoader<
+      torch::data::datasets::MapDataset<Dataset, detail::FormatBatch<typename Dataset::BatchType>>, EpochShardSampler>;
 
   ShardableLoader(Dataset dataset, std::size_t batch_size, ShardOptions options = {})
       : dataset_(std::move(dataset)), batch_size_(batch_size), options_(options) {}
@@ -71,6 +72,7 @@ class ShardableLoader {
       ShardOptions options = options_;  // the caller's own balancer and hook, if any, win
       if (!options.balancer && options.workers == 0) options.balancer = from_world_.balancer;
       if (!options.hook) options.hook = from_world_.hook;
+      if (options.format.identity()) options.format = from_world_.format;
       loader_ = make_sharded_loader(dataset_, rank_, world_size_, batch_size_, options);
     }
     return *loader_;

@@ -10,12 +10,14 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include <nano/context.h>
 #include <nano/error.h>
 #include <nano/load_balance.h>
+#include <nano/precision.h>
 
 namespace nano {
 
@@ -43,7 +45,49 @@ struct ShardOptions {
   /// Called by the loader's sampler between training steps (see EpochShardSampler::Event);
   /// nano's in-program checkpoints use it. Empty: none.
   SamplerHook hook;
+  /// The dtype and memory format of the tensors in the batches handed out (TorchNano's
+  /// precision and channels_last set it); the default changes nothing.
+  BatchFormat format;
 };
+
+namespace detail {
+/// A batch's tensors in `format`: a tensor, an Example's data and target, each element of a
+/// vector of them; anything else as it is.
+inline void format_batch(at::Tensor& batch, const BatchFormat& format) { batch = formatted(batch, format); }
+template <class Data, class Target>
+void format_batch(torch::data::Example<Data, Target>& batch, const BatchFormat& format) {
+  format_batch(batch.data, format);
+  if constexpr (!std::is_void_v<Target>) format_batch(batch.target, format);  // TensorExample has none
+}
+template <class T>
+void format_batch(std::vector<T>& batch, const BatchFormat& format) {
+  for (T& one : batch) format_batch(one, format);
+}
+template <class Other>
+void format_batch(Other&, const BatchFormat&) {}
+
+/// The transform every nano loader maps its batches through.
+template <class Batch>
+class FormatBatch : public torch::data::transforms::BatchTransform<Batch, Batch> {
+ public:
+  explicit FormatBatch(BatchFormat format) : format_(format) {}
+  Batch apply_batch(Batch batch) override {
+    if (!format_.identity()) format_batch(batch, format_);
+    return batch;
+  }
+
+ private:
+  BatchFormat format_;
+};
+
+/// `dataset` with its batches in `format`. (Made directly: libtorch's map() cannot take a
+/// dataset whose batch is one Example, as a Stack<>-mapped dataset's is.)
+template <class Dataset>
+auto formatted_dataset(Dataset dataset, const BatchFormat& format) {
+  using Batch = typename Dataset::BatchType;
+  return torch::data::datasets::MapDataset<Dataset, FormatBatch<Batch>>(std::move(dataset), FormatBatch<Batch>(format));
+}
+}  // namespace detail
 
 /// A distributed sampler that advances its epoch at every reset() (each pass over the loader
 /// starts with one), so every rank reshuffles identically without user calls. set_epoch()
@@ -113,7 +157,8 @@ class EpochShardSampler : public torch::data::samplers::Sampler<> {
 };
 
 /// Builds a DataLoader over rank `rank`'s shard of `dataset` (a sized, stateless libtorch
-/// dataset, usually already `.map(...)`ped), `batch_size` samples per rank per step.
+/// dataset, usually already `.map(...)`ped), `batch_size` samples per rank per step, its
+/// batches in options.format.
 /// Throws UsageError for an unsized dataset or a bad rank/world/batch size.
 template <class Dataset>
 auto make_sharded_loader(Dataset dataset, int rank, int world_size, std::size_t batch_size,
@@ -139,7 +184,7 @@ auto make_sharded_loader(Dataset dataset, int rank, int world_size, std::size_t 
     throw UsageError("nano: make_sharded_loader: the dataset has no size, so it cannot be sharded");
   }
   return torch::data::make_data_loader(
-      std::move(dataset),
+      detail::formatted_dataset(std::move(dataset), options.format),
       EpochShardSampler(*size, rank, world_size, options.shuffle, options.allow_duplicates, options.balancer,
                         options.drop_last, options.max_batches, options.hook),
       // A balanced sampler hands out uneven batches and applies drop_last itself.

@@ -86,7 +86,8 @@ class TorchNano {
   auto setup_dataloader(Dataset dataset, std::size_t batch_size, ShardOptions options = {}) {
     if (is_caller()) {
       session_->launch();
-      return torch::data::make_data_loader(std::move(dataset),
+      // The same type as a rank's loader (its batches formatted), but over nothing.
+      return torch::data::make_data_loader(detail::formatted_dataset(std::move(dataset), options.format),
                                            EpochShardSampler(0, 0, 1, options.shuffle, options.allow_duplicates),
                                            torch::data::DataLoaderOptions(batch_size).workers(options.workers));
     }

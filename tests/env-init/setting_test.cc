@@ -16,7 +16,7 @@ std::string shouted(Setting setting) { return std::string("<") + setting_key(set
 
 TEST_CASE("every setting has its own key and nano-run flag") {
   std::set<std::string> keys, flags;
-  for (int i = 0; i <= static_cast<int>(Setting::kMaxRanks); ++i) {
+  for (int i = 0; i <= static_cast<int>(Setting::kCommunicator); ++i) {
     const auto setting = static_cast<Setting>(i);
     CAPTURE(i);
     const std::string key = setting_key(setting);
@@ -29,7 +29,7 @@ TEST_CASE("every setting has its own key and nano-run flag") {
     keys.insert(key);
     flags.insert(command_line_flag(setting));
   }
-  CHECK(keys.size() == static_cast<size_t>(Setting::kMaxRanks) + 1);
+  CHECK(keys.size() == static_cast<size_t>(Setting::kCommunicator) + 1);
   CHECK(flags.size() == keys.size());
 }
 

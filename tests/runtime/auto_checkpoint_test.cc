@@ -7,6 +7,10 @@
 //                                            in the caller as a run that never failed
 //   auto_checkpoint_test world               saved by 2 ranks, resumed by 3 and by 1: every
 //                                            sample of the interrupted epoch is seen once
+//   auto_checkpoint_test precision           a folder written in precision "64" is refused, in
+//                                            one line, by a run in "32" and by one in "bf16"
+// NANO_TEST_PRECISION (32, 64, bf16; default 32) is the runs' TorchNanoOptions::precision, so
+// `exact` also checks bit-exact resumption in each precision.
 //   auto_checkpoint_test run API BACKEND DIR N KILL RESTARTS BALANCE LOG
 //                                            one training (what the modes above start)
 // API: a (TorchNano) or b (nano::nano()). Exits 0 when everything matched, else 1 with a line.
@@ -81,6 +85,7 @@ nano::TorchNanoOptions options_of(const RunSpec& s) {
   o.balance_batches = s.balance;
   o.checkpoint_dir = s.dir;
   o.checkpoint_every_steps = 5;
+  if (const char* precision = std::getenv("NANO_TEST_PRECISION")) o.precision = precision;
   return o;
 }
 
@@ -179,8 +184,9 @@ int run_one(const std::string& api, const RunSpec& spec) {
 }
 
 // Runs this program with `args`; returns its output (stdout and stderr) and exit status.
-std::pair<std::string, int> run_self(const std::string& args) {
-  const std::string command = fs::read_symlink("/proc/self/exe").string() + " " + args + " 2>&1";
+std::pair<std::string, int> run_self(const std::string& args, const std::string& env = "") {
+  const std::string command =
+      (env.empty() ? "" : "env " + env + " ") + fs::read_symlink("/proc/self/exe").string() + " " + args + " 2>&1";
   FILE* pipe = popen(command.c_str(), "r");
   std::string out;
   char buf[4096];
@@ -299,6 +305,25 @@ int run_world() {
   return failures ? 1 : 0;
 }
 
+int run_precision() {
+  const fs::path root = scratch("precision");
+  const std::string dir = (root / "ckpt").string();
+  auto [written, written_rc] = run_self("run a subprocess " + dir + " 2 -1 0 equal -", "NANO_TEST_PRECISION=64");
+  int failures = 0;
+  if (written_rc != 0) failures += fail("the float64 run failed");
+  for (const std::string other : {"32", "bf16"}) {
+    auto [out, rc] = run_self("run a subprocess " + dir + " 2 -1 0 equal -", "NANO_TEST_PRECISION=" + other);
+    const std::string why = "was written with precision \"64\", and this run has precision \"" + other +
+                            "\" (resume with the same precision, or use another folder)";
+    if (rc == 0) failures += fail("a run in precision " + other + " resumed a float64 checkpoint");
+    if (out.find(why) == std::string::npos) failures += fail("no line saying: " + why);
+    if (resumed_step(out) != -1) failures += fail("a run in precision " + other + " said it resumed");
+  }
+  fs::remove_all(root);
+  if (failures == 0) std::cout << "a float64 checkpoint folder is refused by runs in 32 and bf16" << std::endl;
+  return failures ? 1 : 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -317,8 +342,9 @@ int main(int argc, char** argv) {
     }
     if (args.size() == 3 && args[0] == "exact") return run_exact(args[1], args[2]);
     if (args.size() == 1 && args[0] == "world") return run_world();
+    if (args.size() == 1 && args[0] == "precision") return run_precision();
   } catch (const std::exception& e) {
     return fail(std::string("uncaught: ") + e.what());
   }
-  return fail("usage: auto_checkpoint_test exact a|b BACKEND | world | run ...");
+  return fail("usage: auto_checkpoint_test exact a|b BACKEND | world | precision | run ...");
 }

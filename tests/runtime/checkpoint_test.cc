@@ -164,6 +164,42 @@ TEST_CASE("checkpoint: another model is refused with its first mismatch, and not
   std::system(("rm -rf " + dir).c_str());
 }
 
+TEST_CASE("checkpoint: a label of another value is refused before anything changes; a missing one counts as given") {
+  const std::string dir = temp_dir();
+  torch::nn::Linear net(torch::nn::LinearOptions(3, 2));
+  {
+    nano::Checkpointer c(dir, self());
+    c.track_label("precision", "64", "32").track("model", *net);
+    c.save();
+  }
+  torch::nn::Linear fresh(torch::nn::LinearOptions(3, 2));
+  const auto before = fresh->weight.clone();
+  nano::Checkpointer other(dir, self());
+  other.track_label("precision", "32", "32").track("model", *fresh);
+  CHECK(error_of([&] { other.restore(); })
+            .find("does not fit what is tracked: it was written with precision \"64\", and this run has precision "
+                  "\"32\" (resume with the same precision, or use another folder)") != std::string::npos);
+  CHECK(torch::equal(before, fresh->weight));
+  nano::Checkpointer same(dir, self());
+  same.track_label("precision", "64", "32").track("model", *fresh);
+  CHECK(same.restore().value_or(-1) == 0);
+  CHECK(torch::equal(net->weight, fresh->weight));
+  // A checkpoint written without the label (before it was tracked) is taken as `missing`.
+  std::system(("rm -rf " + dir + "/*").c_str());
+  {
+    nano::Checkpointer c(dir, self());
+    c.track("model", *net);
+    c.save();
+  }
+  nano::Checkpointer old_as_32(dir, self());
+  old_as_32.track_label("precision", "32", "32").track("model", *fresh);
+  CHECK(old_as_32.restore().value_or(-1) == 0);
+  nano::Checkpointer old_as_bf16(dir, self());
+  old_as_bf16.track_label("precision", "bf16", "32").track("model", *fresh);
+  CHECK(error_of([&] { old_as_bf16.restore(); }).find("written with precision \"32\"") != std::string::npos);
+  std::system(("rm -rf " + dir).c_str());
+}
+
 TEST_CASE("checkpoint: bad folders and options are one-line usage errors") {
   CHECK(error_of([] {
           nano::Checkpointer c("/proc/nano-no", self());

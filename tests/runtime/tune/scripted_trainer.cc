@@ -78,7 +78,7 @@ int main(int argc, char** argv) {
   nano::ShardOptions shard;
   if (const char* dir = std::getenv("SCRIPT_CHECKPOINT")) {
     checkpoints = std::make_unique<nano::AutoCheckpoint>(dir, world.comm, nano::CheckpointOptions{.every_steps = 2});
-    checkpoints->track(*model, {&optimizer}, {}, [](int64_t) {});
+    checkpoints->track(*model, {&optimizer}, {}, "32", [](int64_t) {});
     shard.hook = checkpoints->loader_hook();
   }
   auto loader = nano::make_sharded_loader(Tiny().map(torch::data::transforms::Stack<>()), world, 16, shard);
