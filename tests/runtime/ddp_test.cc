@@ -58,6 +58,26 @@ TEST_CASE("N-rank DDP gradients equal the single-process gradients of the concat
 
 TEST_CASE("unused parameters neither hang nor skew the average") { run_both({"unused", "200"}); }
 
+TEST_CASE("bf16 gradient exchange: within bfloat16's rounding of the float32 exchange, on every communicator") {
+  // MPI and Gloo, each through shared memory (the default on one host) and without it
+  // (NANO_SHM_BYTES=0: MPI's bfloat16 op, Gloo's float path).
+  for (const char* shm : {"", "0"}) {
+    CAPTURE(shm);
+    const nano::Environment env =
+        *shm ? nano::Environment{{"NANO_SHM_BYTES", shm}} : nano::Environment{};
+    const std::vector<std::string> argv{kWorker, "bf16-grads"};
+    auto mpi = nano::test::run_mpirun(argv, 2, env);
+    INFO("mpirun stdout:\n" << mpi.out << "stderr:\n" << mpi.err);
+    CHECK(mpi.exit_code == 0);
+    for (int r = 0; r < 2; ++r) CHECK(mpi.out.find(ok_line("bf16-grads", r, 2, "mpi")) != std::string::npos);
+    auto gloo = nano::test::run_world(argv, 2, env);
+    for (int r = 0; r < 2; ++r) {
+      INFO("gloo rank " << r << " stdout:\n" << gloo[r].out << "stderr:\n" << gloo[r].err);
+      CHECK(gloo[r].out.find(ok_line("bf16-grads", r, 2, "gloo")) != std::string::npos);
+    }
+  }
+}
+
 TEST_CASE("the seed's equivalence check: 1 process lr 0.25 == 2 processes lr 0.5, w = 0.25") {
   auto single = nano::test::run_ranks({kWorker, "equivalence"}, 1, {0});
   INFO(single[0].out << single[0].err);

@@ -275,6 +275,50 @@ void scenario_grads(nano::World& w, size_t cap) {
   check(worst <= 1e-6, "no_sync accumulation: max |grad - reference| = " + str(worst));
 }
 
+// --- bf16 gradient exchange: within bfloat16's rounding of the float exchange ----------------
+// Two replicas of one model, the same data: one all-reduces float32, one bfloat16. A wide
+// layer (64 KB of gradients: the shared-memory path where a host has it) and a small one.
+void scenario_bf16_grads(nano::World& w) {
+  const int n = w.size(), r = w.rank();
+  auto make = [] {
+    torch::manual_seed(7);
+    return torch::nn::Sequential(torch::nn::Linear(64, 256), torch::nn::Tanh(), torch::nn::Linear(256, 3));
+  };
+  auto plain = make();
+  auto narrow = make();
+  nano::DistributedDataParallel float_ddp(plain.ptr(), w.comm);
+  nano::DdpOptions bf16_options;
+  bf16_options.bf16_gradient_exchange = true;
+  nano::DistributedDataParallel bf16_ddp(narrow.ptr(), w.comm, bf16_options);
+  for (int it = 0; it < 3; ++it) {
+    torch::manual_seed(1000 * it + r);  // each rank its own batch
+    const auto x = torch::randn({8, 64}), y = torch::randn({8, 3});
+    plain->zero_grad();
+    narrow->zero_grad();
+    torch::mse_loss(plain->forward(x), y).backward();
+    torch::mse_loss(narrow->forward(x), y).backward();
+    auto solo = make();  // no DDP: this rank's own gradients
+    torch::mse_loss(solo->forward(x), y).backward();
+    auto pa = plain->parameters(), pb = narrow->parameters(), ps = solo->parameters();
+    for (size_t i = 0; i < pa.size(); ++i) {
+      const auto averaged = pa[i].grad(), through_bf16 = pb[i].grad();
+      check(through_bf16.scalar_type() == torch::kFloat, "the gradient is no longer float32");
+      // The result came through bfloat16: every value is one.
+      check(torch::equal(through_bf16.to(torch::kBFloat16).to(torch::kFloat), through_bf16),
+            "parameter " + std::to_string(i) + ": values that bfloat16 cannot hold, so no bfloat16 exchange");
+      // Each rank's part is rounded to bfloat16 (2^-9 relative), and the float sum once more:
+      // |error| <= 2^-9 (sum_r |g_r| + |sum_r g_r|) / n per value; checked with twice that.
+      torch::Tensor magnitude = ps[i].grad().abs().contiguous();
+      w.comm->all_reduce(magnitude, nano::ReduceOp::kSum);
+      const auto bound = std::ldexp(1.0, -8) * (magnitude / n + averaged.abs()) + 1e-7;
+      const double excess = ((through_bf16 - averaged).abs() - bound).max().item<double>();
+      check(excess <= 0, "iteration " + std::to_string(it) + " parameter " + std::to_string(i) +
+                             ": |bf16 - float32 exchange| exceeds bfloat16's rounding by " + str(excess));
+      check(!torch::equal(through_bf16, averaged), "bfloat16 and float32 exchanges equal exactly");
+    }
+  }
+}
+
 // --- unused parameters: some ranks skip a branch, one parameter is never used ---------------
 void scenario_unused(nano::World& w, size_t cap) {
   const int n = w.size(), r = w.rank(), per = 3;
@@ -492,6 +536,8 @@ int main(int argc, char** argv) {
       scenario_auto_lr(world);
     else if (scenario == "sharding")
       scenario_sharding(world);
+    else if (scenario == "bf16-grads")
+      scenario_bf16_grads(world);
     else if (scenario == "balance")
       scenario_balance(world);
     else if (scenario == "peer-exits")

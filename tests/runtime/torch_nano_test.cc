@@ -20,6 +20,7 @@
 #include <torch/data.h>
 #include <torch/data/datasets/tensor.h>
 #include <torch/nn/functional/loss.h>
+#include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/optim/sgd.h>
 
@@ -319,6 +320,120 @@ int run_b_auto_lr() {
   return std::abs(w - expected) < 1e-6 ? 0 : fail("auto_lr w = " + std::to_string(w));
 }
 
+// ---- precision, channels_last and the communicator, as the ranks see them ----
+// Images 2x6x6 (two channels: a one-channel image is in both layouts at once) with float
+// targets; a conv, then a linear layer.
+struct ImageData : torch::data::datasets::Dataset<ImageData> {
+  torch::data::Example<> get(std::size_t i) override {
+    return {torch::rand({2, 6, 6}) + static_cast<float>(i) / 8, torch::full({1}, static_cast<float>(i % 2))};
+  }
+  torch::optional<std::size_t> size() const override { return 8; }
+};
+using ImageBatches = decltype(ImageData().map(torch::data::transforms::Stack<>()));
+
+struct ConvNetImpl : torch::nn::Module {
+  ConvNetImpl() {
+    torch::manual_seed(5);
+    conv = register_module("conv", torch::nn::Conv2d(torch::nn::Conv2dOptions(2, 2, 3)));
+    fc = register_module("fc", torch::nn::Linear(2 * 4 * 4, 1));
+  }
+  torch::Tensor forward(const torch::Tensor& x) { return fc(conv(x).flatten(1)); }
+  torch::nn::Conv2d conv{nullptr};
+  torch::nn::Linear fc{nullptr};
+};
+TORCH_MODULE(ConvNet);
+
+// What a rank sees in one training step under `o`: "" when it is what the options promise, else
+// the first difference.
+std::string check_step(const nano::TorchNanoOptions& o, ConvNet& net, const torch::data::Example<>& batch,
+                       torch::optim::SGD& optimizer, const std::string& comm) {
+  const bool wide = o.precision == "64", mixed = o.precision == "bf16";
+  const auto weights = wide ? torch::kDouble : torch::kFloat;
+  if (batch.data.scalar_type() != weights) return "batch dtype " + std::string(c10::toString(batch.data.scalar_type()));
+  if (batch.target.scalar_type() != weights) return "target dtype";
+  if (o.channels_last != batch.data.is_contiguous(torch::MemoryFormat::ChannelsLast)) return "batch layout";
+  if (o.channels_last && !net->conv->weight.is_contiguous(torch::MemoryFormat::ChannelsLast))
+    return "conv weight not channels-last";
+  if (o.channels_last && net->conv->weight.is_contiguous()) return "conv weight contiguous";
+  const auto h = net->conv(batch.data);
+  if (h.scalar_type() != (mixed ? torch::kBFloat16 : weights))
+    return "conv output " + std::string(c10::toString(h.scalar_type()));
+  optimizer.zero_grad();
+  auto out = net->forward(batch.data);
+  if (out.scalar_type() != (mixed ? torch::kBFloat16 : weights)) return "linear output";
+  auto loss = torch::nn::functional::mse_loss(out, batch.target);
+  if (loss.scalar_type() != weights) return "loss " + std::string(c10::toString(loss.scalar_type()));
+  loss.backward();
+  optimizer.step();
+  for (auto& p : net->parameters()) {
+    if (p.scalar_type() != weights || p.grad().scalar_type() != weights) return "a weight or gradient changed dtype";
+  }
+  if (!comm.empty() && o.communicator != "auto" && comm != o.communicator) return "communicator " + comm;
+  return "";
+}
+
+class PrecisionNano : public nano::TorchNano {
+ public:
+  using TorchNano::TorchNano;
+  ConvNet net;
+  void train() override {
+    torch::optim::SGD optimizer(net->parameters(), torch::optim::SGDOptions(0.1));
+    setup(net, optimizer);
+    auto loader = setup_dataloader(ImageData().map(torch::data::transforms::Stack<>()), 2);
+    std::string why;
+    for (auto& batch : *loader)
+      if (why.empty()) why = check_step(options(), net, batch, optimizer, world().comm->name());
+    if (is_main()) set_result(why.empty() ? std::string("ok") : why);
+  }
+};
+
+nano::TorchNanoOptions precision_options(const std::string& what, const std::string& backend) {
+  nano::TorchNanoOptions o;
+  o.num_processes = 2;
+  o.distributed_backend = backend;
+  o.auto_lr = false;
+  if (what == "bf16" || what == "64") o.precision = what;
+  if (what == "cl") o.channels_last = true;
+  if (what == "gloo") o.communicator = "gloo";
+  return o;
+}
+
+// The caller's model after the ranks: in the ranks' dtype and layout, holding their weights.
+int check_caller(const std::string& api, const std::string& what, const std::string& result, ConvNet& net) {
+  std::cout << api << " " << what << ": rank 0 says " << result << std::endl;
+  if (result != "ok") return fail(api + " " + what + ": " + result);
+  if (net->fc->weight.scalar_type() != (what == "64" ? torch::kDouble : torch::kFloat))
+    return fail("the caller's model is not in the ranks' dtype");
+  if (what == "cl" && !net->conv->weight.is_contiguous(torch::MemoryFormat::ChannelsLast))
+    return fail("the caller's conv weight is not channels-last");
+  ConvNet untrained;
+  if (torch::equal(net->fc->weight.to(torch::kFloat), untrained->fc->weight))
+    return fail("the caller's model did not get the trained weights");
+  return 0;
+}
+
+int run_a_precision(const std::string& what, const std::string& backend) {
+  PrecisionNano trainer(precision_options(what, backend));
+  trainer.train();
+  if (!trainer.is_caller()) return 0;
+  return check_caller("TorchNano", what, trainer.result<std::string>(), trainer.net);
+}
+
+int run_b_precision(const std::string& what, const std::string& backend) {
+  ConvNet net;
+  torch::optim::SGD optimizer(net->parameters(), torch::optim::SGDOptions(0.1));
+  nano::ShardableLoader<ImageBatches> loader(ImageData().map(torch::data::transforms::Stack<>()), 2);
+  const nano::TorchNanoOptions o = precision_options(what, backend);
+  auto loop = [&o](ConvNet model, torch::optim::SGD& opt, nano::ShardableLoader<ImageBatches>& data) {
+    std::string why;
+    for (auto& batch : data)  // (the function sees no world: the communicator is TorchNano's case)
+      if (why.empty()) why = check_step(o, model, batch, opt, "");
+    return why.empty() ? std::string("ok") : why;
+  };
+  const std::string result = nano::nano(o)(loop)(net, optimizer, loader);
+  return check_caller("nano()", what, result, net);
+}
+
 }  // namespace
 
 // ---- unit tables (no processes) ----
@@ -483,6 +598,29 @@ TEST_CASE("argument kinds are recognised at compile time") {
   CHECK(true);
 }
 
+TEST_CASE("a bad precision or communicator is one line naming the field, before anything starts") {
+  struct Row {
+    nano::TorchNanoOptions options;
+    std::string error;
+  };
+  for (const Row& r : std::vector<Row>{
+           {{.num_processes = 2, .precision = "16"},
+            "nano: precision \"16\" (float16) is not supported on CPUs: use \"bf16\", the half-width type CPUs "
+            "compute in"},
+           {{.num_processes = 2, .precision = "fp64"},
+            "nano: unknown precision \"fp64\": expected \"32\", \"64\" or \"bf16\""},
+           {{.num_processes = 2, .communicator = "nccl"},
+            "nano: unknown communicator \"nccl\": expected \"auto\", \"mpi\" or \"gloo\""},
+           {{.num_processes = 2, .communicator = "mpi"},
+            "nano: communicator \"mpi\" needs distributed_backend \"mpi\" (MPI ranks are started by mpirun), got "
+            "\"subprocess\""},
+       }) {
+    CAPTURE(r.error);
+    // The first three from the constructor, the last from the launch's own check.
+    CHECK_THROWS_WITH_AS(LineNano(r.options).train(), r.error.c_str(), nano::UsageError);
+  }
+}
+
 TEST_CASE("bad options throw before anything starts") {
   LineNano trainer({.num_processes = 2, .distributed_backend = "fork"});
   CHECK_THROWS_WITH_AS(trainer.train(), doctest::Contains("nano: distributed_backend \"fork\" is not supported"),
@@ -507,6 +645,8 @@ int main(int argc, char** argv) {
     if (mode == "b-equiv") return run_b_equiv(backend);
     if (mode == "b-fail") return run_b_fail();
     if (mode == "b-auto-lr") return run_b_auto_lr();
+    if (mode == "a-precision" && argc > 3) return run_a_precision(argv[3], backend);
+    if (mode == "b-precision" && argc > 3) return run_b_precision(argv[3], backend);
   } catch (const std::exception& e) {
     return fail(std::string("uncaught: ") + e.what());
   }
