@@ -20,6 +20,7 @@ Subcommands:
   launcher     [BUILD_DIR] [RUNS]               nano-run start-up against mpirun and run_cpu
   multihost    [BUILD_DIR] [MB] [REPS]          one host against two (namespace test bed; root)
   platforms    [RUNS] [FIRST]                   training on Debian 12 and 13, interleaved (root)
+  precision    [RUNS]                           fp32, bf16, channels_last, bf16 gradients on both platforms (root)
   torch-backend [BUILD_DIR] [REPS] [REPEATS]    stock PyTorch on the nano torch backend against gloo
   tune         [BUILD_DIR] [TUNINGS] [SWEEPS]   nano-run --tune's pick against an exhaustive sweep, its cost
 
@@ -29,7 +30,7 @@ USAGE
 
 case ${1:-training} in
   -h | --help | help) usage ;;
-  training | allreduce | balance | checkpoint | ddp | launcher | multihost | platforms | torch-backend | tune)
+  training | allreduce | balance | checkpoint | ddp | launcher | multihost | platforms | precision | torch-backend | tune)
     name=${1:-training}
     shift || true
     exec bash "$here/bench/$name.sh" "$@" ;;
