@@ -43,8 +43,8 @@ int run(const ex::ExampleOptions& o) {
   nano::format_module(*model, precision, o.channels_last);
   std::unique_ptr<nano::DDP<ex::ResNet18>> ddp;
   if (world.size() > 1)
-    ddp = std::make_unique<nano::DDP<ex::ResNet18>>(
-        model, world.comm, nano::DdpOptions{.bf16_gradient_exchange = o.bf16_gradients});
+    ddp = std::make_unique<nano::DDP<ex::ResNet18>>(model, world.comm,
+                                                    nano::DdpOptions{.bf16_gradient_exchange = o.bf16_gradients});
   torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(o.lr).momentum(0.9));
   const int64_t steps = o.steps + kWarmupSteps;
   // Each rank draws its own disjoint shard of a dataset world-size times one rank's steps.
@@ -62,7 +62,8 @@ int run(const ex::ExampleOptions& o) {
   if (!o.checkpoint_dir.empty()) {
     checkpoints = std::make_unique<nano::AutoCheckpoint>(o.checkpoint_dir, world.comm,
                                                          nano::CheckpointOptions{.every_steps = o.checkpoint_every});
-    checkpoints->track(*model, {&optimizer}, {}, nano::precision_name(precision), [&done](int64_t step) { done = step; });
+    checkpoints->track(*model, {&optimizer}, {}, nano::precision_name(precision),
+                       [&done](int64_t step) { done = step; });
     shard.hook = checkpoints->loader_hook();
   }
   auto loader = nano::make_sharded_loader(data.map(torch::data::transforms::Stack<>()), world,

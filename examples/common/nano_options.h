@@ -42,8 +42,8 @@ inline int64_t rank_steps_per_epoch(const ExampleOptions& o, int64_t examples, i
 }
 
 /// --num-processes, --backend, --no-auto-lr, --equal-batches, --max-restarts, --checkpoint-dir,
-/// --checkpoint-every, --precision, --channels-last and --bf16-gradients as nano::TorchNanoOptions; auto_lr warms the rate up over
-/// kFashionMnistWarmupEpochs epochs of `steps_per_epoch` steps.
+/// --checkpoint-every, --precision, --channels-last and --bf16-gradients as nano::TorchNanoOptions; auto_lr warms the
+/// rate up over kFashionMnistWarmupEpochs epochs of `steps_per_epoch` steps.
 inline TorchNanoOptions fashion_mnist_nano_options(const ExampleOptions& o, int64_t steps_per_epoch) {
   TorchNanoOptions n;
   n.num_processes = o.num_processes;

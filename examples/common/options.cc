@@ -106,8 +106,7 @@ ParsedOptions parse_example_options(int argc, const char* const* argv, const Exa
                    "weights float32 (default " +
                        o.precision + ")")
         ->type_name("32|64|bf16");
-    app.add_flag("--channels-last", o.channels_last,
-                 "the model and every 4-D input in channels-last memory format");
+    app.add_flag("--channels-last", o.channels_last, "the model and every 4-D input in channels-last memory format");
     app.add_flag("--bf16-gradients", o.bf16_gradients,
                  "all-reduce the gradients as bfloat16 (half the bytes; summed in float)");
   }

@@ -63,8 +63,7 @@ TEST_CASE("bf16 gradient exchange: within bfloat16's rounding of the float32 exc
   // (NANO_SHM_BYTES=0: MPI's bfloat16 op, Gloo's float path).
   for (const char* shm : {"", "0"}) {
     CAPTURE(shm);
-    const nano::Environment env =
-        *shm ? nano::Environment{{"NANO_SHM_BYTES", shm}} : nano::Environment{};
+    const nano::Environment env = *shm ? nano::Environment{{"NANO_SHM_BYTES", shm}} : nano::Environment{};
     const std::vector<std::string> argv{kWorker, "bf16-grads"};
     auto mpi = nano::test::run_mpirun(argv, 2, env);
     INFO("mpirun stdout:\n" << mpi.out << "stderr:\n" << mpi.err);

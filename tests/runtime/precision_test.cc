@@ -1,10 +1,10 @@
 // <nano/precision.h>: the precision setting, the batch and module formats, the autocast scope
 // (which dtypes a forward produces inside it) and the bfloat16 CPU check. One process.
+#include <torch/data/example.h>
+#include <torch/nn/functional/loss.h>
 #include <torch/nn/modules/batchnorm.h>
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/linear.h>
-#include <torch/nn/functional/loss.h>
-#include <torch/data/example.h>
 
 #include <string>
 #include <vector>
@@ -38,8 +38,9 @@ TEST_CASE("precision: the three values, and one line naming any other") {
     std::string text, error;
   };
   for (const Row& r : std::vector<Row>{
-           {"16", "precision \"16\" (float16) is not supported on CPUs: use \"bf16\", the half-width type CPUs "
-                  "compute in"},
+           {"16",
+            "precision \"16\" (float16) is not supported on CPUs: use \"bf16\", the half-width type CPUs "
+            "compute in"},
            {"BF16", "unknown precision \"BF16\": expected \"32\", \"64\" or \"bf16\""},
            {"", "unknown precision \"\": expected \"32\", \"64\" or \"bf16\""},
            {"fp32", "unknown precision \"fp32\": expected \"32\", \"64\" or \"bf16\""},
