@@ -23,6 +23,7 @@
 #include <nano/auto_lr.h>
 #include <nano/communicator.h>
 #include <nano/error.h>
+#include "runtime/folder_claim.h"
 #include "runtime/rendezvous.h"  // first_line
 #include "runtime/step_report.h"
 
@@ -159,6 +160,7 @@ void prepare_checkpoint_dir(const std::string& dir) {
     throw UsageError("nano: checkpoint folder " + dir + " is not a folder");
   if (access(dir.c_str(), W_OK | X_OK) != 0)
     throw UsageError("nano: cannot write into checkpoint folder " + dir + ": " + errno_text());
+  check_folder_claim(dir);  // another job's live folder: refused before anything trains
 }
 
 namespace {
@@ -231,6 +233,7 @@ Checkpointer::Checkpointer(std::string dir, std::shared_ptr<Communicator> comm, 
   // A tuning trial leaves the user's folder as it is: not made, not cleaned, never written.
   if (comm_->rank() == 0 && !in_tuning_trial()) {
     prepare_checkpoint_dir(dir_);
+    claim_ = std::make_unique<FolderClaim>(dir_);  // before touching what may be another job's
     // Temporaries of a writer that was killed mid-write: never a checkpoint, only space.
     if (DIR* d = opendir(dir_.c_str())) {
       while (dirent* e = readdir(d))
@@ -240,7 +243,7 @@ Checkpointer::Checkpointer(std::string dir, std::shared_ptr<Communicator> comm, 
   }
 }
 
-Checkpointer::~Checkpointer() { wait_writer(); }
+Checkpointer::~Checkpointer() { wait_writer(); }  // then the claim goes, with the last write done
 
 void Checkpointer::wait_writer() {
   if (writer_.joinable()) writer_.join();
@@ -393,6 +396,7 @@ std::optional<int64_t> Checkpointer::restore() {
   wait_writer();
   int64_t step = -1;
   if (comm_->rank() == 0) {
+    int skipped = 0;
     for (const auto& [s, path] : list_checkpoints(dir_)) {
       const std::string why = verify_checkpoint(path);
       if (why.empty()) {
@@ -400,7 +404,13 @@ std::optional<int64_t> Checkpointer::restore() {
         break;
       }
       std::cerr << "nano: skipping checkpoint " << path << ": " << why << std::endl;
+      ++skipped;
     }
+    // Said apart from the skips: a run that trains from scratch over a folder of checkpoints
+    // is a surprise worth one line of its own.
+    if (step < 0 && skipped > 0)
+      std::cerr << "nano: no usable checkpoint in " << dir_ << " (" << skipped << " damaged, skipped)"
+                << ": training starts from step 0" << std::endl;
   }
   at::Tensor chosen = at::full({1}, step, at::kLong);
   comm_->broadcast(chosen, 0);

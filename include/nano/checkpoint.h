@@ -35,6 +35,7 @@ namespace nano {
 
 class Communicator;
 class AutoLr;
+class FolderClaim;
 
 struct CheckpointOptions {
   int64_t every_steps = 0;   ///< save every this many step() calls (0 = not by steps)
@@ -45,7 +46,10 @@ struct CheckpointOptions {
 class Checkpointer {
  public:
   /// `dir` is created when missing (rank 0). Throws UsageError naming `dir` when it cannot be
-  /// made or written, and for bad options.
+  /// made or written, and for bad options. Rank 0 claims `dir` for this job (a `.nano-owner`
+  /// file kept fresh while it lives): another job's live claim is a UsageError naming its host,
+  /// pid and start; a claim whose owner is gone (dead, or silent for 30 s from another host) is
+  /// taken over with one line; the same job's (a restart, a launching process) is kept.
   Checkpointer(std::string dir, std::shared_ptr<Communicator> comm, CheckpointOptions options = {});
   /// Waits for a write still under way.
   ~Checkpointer();
@@ -110,6 +114,7 @@ class Checkpointer {
   int64_t steps_ = 0;
   std::chrono::steady_clock::time_point last_save_;
   std::string last_path_;
+  std::unique_ptr<FolderClaim> claim_;  // rank 0: this job owns dir_ (declared before writer_: outlives it)
   std::thread writer_;
 };
 
@@ -121,8 +126,10 @@ void load_optimizer(torch::optim::Optimizer& optimizer, torch::serialize::InputA
 
 /// Makes `dir` (and its parents) when missing and checks that files can be made in it. Throws
 /// UsageError naming `dir` and why ("nano: cannot write into checkpoint folder /x: Permission
-/// denied"). Programs call it before starting anything, so a bad folder costs no training. In a
-/// tuning trial (NANO_TUNE_TRIAL=1, `nano-run --tune`) it makes and checks nothing.
+/// denied"), and when another job owns it ("nano: checkpoint folder /x is in use by job J (host
+/// h, pid 12, since ...): ..."; a folder has one live owner, see Checkpointer). Programs call it before starting
+/// anything, so a bad folder costs no training. In a tuning trial (NANO_TUNE_TRIAL=1, `nano-run --tune`) it makes and
+/// checks nothing.
 void prepare_checkpoint_dir(const std::string& dir);
 
 /// The checkpoint file name of `step` ("ckpt-000000000500.nano").
