@@ -67,8 +67,13 @@ double train_loop(ex::LeNet model, torch::optim::Adam& optimizer, nano::Shardabl
       loss.backward();
       optimizer.step();
       const double l = loss.item<double>();
+      if (r.batches == 0) {  // a resumed epoch goes on from where the interrupted run was
+        r.resumed_batches = static_cast<int64_t>(loader.resumed_batches());
+        progress.resume_after(r.resumed_batches);
+      }
       // All ranks' samples this step (nano may split them unevenly by rank speed).
-      const int64_t images = ex::global_step_samples(kTrainExamples, o.batch_size, world, r.batches);
+      const int64_t images =
+          ex::global_step_samples(kTrainExamples, o.batch_size, world, r.resumed_batches + r.batches);
       timer.step_end(images);
       ++r.batches;
       r.images += images;

@@ -81,9 +81,14 @@ class FashionMnistNano : public nano::TorchNano {
         backward(loss);  // gradients arrive averaged over the ranks
         optimizer.step();
         const double l = loss.item<double>();
+        if (r.batches == 0) {  // a resumed epoch goes on from where the interrupted run was
+          r.resumed_batches = static_cast<int64_t>(resumed_batches());
+          progress.resume_after(r.resumed_batches);
+        }
         // All ranks' samples this step (nano may split them unevenly by rank speed); the timer
         // counts this rank's own.
-        const int64_t images = ex::global_step_samples(*train_set.size(), o_.batch_size, world_size(), r.batches);
+        const int64_t images =
+            ex::global_step_samples(*train_set.size(), o_.batch_size, world_size(), r.resumed_batches + r.batches);
         timer.step_end(batch.data.size(0));
         ++r.batches;
         r.images += images;

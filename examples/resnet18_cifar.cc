@@ -84,6 +84,7 @@ int run(const ex::ExampleOptions& o) {
   nano::AutocastScope autocast(precision == nano::Precision::kBfloat16);
   for (auto& batch : *loader) {
     if (done == steps) break;
+    if (progress.state().done == 0) progress.resume_after(done);  // a resumed run: after its checkpoint's step
     optimizer.zero_grad();
     const at::Tensor logits = ddp ? ddp->forward(batch.data) : model->forward(batch.data);
     const at::Tensor loss = ex::classification_loss(logits, batch.target);

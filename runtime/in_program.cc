@@ -15,9 +15,11 @@
 #include <torch/serialize/output-archive.h>
 #include <torch/utils.h>
 
+#include "runtime/folder_claim.h"
 #include "runtime/in_program_launch.h"
 #include "runtime/in_program_options.h"
 #include "runtime/in_program_report.h"
+#include "runtime/step_report.h"  // in_tuning_trial
 #include "runtime/training_index.h"
 
 namespace nano {
@@ -100,9 +102,14 @@ void Session::launch() {
   } catch (const UsageError& e) {
     throw UsageError(program_message(e));
   }
+  // The caller owns the checkpoint folder for the whole launch, restarts included; its ranks
+  // carry its job identity, so rank 0 finds the claim its own.
+  std::unique_ptr<FolderClaim> claim;
   if (!options_.checkpoint_dir.empty()) {
     checkpoint_options_of(options_);
     prepare_checkpoint_dir(options_.checkpoint_dir);
+    if (!in_tuning_trial()) claim = std::make_unique<FolderClaim>(options_.checkpoint_dir);
+    launch.extra_env["NANO_CHECKPOINT_JOB"] = checkpoint_job_id();
   }
   if (precision_ == Precision::kBfloat16) warn_if_slow_bf16();
   const std::string path = make_report_path();
@@ -182,9 +189,10 @@ ShardOptions Session::loader_options(ShardOptions options, std::size_t per_rank_
   }
   options.format = batch_format(precision_, options_.channels_last);
   // A pass that ends after steps: the optimizers are in use, so their state can be copied.
-  options.hook = [self = self_, inner = checkpoints_ ? checkpoints_->loader_hook() : SamplerHook()](
-                     EpochShardSampler& sampler, SamplerEvent what) {
-    if (inner) inner(sampler, what);
+  options.hook = [self = self_, inner = checkpoints_ ? checkpoints_->loader_hook() : SamplerHook(),
+                  resumed = resumed_batches_](EpochShardSampler& sampler, SamplerEvent what) {
+    if (inner) inner(sampler, what);  // may load the sampler (a resume)
+    if (what == SamplerEvent::kBatch) *resumed = sampler.resumed_batches();
     if (what == SamplerEvent::kPassEnd && *self) (*self)->snapshot_optimizers();
   };
   return options;

@@ -179,6 +179,8 @@ void EpochShardSampler::load_progress(torch::serialize::InputArchive& archive) {
   passes_ = passes.value_or(0);
   batches_ = read_count(archive, "nano_pass_batches").value_or(0);
   resume_pending_ = passes.has_value();
+  loaded_pass_ = passes_;
+  loaded_batches_ = batches_;
   replay_ = 0;
   empty_pass_ = false;
 }

@@ -18,10 +18,14 @@ std::unique_ptr<torch::optim::Optimizer> make_fashion_mnist_optimizer(torch::nn:
 }
 
 std::string format_epoch_summary(int epoch, int epochs, const EpochResult& r, double accuracy) {
-  char buf[256];
-  std::snprintf(buf, sizeof buf, "epoch %d/%d: loss %.4f, %lld images in %.1f s (%s), test accuracy %.4f", epoch,
+  char resumed[96] = "";
+  if (r.resumed_batches > 0)
+    std::snprintf(resumed, sizeof resumed, " after resuming at batch %lld of %lld",
+                  static_cast<long long>(r.resumed_batches), static_cast<long long>(r.resumed_batches + r.batches));
+  char buf[320];
+  std::snprintf(buf, sizeof buf, "epoch %d/%d: loss %.4f, %lld images in %.1f s (%s)%s, test accuracy %.4f", epoch,
                 epochs, r.mean_loss, static_cast<long long>(r.images), r.seconds,
-                format_rate(r.images, r.seconds).c_str(), accuracy);
+                format_rate(r.images, r.seconds).c_str(), resumed, accuracy);
   return buf;
 }
 

@@ -37,7 +37,9 @@ struct RunTotals {
   }
 };
 
-/// "epoch 1/3: loss 0.5123, 60000 images in 25.3 s (2371.5 img/s), test accuracy 0.8712"
+/// "epoch 1/3: loss 0.5123, 60000 images in 25.3 s (2371.5 img/s), test accuracy 0.8712"; an epoch
+/// resumed from a checkpoint counts what this run trained and says where it took over:
+/// "... (2371.5 img/s) after resuming at batch 60 of 150, test accuracy 0.8712"
 std::string format_epoch_summary(int epoch, int epochs, const EpochResult& r, double accuracy);
 
 /// "final test accuracy 0.9034; trained 180000 images in 76.0 s: 2368.4 img/s"

@@ -51,15 +51,16 @@ std::string format_bar(const ProgressState& s, int width) {
   std::snprintf(pct, sizeof pct, "%3d%%", percent(s.done, s.total));
   return "epoch " + std::to_string(s.epoch) + "/" + std::to_string(s.epochs) + " " + pct + "|" + bar + "| " +
          std::to_string(s.done) + "/" + std::to_string(s.total) + " [" + format_duration(s.elapsed_s) + "<" +
-         format_duration(eta_seconds(s.done, s.total, s.elapsed_s)) + ", " + format_rate(s.images, s.elapsed_s) +
-         ", loss " + fixed(s.running_loss, 4) + "]";
+         format_duration(eta_seconds(s.done - s.resumed, s.total - s.resumed, s.elapsed_s)) + ", " +
+         format_rate(s.images, s.elapsed_s) + ", loss " + fixed(s.running_loss, 4) + "]";
 }
 
 std::string format_line(const ProgressState& s) {
   return "epoch " + std::to_string(s.epoch) + "/" + std::to_string(s.epochs) + " batch " + std::to_string(s.done) +
          "/" + std::to_string(s.total) + " (" + std::to_string(percent(s.done, s.total)) + "%) " +
          format_rate(s.images, s.elapsed_s) + " elapsed " + format_duration(s.elapsed_s) + " eta " +
-         format_duration(eta_seconds(s.done, s.total, s.elapsed_s)) + " loss " + fixed(s.running_loss, 4);
+         format_duration(eta_seconds(s.done - s.resumed, s.total - s.resumed, s.elapsed_s)) + " loss " +
+         fixed(s.running_loss, 4);
 }
 
 bool plain_line_due(int64_t done, int64_t total, int64_t last_done, double elapsed_s, double last_print_s,
@@ -80,11 +81,23 @@ ProgressPrinter::ProgressPrinter(std::FILE* out, int epoch, int epochs, int64_t 
   state_.total = total_batches;
 }
 
+void ProgressPrinter::resume_after(int64_t batches) {
+  if (batches <= 0 || state_.resumed > 0) return;
+  state_.resumed = batches;
+  state_.done += batches;
+  last_line_done_ = state_.done;  // the tenths count on from here
+  if (!enabled_) return;
+  std::fprintf(out_, "epoch %d/%d: resumed after batch %lld/%lld\n", state_.epoch, state_.epochs,
+               static_cast<long long>(batches), static_cast<long long>(state_.total));
+  std::fflush(out_);
+}
+
 void ProgressPrinter::update(int64_t batches, int64_t images, double loss) {
   state_.done += batches;
   state_.images += images;
   loss_sum_ += loss * static_cast<double>(batches);
-  state_.running_loss = state_.done > 0 ? loss_sum_ / static_cast<double>(state_.done) : 0;
+  const int64_t here = state_.done - state_.resumed;
+  state_.running_loss = here > 0 ? loss_sum_ / static_cast<double>(here) : 0;
   state_.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   draw(false);
 }

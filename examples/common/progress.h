@@ -16,6 +16,9 @@ struct ProgressState {
   int64_t images = 0;       ///< images finished this epoch
   double elapsed_s = 0;     ///< seconds since the epoch started
   double running_loss = 0;  ///< mean loss of the batches so far
+  /// Batches an interrupted run had done before this one resumed the epoch: counted in `done`,
+  /// not in the rate or the eta (images, elapsed_s and running_loss are this run's).
+  int64_t resumed = 0;
 };
 
 /// "mm:ss" below an hour, "h:mm:ss" from an hour on (tqdm's style); negative or
@@ -50,6 +53,9 @@ class ProgressPrinter {
  public:
   /// `tty` < 0 asks isatty() on `out`; 0 / 1 force plain lines / the bar.
   ProgressPrinter(std::FILE* out, int epoch, int epochs, int64_t total_batches, bool enabled = true, int tty = -1);
+  /// The epoch continues a resumed one after `batches` done before (0: it does not). Call before
+  /// the first update(); prints once "epoch 1/3: resumed after batch 60/150".
+  void resume_after(int64_t batches);
   /// Records that `batches` more batches with `images` images and mean loss `loss` finished.
   void update(int64_t batches, int64_t images, double loss);
   /// Draws the final state (ends the bar's line).

@@ -14,6 +14,7 @@ namespace nano::examples {
 
 /// What one epoch did.
 struct EpochResult {
+  int64_t resumed_batches = 0;  ///< done before a resume (not in the fields below)
   int64_t batches = 0;
   int64_t images = 0;
   double seconds = 0;

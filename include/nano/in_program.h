@@ -198,6 +198,9 @@ class Session {
   /// options bring one or workers > 0) and the checkpoint hook when checkpoint_dir is set.
   /// Throws UsageError for workers > 0 with checkpoint_dir (positions would run ahead).
   ShardOptions loader_options(ShardOptions options, std::size_t per_rank_batch);
+  /// Of the pass in progress of the loader that last handed out a batch: the batches an
+  /// interrupted run had trained before this one resumed it (0 when it was not resumed).
+  std::size_t resumed_batches() const { return *resumed_batches_; }
   /// Keeps `result` for the caller; the optimizers' state is taken too (see snapshot_optimizers).
   void set_result(TrainResult result);
   /// Copies the optimizers' state for the caller's report, unless no step was taken since the
@@ -230,6 +233,7 @@ class Session {
   std::vector<std::unique_ptr<AutoLr>> auto_lrs_;
   std::vector<torch::optim::Optimizer*> optimizers_;
   std::unique_ptr<AutoCheckpoint> checkpoints_;  // with checkpoint_dir, made by world()
+  std::shared_ptr<std::size_t> resumed_batches_ = std::make_shared<std::size_t>(0);  // loaders' hooks set it
   Precision precision_ = Precision::kFloat32;
   std::unique_ptr<AutocastScope> autocast_;  // precision "bf16": from attach() to detach()
   struct Hook;

@@ -65,6 +65,10 @@ class ShardableLoader {
   const ShardOptions& options() const { return options_; }
   int rank() const { return rank_; }
   int world_size() const { return world_size_; }
+  /// In a run resumed from a checkpoint (nano(..., checkpoint_dir)): how many batches of the
+  /// pass in progress the interrupted run had trained; 0 otherwise. Ask after the pass's first
+  /// batch, to show where the epoch stands.
+  std::size_t resumed_batches() const { return *resumed_; }
 
  private:
   Loader& build() {
@@ -72,6 +76,11 @@ class ShardableLoader {
       ShardOptions options = options_;  // the caller's own balancer and hook, if any, win
       if (!options.balancer && options.workers == 0) options.balancer = from_world_.balancer;
       if (!options.hook) options.hook = from_world_.hook;
+      options.hook = [inner = std::move(options.hook), resumed = resumed_](EpochShardSampler& sampler,
+                                                                           SamplerEvent what) {
+        if (inner) inner(sampler, what);  // may load the sampler (a resume)
+        if (what == SamplerEvent::kBatch) *resumed = sampler.resumed_batches();
+      };
       if (options.format.identity()) options.format = from_world_.format;
       loader_ = make_sharded_loader(dataset_, rank_, world_size_, batch_size_, options);
     }
@@ -84,6 +93,7 @@ class ShardableLoader {
   int rank_ = 0;
   int world_size_ = 1;
   std::unique_ptr<Loader> loader_;
+  std::shared_ptr<std::size_t> resumed_ = std::make_shared<std::size_t>(0);  // set by the sampler's hook
 };
 
 namespace detail {

@@ -124,6 +124,9 @@ class EpochShardSampler : public torch::data::samplers::Sampler<> {
   /// passes before the loaded one are handed out empty, so an unchanged `for epoch: for batch`
   /// loop trains exactly what was left. Call after load().
   void replay_done_passes() { replay_ = resume_pending_ && passes_ > 0 ? passes_ - 1 : 0; }
+  /// Batches of the pass in progress that were handed out before the load() that continued it
+  /// (a resumed run's progress display starts after them); 0 for a pass begun since.
+  std::size_t resumed_batches() const { return loaded_pass_ > 0 && passes_ == loaded_pass_ ? loaded_batches_ : 0; }
 
  private:
   void call_hook(SamplerEvent event);
@@ -139,6 +142,8 @@ class EpochShardSampler : public torch::data::samplers::Sampler<> {
   std::size_t pass_epoch_ = 0;    // equal shards: the shuffle seed of the current pass
   bool resume_pending_ = false;   // load() happened; the next reset() continues the loaded pass
   std::size_t replay_ = 0;        // empty passes still to hand out before the loaded one
+  std::size_t loaded_pass_ = 0;   // the pass a load() continued, and its batches then
+  std::size_t loaded_batches_ = 0;
   bool empty_pass_ = false;
   bool shuffle_;
   std::size_t epoch_ = 0;

@@ -96,6 +96,11 @@ class TorchNano {
                                session_->loader_options(std::move(options), batch_size));
   }
 
+  /// With options().checkpoint_dir, in a run resumed from a checkpoint: how many batches of the
+  /// pass in progress (of the loader that last handed out a batch) the interrupted run had
+  /// trained; 0 otherwise. Ask after the pass's first batch, to show where the epoch stands.
+  std::size_t resumed_batches() const { return session_->resumed_batches(); }
+
   /// loss.backward() on a rank (gradients arrive averaged); nothing in the caller.
   void backward(const at::Tensor& loss);
 

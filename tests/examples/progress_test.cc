@@ -4,6 +4,8 @@
 
 #include <cmath>
 #include <limits>
+#include <string>
+#include <vector>
 
 using namespace nano::examples;
 
@@ -102,4 +104,30 @@ TEST_CASE("ProgressPrinter writes plain lines to a non-terminal and nothing when
   CHECK(lines == 10);  // one per tenth of 20 batches, none from the disabled printer
   CHECK(last.rfind("epoch 1/2 batch 20/20 (100%) ", 0) == 0);
   CHECK(last.find("loss 1.0000") != std::string::npos);
+}
+
+TEST_CASE("a resumed epoch counts on from where it was; the rate and eta are this run's") {
+  // 60 of 150 batches were done before; this run did 30 more in 12 s: 60 left at that pace.
+  const ProgressState s{1, 3, 90, 150, 30 * 64, 12.0, 0.5, 60};
+  CHECK(format_line(s) == "epoch 1/3 batch 90/150 (60%) 160.0 img/s elapsed 00:12 eta 00:24 loss 0.5000");
+  CHECK(format_bar(s) == "epoch 1/3  60%|############        | 90/150 [00:12<00:24, 160.0 img/s, loss 0.5000]");
+
+  std::FILE* f = std::tmpfile();
+  {
+    ProgressPrinter p(f, 2, 3, 20, true, /*tty=*/0);
+    p.resume_after(12);
+    for (int i = 0; i < 8; ++i) p.update(1, 64, 2.0);
+    p.finish();
+    CHECK(p.state().done == 20);
+    CHECK(p.state().running_loss == 2.0);  // the mean of this run's batches
+  }
+  std::rewind(f);
+  std::vector<std::string> lines;
+  char buf[512];
+  while (std::fgets(buf, sizeof buf, f)) lines.emplace_back(buf);
+  std::fclose(f);
+  REQUIRE(lines.size() == 5);  // the resume, then 14, 16, 18 and 20 of 20
+  CHECK(lines[0] == "epoch 2/3: resumed after batch 12/20\n");
+  CHECK(lines[1].rfind("epoch 2/3 batch 14/20 (70%) ", 0) == 0);
+  CHECK(lines[4].rfind("epoch 2/3 batch 20/20 (100%) ", 0) == 0);
 }
