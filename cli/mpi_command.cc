@@ -26,7 +26,27 @@ void add_one_host_open_mpi_settings(const std::string& job_dir, Environment& env
        {"OMPI_MCA_btl_vader_backing_directory", "OMPI_MCA_btl_sm_backing_directory",
         "OMPI_MCA_osc_sm_backing_directory", "OMPI_MCA_orte_tmpdir_base", "PRTE_MCA_prte_tmpdir_base"})
     env.emplace(name, job_dir);
-  env.emplace("OMPI_MCA_btl", "^tcp");
+  for (const auto& [name, value] : one_host_network_settings()) env.emplace(name, value);
+}
+
+void add_hosts_open_mpi_settings(const std::string& session_dir, Environment& env) {
+  if (session_dir.empty()) return;
+  // mpirun hands these to the daemons it starts on the other hosts.
+  env.emplace("OMPI_MCA_orte_tmpdir_base", session_dir);
+  env.emplace("PRTE_MCA_prte_tmpdir_base", session_dir);
+}
+
+std::vector<std::pair<std::string, std::string>> one_host_network_settings() {
+  return {
+      // Shared memory between the ranks: neither TCP nor libfabric's btl (which listens on the
+      // host's external address in every rank), nor the pmls over libfabric or UCX.
+      {"OMPI_MCA_btl", "^tcp,ofi"},
+      {"OMPI_MCA_pml", "ob1"},
+      // The daemon's out-of-band channel: only loopback addresses in its contact URI (Open
+      // MPI 4.1's orte and 5's prte spell the name apart).
+      {"OMPI_MCA_oob_tcp_if_include", "lo"},
+      {"PRTE_MCA_oob_tcp_if_include", "lo"},
+  };
 }
 
 std::vector<std::string> make_mpi_command(const MpiCommandInput& input) {

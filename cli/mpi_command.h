@@ -39,10 +39,23 @@ std::vector<std::string> mpi_command_for(const LaunchOptions& o, const Setup& s,
 /// - its files go to the job's own directory: the shared-memory transport's segments (btl vader
 ///   in Open MPI 4, btl sm in 5), the shared windows (osc sm) and the session directory (orte in
 ///   4, prte in 5). Names unknown to the running version are ignored by it.
-/// - no TCP transport: ranks of one host talk through shared memory, and Open MPI 5's TCP
-///   transport prints "Unable to find reachable pairing between local and remote interfaces"
-///   once per rank on hosts whose interfaces it cannot pair.
+/// - one_host_network_settings(): ranks of one host talk through shared memory and listen on
+///   no network address (Open MPI 5's TCP transport also prints "Unable to find reachable
+///   pairing between local and remote interfaces" once per rank on hosts whose interfaces it
+///   cannot pair).
 void add_one_host_open_mpi_settings(const std::string& job_dir, Environment& env);
+
+/// Open MPI settings of a job over several hosts (`session_dir` set; nothing otherwise): the
+/// session directories of mpirun and of every host's daemon go under `session_dir` (orte in
+/// Open MPI 4, prte in 5), unless the user chose otherwise.
+void add_hosts_open_mpi_settings(const std::string& session_dir, Environment& env);
+
+/// Pure: the Open MPI variables that keep a one-host job off the network: no TCP or libfabric
+/// transport in the ranks (pml ob1 over shared memory), and loopback only in mpirun's contact
+/// address. Open MPI 4.1's mpirun still binds its daemon listeners to every address (orte's oob
+/// has no setting for the address it binds, and ignores oob_tcp_disable_ipv6_family for its
+/// listener), which the README says.
+std::vector<std::pair<std::string, std::string>> one_host_network_settings();
 
 /// Joins a command for display, quoting words that a shell would split.
 std::string shell_join(const std::vector<std::string>& words);

@@ -1,7 +1,7 @@
 #include "runtime/gloo_communicator.h"
 
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <ATen/ATen.h>
 

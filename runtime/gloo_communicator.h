@@ -1,6 +1,7 @@
 #pragma once
-// Communicator over Debian libtorch's c10d::ProcessGroupGloo, rendezvous through a
-// c10d::TCPStore that rank 0 hosts on MASTER_ADDR:MASTER_PORT. When every rank runs on one
+// Communicator over Debian libtorch's c10d::ProcessGroupGloo, rendezvous through the store that
+// rendezvous() chooses (a file in /dev/shm for a nano-run job on one host, else a c10d::TCPStore
+// that rank 0 hosts on MASTER_ADDR:MASTER_PORT). When every rank runs on one
 // host, all-reduces of 16 KiB and more go through a POSIX shared-memory object (ShmCollectives,
 // on a thread of its own) instead of Gloo's TCP loopback, whose copies and two I/O threads
 // cost a rank bound to one core more than the reduction itself.
@@ -14,7 +15,7 @@
 
 namespace c10d {
 class ProcessGroupGloo;
-class TCPStore;
+class Store;
 }  // namespace c10d
 
 namespace nano {
@@ -42,7 +43,7 @@ class GlooCommunicator : public PeerCommunicator {
  private:
   void connect_shared_memory(const Context& context, std::size_t segment_bytes);
 
-  c10::intrusive_ptr<c10d::TCPStore> store_;
+  c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> group_;
   // Declared in teardown order's reverse: the thread stops before the memory goes.
   std::unique_ptr<SharedMemory> shm_memory_;

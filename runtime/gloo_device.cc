@@ -25,11 +25,9 @@ GlooDevice make_gloo_device(const std::string& master_addr, bool multi_host, int
     const std::string name = interface_of(address);
     return {ProcessGroupGloo::createDeviceForHostname(address), address + (name.empty() ? "" : " (" + name + ")")};
   }
-  // One host: nothing needs to be reachable from outside it.
-  if (master_addr.empty() || is_loopback_address(master_addr)) {
-    return {ProcessGroupGloo::createDeviceForHostname("127.0.0.1"), ""};
-  }
-  return {ProcessGroupGloo::createDefaultDevice(), ""};
+  // One host: nothing needs to be reachable from outside it, whatever MASTER_ADDR names, so
+  // Gloo's pairs listen on loopback only.
+  return {ProcessGroupGloo::createDeviceForHostname("127.0.0.1"), ""};
 }
 
 }  // namespace nano

@@ -22,8 +22,8 @@ struct GlooDevice {
 /// In order: GLOO_SOCKET_IFNAME when set; across hosts (`multi_host`), the address that
 /// routes to `master_addr` (or NANO_HOST_ADDR, or the first non-loopback address: Gloo's own
 /// default would advertise what the hostname resolves to, 127.0.1.1 on a typical Debian host,
-/// which other hosts cannot reach); on one host, loopback when `master_addr` is a loopback
-/// address or empty, else Gloo's default device. Throws nano::Error naming `rank` and
+/// which other hosts cannot reach); on one host, loopback (127.0.0.1), so that nothing of a
+/// one-host job listens where another machine can reach it. Throws nano::Error naming `rank` and
 /// `master_addr` when a multi-host rank has no address that reaches the master.
 GlooDevice make_gloo_device(const std::string& master_addr, bool multi_host, int rank);
 

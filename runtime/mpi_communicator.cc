@@ -8,7 +8,7 @@
 #include <ATen/ATen.h>
 #include <c10/util/BFloat16.h>
 
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <stdlib.h>
 #include <sys/statvfs.h>
@@ -283,7 +283,7 @@ MpiCommunicator::MpiCommunicator(const Context& context, std::size_t shm_segment
   // ranks first meet at rank 0's store: MPI_Init has no timeout of its own and cannot say
   // which rank is missing. Only for the process's first communicator (MPI starts once).
   static std::atomic<bool> first{true};
-  c10::intrusive_ptr<c10d::TCPStore> store;
+  c10::intrusive_ptr<c10d::Store> store;
   if (first.exchange(false) && context.world_size > 1 && context.master_port > 0) {
     store = rendezvous(context, "nano/mpi/");
   }

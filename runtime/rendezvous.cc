@@ -1,7 +1,11 @@
 #include "runtime/rendezvous.h"
 
 #include <torch/version.h>
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <algorithm>
+#include <cstdlib>
 
 #include <chrono>
 #include <sstream>
@@ -28,20 +32,30 @@ std::string first_line(const std::string& text) {
   return nl == std::string::npos ? text : text.substr(0, nl);
 }
 
-std::string rendezvous_timeout_message(const std::string& address, int port, double seconds,
-                                       const std::vector<int>& missing, int world_size) {
+std::string rendezvous_timeout_message(const std::string& where, double seconds, const std::vector<int>& missing,
+                                       int world_size) {
   std::string list;
   for (size_t i = 0; i < missing.size(); ++i) list += (i ? "," : "") + std::to_string(missing[i]);
-  return "nano: rendezvous at " + address + ":" + std::to_string(port) + " timed out after " + format_seconds(seconds) +
+  return "nano: rendezvous at " + where + " timed out after " + format_seconds(seconds) +
          " s: " + std::to_string(missing.size()) + " of " + std::to_string(world_size) +
          " ranks did not join (missing: " + list + ")";
 }
 
-c10::intrusive_ptr<c10d::TCPStore> rendezvous(const Context& context, const std::string& prefix) {
+std::string file_store_path(const std::string& job_id, const Context& context, const std::string& prefix) {
+  if (job_id.empty() || job_id.find('/') != std::string::npos || context.local_world_size < context.world_size)
+    return "";
+  std::string tag = prefix;
+  std::replace(tag.begin(), tag.end(), '/', '-');
+  return "/dev/shm/nano-" + job_id + "-store-" + tag;
+}
+
+namespace {
+
+// The TCP store of rank 0, with the failures of hosting and reaching it told apart.
+c10::intrusive_ptr<c10d::Store> tcp_store(const Context& context, const std::string& where) {
   const auto timeout = context.rendezvous_timeout;
   const double seconds = timeout.count() / 1000.0;
   const auto deadline = Clock::now() + timeout;
-  const std::string where = context.master_addr + ":" + std::to_string(context.master_port);
   c10d::TCPStoreOptions opts;
   opts.port = static_cast<std::uint16_t>(context.master_port);
   opts.isServer = context.rank == 0;
@@ -72,6 +86,29 @@ c10::intrusive_ptr<c10d::TCPStore> rendezvous(const Context& context, const std:
     throw Error("nano: rendezvous at " + where + " failed: rank 0 did not host the store (" + first_line(e.what()) +
                 "); see rank 0's error");
   }
+  return store;
+}
+
+}  // namespace
+
+c10::intrusive_ptr<c10d::Store> rendezvous(const Context& context, const std::string& prefix) {
+  const auto timeout = context.rendezvous_timeout;
+  const double seconds = timeout.count() / 1000.0;
+  const auto deadline = Clock::now() + timeout;
+  const char* job = std::getenv("NANO_JOB_ID");
+  const std::string file = file_store_path(job ? job : "", context, prefix);
+  const std::string where = file.empty() ? context.master_addr + ":" + std::to_string(context.master_port) : file;
+  c10::intrusive_ptr<c10d::Store> store;
+  if (file.empty()) {
+    store = tcp_store(context, where);
+  } else {
+    try {
+      store = c10::make_intrusive<c10d::FileStore>(file, context.world_size);
+      store->setTimeout(timeout);
+    } catch (const std::exception& e) {
+      throw Error("nano: rendezvous at " + where + " failed: " + first_line(e.what()));
+    }
+  }
   std::vector<int> missing;
   try {
     store->set(prefix + std::to_string(context.rank), std::vector<uint8_t>{1});
@@ -87,8 +124,7 @@ c10::intrusive_ptr<c10d::TCPStore> rendezvous(const Context& context, const std:
     throw Error("nano: rendezvous at " + where + " failed: " + first_line(e.what()));
   }
   if (!missing.empty()) {
-    throw Error(
-        rendezvous_timeout_message(context.master_addr, context.master_port, seconds, missing, context.world_size));
+    throw Error(rendezvous_timeout_message(where, seconds, missing, context.world_size));
   }
   return store;
 }

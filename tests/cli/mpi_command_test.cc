@@ -53,3 +53,18 @@ TEST_CASE("mpirun command for this machine, not root") {
 TEST_CASE("shell_join quotes what a shell would split") {
   CHECK(shell_join({"a", "b c", "it's", ""}) == "a 'b c' 'it'\\''s' ''");
 }
+
+TEST_CASE("one-host Open MPI settings: the job's files in its folder, nothing on the network, the user's own kept") {
+  nano::Environment env = {{"OMPI_MCA_pml", "ucx"}};  // the user's choice stays
+  nano::add_one_host_open_mpi_settings("/dev/shm/nano-j1", env);
+  CHECK(env.at("OMPI_MCA_pml") == "ucx");
+  CHECK(env.at("OMPI_MCA_btl") == "^tcp,ofi");
+  CHECK(env.at("OMPI_MCA_oob_tcp_if_include") == "lo");
+  CHECK(env.at("PRTE_MCA_oob_tcp_if_include") == "lo");
+  CHECK(env.at("OMPI_MCA_orte_tmpdir_base") == "/dev/shm/nano-j1");
+  CHECK(env.at("PRTE_MCA_prte_tmpdir_base") == "/dev/shm/nano-j1");
+  CHECK(env.at("OMPI_MCA_btl_vader_backing_directory") == "/dev/shm/nano-j1");
+  nano::Environment several_hosts;
+  nano::add_one_host_open_mpi_settings("", several_hosts);  // no job folder: a multi-host job
+  CHECK(several_hosts.empty());
+}

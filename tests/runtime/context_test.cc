@@ -183,8 +183,20 @@ TEST_CASE("context_from_env: bad input names the variable and value") {
   }
 }
 
+TEST_CASE("rendezvous: a nano-run job on one host meets in a file, any other world over TCP") {
+  nano::Context one_host;
+  one_host.world_size = one_host.local_world_size = 4;
+  nano::Context two_hosts = one_host;
+  two_hosts.local_world_size = 2;
+  CHECK(nano::file_store_path("ab12", one_host, "nano/rank/") == "/dev/shm/nano-ab12-store-nano-rank-");
+  CHECK(nano::file_store_path("ab12", one_host, "nano/mpi/") == "/dev/shm/nano-ab12-store-nano-mpi-");
+  CHECK(nano::file_store_path("ab12", two_hosts, "nano/rank/").empty());  // other hosts cannot see /dev/shm
+  CHECK(nano::file_store_path("", one_host, "nano/rank/").empty());       // not under nano-run: no job folder
+  CHECK(nano::file_store_path("../x", one_host, "nano/rank/").empty());   // never outside /dev/shm
+}
+
 TEST_CASE("rendezvous timeout message") {
-  CHECK(nano::rendezvous_timeout_message("127.0.0.1", 29500, 2, {1, 3}, 4) ==
+  CHECK(nano::rendezvous_timeout_message("127.0.0.1:29500", 2, {1, 3}, 4) ==
         "nano: rendezvous at 127.0.0.1:29500 timed out after 2 s: 2 of 4 ranks did not join "
         "(missing: 1,3)");
 }

@@ -1,0 +1,63 @@
+#!/bin/bash
+# What a one-host job listens on: resnet18_cifar on 2 ranks under nano-run, on each backend and
+# communicator, while it trains. Every listening socket of the job's processes (nano-run, its
+# guardian, mpirun, the shims, the ranks) must be on loopback, except Open MPI 4.1's mpirun,
+# whose daemon listener binds every address (orte has no setting for it): that one is printed
+# as a known exception, and only for mpirun of Open MPI 4.
+#   listeners.sh NANO_RUN PROGRAM
+set -u
+nano_run=$1
+program=$2
+fail() { echo "FAIL: $*"; exit 1; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+open_mpi_major=$(mpirun --version 2>/dev/null | grep -o '[0-9]\+\.[0-9.]*' | head -1 | cut -d. -f1)
+
+descendants() {  # the pid and every process below it
+  local all
+  all=$(ps -e -o pid=,ppid=)
+  local list=" $1 " grew=1
+  while [ $grew -eq 1 ]; do
+    grew=0
+    while read -r pid ppid; do
+      if [[ $list == *" $ppid "* && $list != *" $pid "* ]]; then list+="$pid "; grew=1; fi
+    done <<< "$all"
+  done
+  echo $list
+}
+
+check() {  # check BACKEND [ENV...]
+  local backend=$1
+  shift
+  local out
+  out=$(mktemp)
+  env "$@" "$nano_run" -n 2 --backend "$backend" "$program" --steps 400 --batch-size 8 > "$out" 2>&1 &
+  local job=$!
+  for _ in $(seq 1 600); do  # training has begun: every listener of the start is up
+    grep -q "batch [0-9]*/" "$out" && break
+    kill -0 $job 2>/dev/null || { cat "$out"; rm -f "$out"; fail "$backend: the job ended early"; }
+    sleep 0.05
+  done
+  local pids bad="" known="" line addr pid name
+  pids=" $(descendants $job) "
+  while read -r line; do
+    addr=$(awk '{print $4}' <<< "$line")
+    pid=$(grep -o 'pid=[0-9]*' <<< "$line" | head -1 | cut -d= -f2)
+    name=$(grep -o '(("[^"]*"' <<< "$line" | head -1 | cut -d'"' -f2)
+    [[ $pids == *" $pid "* ]] || continue
+    case "$addr" in
+      127.*:* | "[::1]":*) ;;
+      *) if [ "$name" = mpirun ] && [ "$open_mpi_major" = 4 ]; then known+=" $name@$addr"; else bad+=" $name@$addr"; fi ;;
+    esac
+  done < <(ss -ltnpH; ss -lunpH)
+  kill -INT $job
+  wait $job
+  rm -f "$out"
+  echo "$backend ${*:-}: off loopback:${bad:- none}; known (Open MPI 4.1 mpirun):${known:- none}"
+  [ -z "$bad" ] || fail "$backend ${*:-}: listening off loopback:$bad"
+}
+
+check subprocess
+check subprocess NANO_BACKEND=gloo
+check mpi
+check mpi NANO_BACKEND=gloo
+echo "PASS: a one-host job listens on loopback only"
