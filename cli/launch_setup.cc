@@ -335,6 +335,7 @@ void stamp_attempt(Setup& s, const AttemptIdentity& attempt) {
   s.run_id = attempt.run_id;
   s.restart_count = attempt.restart_count;
   if (s.backend == LaunchBackend::kMpi && s.hosts.empty()) s.job_dir = job_dir_of(s.job_id);
+  if (s.backend == LaunchBackend::kMpi && !s.hosts.empty()) s.session_dir = hosts_session_dir_of(s.job_id);
   for (size_t r = 0; r < s.envs.size(); ++r) {
     Environment& env = s.envs[r].env;
     for (auto& [name, value] : attempt_variables(attempt, s.rank_offset + static_cast<int>(r))) env[name] = value;

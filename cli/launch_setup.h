@@ -59,6 +59,10 @@ struct Setup {
   /// directory in job_dir, so the launcher (or its guardian) removes them on every way out.
   std::string job_id;
   std::string job_dir;  ///< "" = none (dry run, several hosts)
+  /// Several hosts (mpi): Open MPI's session directories on every host go under this folder
+  /// (hosts_session_dir_of), which nano-run removes on its host and each host's last shim on
+  /// its own. "" = none (one host, dry run, subprocess).
+  std::string session_dir;
   /// TORCHELASTIC_RUN_ID: the first attempt's job_id, kept by restarts (a Slurm step's name
   /// when started per node, the same on every node); "" in a dry run.
   std::string run_id;

@@ -57,6 +57,7 @@ LaunchResult run_world(const LaunchOptions& options, const Setup& s, OutputRoute
     guardian.remove_path(s.job_dir);
     if (mkdir(s.job_dir.c_str(), 0700) != 0) throw Error("cannot create " + s.job_dir + ": " + strerror(errno));
   }
+  if (!s.session_dir.empty()) guardian.remove_path(s.session_dir);  // Open MPI makes it
   SupervisionLoop loop(options, s, router, sink, guardian);
   std::unique_ptr<RankStarter> starter = s.backend == LaunchBackend::kMpi
                                              ? make_mpi_starter(options, s, guardian, loop.shims())
@@ -65,6 +66,7 @@ LaunchResult run_world(const LaunchOptions& options, const Setup& s, OutputRoute
   // started): remove what the job left, then let the guardian go.
   const auto remove_job_files = [&] {
     if (!s.job_dir.empty()) remove_tree(s.job_dir.c_str());
+    if (!s.session_dir.empty()) remove_tree(s.session_dir.c_str());
     remove_with_prefix("/dev/shm", shm_prefix.c_str());
   };
   LaunchResult result;

@@ -40,6 +40,7 @@ class MpiStarter : public RankStarter {
       req.argv = mpi_command_for(options_, setup_, spec);
       Environment env = current_environment();
       add_one_host_open_mpi_settings(setup_.job_dir, env);
+      add_hosts_open_mpi_settings(setup_.session_dir, env);
       req.env = environment_strings(env);
       sp = spawn_process(req);
     } catch (...) {

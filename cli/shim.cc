@@ -11,9 +11,11 @@
 #include "cli/shim.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -27,6 +29,7 @@
 #include "cli/frames.h"
 #include "cli/guardian.h"
 #include "cli/heartbeat.h"
+#include "cli/job_files.h"
 #include "cli/hosts.h"
 #include "cli/launch_setup.h"
 #include "cli/port.h"
@@ -60,10 +63,28 @@ struct ShimIo {
   // The rank's folder for this attempt (its error file), once made here. On another host than
   // nano-run's nobody else removes it, so it goes on every way the shim ends.
   std::string files_dir;
+  // Open MPI's session directories on a host other than nano-run's (Setup::session_dir), and
+  // this shim's marker in it: the host's last shim to end removes the folder, since a daemon
+  // cut off from mpirun, or killed by the teardown, leaves its own behind.
+  std::string session_dir;
+  std::string marker;
+
+  void join_session_dir(const std::string& dir) {
+    if (dir.empty()) return;
+    mkdir(dir.c_str(), 0700);  // usually there already: the daemon made it before starting us
+    marker = shim_marker_of(dir, rank);
+    const int fd = open(marker.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    if (fd >= 0) close(fd);
+    session_dir = dir;
+  }
 
   void drop_files() {
     if (!files_dir.empty()) remove_tree(files_dir.c_str());
     files_dir.clear();
+    if (session_dir.empty()) return;
+    unlink(marker.c_str());
+    if (!has_entry_with_prefix(session_dir, "nano-shim-")) remove_tree(session_dir.c_str());
+    session_dir.clear();
   }
 
   void send(FrameType type, const std::string& payload) {
@@ -233,8 +254,8 @@ class ShimLoop {
     if (!io_.files_dir.empty()) {
       const auto text = read_error_file(error_file_path(spec_.attempt.job_id, io_.rank));
       if (text && io_.link >= 0) io_.send(FrameType::kErrorFile, *text);
-      io_.drop_files();
     }
+    io_.drop_files();
     // Unlinked, the status is this shim's exit code (run_rank_shim), not bytes on stderr.
     if (io_.link >= 0) io_.send(FrameType::kExit, exit_payload(code, sig));
     reported_ = true;
@@ -289,6 +310,8 @@ int run_rank_shim(int argc, char** argv) {
       make_rank_files_dir(spec.attempt.job_id, io.rank);
       io.files_dir = rank_files_dir(spec.attempt.job_id, io.rank);
     }
+    // nano-run removes its own host's copy once mpirun has ended.
+    if (spec.launcher_host != host_name()) io.join_session_dir(spec.session_dir);
 
     SignalPipe signals({SIGINT, SIGTERM, SIGHUP, SIGCHLD});
     SpawnRequest req;

@@ -68,6 +68,7 @@ ShimSpec shim_spec_for(const LaunchOptions& o, const Setup& s, const std::map<st
   for (const auto& g : s.groups) spec.group_starts.push_back(g.first_rank);
   if (spec.group_starts.empty()) spec.group_starts = {0};
   spec.attempt = attempt_of(s, o);
+  spec.session_dir = s.session_dir;
   spec.heartbeat_timeout = o.heartbeat_timeout;
   spec.front_end = o.front_end;
   return spec;
@@ -101,6 +102,7 @@ std::string encode_shim_spec(const ShimSpec& spec) {
       {"master_port", spec.master_port},
       {"group_starts", spec.group_starts},
       {"attempt", attempt},
+      {"session_dir", text(spec.session_dir)},
       {"launcher_host", text(spec.launcher_host)},
       {"launcher_port", spec.launcher_port},
       {"token", text(spec.token)},
@@ -136,6 +138,7 @@ ShimSpec decode_shim_spec(const std::string& encoded) {
     spec.attempt.run_id = text_of(attempt.at("run_id"));
     attempt.at("restart_count").get_to(spec.attempt.restart_count);
     attempt.at("max_restarts").get_to(spec.attempt.max_restarts);
+    spec.session_dir = text_of(j.at("session_dir"));
     spec.launcher_host = text_of(j.at("launcher_host"));
     j.at("launcher_port").get_to(spec.launcher_port);
     spec.token = text_of(j.at("token"));

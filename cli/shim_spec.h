@@ -32,6 +32,9 @@ struct ShimSpec {
   /// The attempt the shims start (job id "" = none, as in a dry run's command): each shim adds
   /// its rank's attempt_variables, as nano-run does for the subprocess backend.
   AttemptIdentity attempt;
+  /// Setup::session_dir: the shim marks it while its rank runs, and the host's last shim to end
+  /// removes it ("" = nothing to remove).
+  std::string session_dir;
   // ---- the link back to nano-run ----
   std::string launcher_host;  ///< "" = no link: the shim execs the program and passes its status on
   int launcher_port = 0;

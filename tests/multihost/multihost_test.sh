@@ -7,7 +7,8 @@
 # communicators), fashion (Fashion-MNIST 2 hosts x 2 against 4 on one), torch_backend (stock
 # DDP on the nano torch backend, 2 hosts x 2 against 4 on one), busy_port (MASTER_PORT taken where rank 0 listens), slurm (a real Slurm:
 # salloc, sbatch, srun), rank_killed, host_lost,
-# link_cut, interrupt (Ctrl-C on the launching host).
+# link_cut, launcher_killed (nano-run SIGKILLed), interrupt (Ctrl-C on the launching host). Every
+# case checks that no process and no file of the job is left on any host.
 # Exits 0 on success, 1 with "FAIL: ..." lines, 77 when the test bed cannot be made here.
 set -u
 build=$(cd "$1" && pwd)
@@ -55,6 +56,17 @@ leftovers() {
   done
 }
 
+# Files of the job on HOST: anything in its private /dev/shm (but the test bed's Slurm daemons'),
+# and Open MPI's session folders and nano's job folders in /tmp (shared by the test bed's hosts)
+# made since this case began.
+files_left() {
+  bash "$testbed" run "$state" "$1" sh -c 'ls -A /dev/shm | grep -v "^slurmd" | sed "s|^|/dev/shm/|"'
+  find /tmp -maxdepth 1 -newer "$state/hosts" \( -name 'ompi.*' -o -name 'nano-[0-9]*-[0-9a-f]*' \) 2>/dev/null
+}
+
+# check_nothing_left [LOST_HOST]: no process on any host, no file on any host but LOST_HOST,
+# whose every process was killed: nothing of it is left to clean its private /dev/shm, which a
+# real lost host loses with its memory. What it holds is printed.
 check_nothing_left() {
   local h left
   for h in $(cat "$state/hosts"); do
@@ -64,6 +76,16 @@ check_nothing_left() {
       sleep 0.1
     done
     [ -z "$left" ] || fail "left on $h after nano-run ended: $left"
+    if [ "$h" = "${1:-}" ]; then
+      echo "on the lost $h (its processes all killed): $(files_left "$h" | grep -c /dev/shm/) entries in its /dev/shm"
+      continue
+    fi
+    for _ in $(seq 1 50); do  # a cut-off host's shim cleans up once it has ended its rank
+      left=$(files_left "$h" | sort -u | tr '\n' ' ')
+      [ -z "$left" ] && break
+      sleep 0.1
+    done
+    [ -z "$left" ] || fail "files left on $h after nano-run ended: $left"
   done
 }
 
@@ -277,7 +299,7 @@ host_lost)
   echo "hostB killed; nano-run ended after $took s"
   [ $rc -eq 255 ] || fail "exit $rc, expected 255 (a lost host): $(tail -5 "$out")"
   expect_line "^nano-run: root cause: host hostB lost \(rank 1 there; rank 1: its shim's connection to nano-run closed\); nano-run exits with 255$"
-  check_nothing_left
+  check_nothing_left hostB
   ;;
 link_cut)
   # hostB's link set down mid-training: nothing hangs; the cut-off host ends its own processes.
@@ -287,6 +309,15 @@ link_cut)
   echo "link to hostB cut; nano-run ended after $took s (heartbeat timeout 4 s)"
   [ $rc -eq 255 ] || fail "exit $rc, expected 255 (a lost host): $(tail -5 "$out")"
   expect_line "^nano-run: root cause: host hostB lost \(rank 1 there; rank 1: no word from its shim for [0-9]+ s: a cut link or a dead host\); nano-run exits with 255$"
+  check_nothing_left
+  ;;
+launcher_killed)
+  # nano-run SIGKILLed mid-training: its guardian ends the local part and removes the local
+  # files; hostB's shim sees the link close, ends its rank and removes hostB's files.
+  start_training --grace-period 1
+  kill -KILL "$(pgrep -P "$job")"  # timeout's child: nano-run (bash and nsenter exec into it)
+  end_training
+  [ $rc -eq 137 ] || fail "exit $rc, expected 137 (SIGKILL): $(tail -5 "$out")"
   check_nothing_left
   ;;
 interrupt)
