@@ -155,8 +155,9 @@ void write_whole(const std::string& path, const std::string& text) {
 }  // namespace
 
 std::string checkpoint_job_id() {
+  // torchrun's run id defaults to "none" for every job: no identity at all.
   for (const char* name : {"NANO_CHECKPOINT_JOB", "TORCHELASTIC_RUN_ID"})
-    if (const char* v = std::getenv(name); v && *v) return v;
+    if (const char* v = std::getenv(name); v && *v && std::string(v) != "none") return v;
   static const std::string own =
       host_name() + "-" + std::to_string(getpid()) + "-" + std::to_string(start_ticks_of(getpid()));
   return own;

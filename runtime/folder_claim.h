@@ -64,8 +64,9 @@ ClaimVerdict judge_claim(const std::optional<FolderOwner>& existing, const Claim
 bool same_job_owner_gone(const FolderOwner& existing, const ClaimFacts& facts, const std::string& host);
 
 /// This process's job identity: NANO_CHECKPOINT_JOB (set by an in-program launch for its ranks),
-/// else TORCHELASTIC_RUN_ID (nano-run's and torchrun's run id, the same on every restart), else
-/// one made for this process (host, pid, start time).
+/// else TORCHELASTIC_RUN_ID (nano-run's and torchrun's run id, the same on every restart; not
+/// torchrun's default "none", which every job shares), else one made for this process (host,
+/// pid, start time).
 std::string checkpoint_job_id();
 
 /// The line that refuses a job: names the folder and the owner (host, pid, since when).

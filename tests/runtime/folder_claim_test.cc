@@ -223,3 +223,16 @@ TEST_CASE("folder claim: the holder's heartbeat keeps the claim fresh") {
   CHECK(time(nullptr) - st.st_mtim.tv_sec <= 2);
   std::system(("rm -rf " + dir).c_str());
 }
+
+TEST_CASE("folder claim: the job's identity comes from the launch, never from torchrun's default \"none\"") {
+  const std::string own = nano::checkpoint_job_id();
+  setenv("TORCHELASTIC_RUN_ID", "none", 1);
+  CHECK(nano::checkpoint_job_id() == own);
+  setenv("TORCHELASTIC_RUN_ID", "run-7", 1);
+  CHECK(nano::checkpoint_job_id() == "run-7");
+  setenv("NANO_CHECKPOINT_JOB", "caller-1", 1);  // an in-program caller's, handed to its ranks
+  CHECK(nano::checkpoint_job_id() == "caller-1");
+  unsetenv("NANO_CHECKPOINT_JOB");
+  unsetenv("TORCHELASTIC_RUN_ID");
+  CHECK(nano::checkpoint_job_id() == own);
+}
