@@ -112,7 +112,8 @@ void AutoCheckpoint::track(torch::nn::Module& model, const std::vector<torch::op
       },
       [weak](torch::serialize::InputArchive& a) {
         if (auto st = weak.lock()) st->saved_loaders = std::make_shared<torch::serialize::InputArchive>(std::move(a));
-      });
+      },
+      Checkpointer::Saved::kValues);  // the samplers write fresh counters
   s.on_restored = std::move(on_restored);
   s.checkpointer->set_steps(s.counted);
 }

@@ -23,6 +23,7 @@
 #include <nano/auto_lr.h>
 #include <nano/communicator.h>
 #include <nano/error.h>
+#include "runtime/checkpoint_staging.h"
 #include "runtime/folder_claim.h"
 #include "runtime/rendezvous.h"  // first_line
 #include "runtime/step_report.h"
@@ -243,17 +244,31 @@ Checkpointer::Checkpointer(std::string dir, std::shared_ptr<Communicator> comm, 
   }
 }
 
-Checkpointer::~Checkpointer() { wait_writer(); }  // then the claim goes, with the last write done
+Checkpointer::~Checkpointer() {
+  wait_writer();  // then the claim goes, with the last write done
+  if (waited_ > 0 && comm_->rank() == 0) {
+    char seconds[32];
+    std::snprintf(seconds, sizeof seconds, "%.1f", waited_seconds_);
+    std::cerr << "nano: " << waited_ << " of " << due_ << " checkpoints due in " << dir_
+              << " waited for the previous one to be written, " << seconds
+              << " s in all (checkpoint less often, or to faster storage)" << std::endl;
+  }
+}
 
 void Checkpointer::wait_writer() {
   if (writer_.joinable()) writer_.join();
 }
 
+bool Checkpointer::writer_busy() const { return writing_->load(); }
+
 Checkpointer& Checkpointer::track(const std::string& name, torch::nn::Module& module) {
   entries_.push_back({name,
                       [&module](torch::serialize::OutputArchive& a) {
-                        for (const auto& p : module.named_parameters()) a.write(key_of(p.key()), p.value().detach());
-                        for (const auto& b : module.named_buffers()) a.write(key_of(b.key()), b.value(), true);
+                        // Copies: the archive is serialised while training changes the originals.
+                        at::NoGradGuard no_grad;
+                        for (const auto& p : module.named_parameters())
+                          a.write(key_of(p.key()), p.value().detach().clone());
+                        for (const auto& b : module.named_buffers()) a.write(key_of(b.key()), b.value().clone(), true);
                       },
                       [&module](torch::serialize::InputArchive& a) {
                         std::vector<std::pair<at::Tensor, at::Tensor>> copies;
@@ -270,10 +285,18 @@ Checkpointer& Checkpointer::track(const std::string& name, torch::nn::Module& mo
 }
 
 Checkpointer& Checkpointer::track(const std::string& name, std::function<void(torch::serialize::OutputArchive&)> save,
-                                  std::function<void(torch::serialize::InputArchive&)> load) {
+                                  std::function<void(torch::serialize::InputArchive&)> load, Saved saved) {
+  if (saved == Saved::kReferences) {
+    save = [save = std::move(save)](torch::serialize::OutputArchive& a) {
+      torch::serialize::OutputArchive inner;
+      save(inner);
+      write_serialised(a, inner);
+    };
+  }
   entries_.push_back({name, std::move(save), [load = std::move(load)](torch::serialize::InputArchive& a) {
                         // libtorch loads these objects only in place: done after every check.
-                        auto sub = std::make_shared<torch::serialize::InputArchive>(std::move(a));
+                        std::shared_ptr<torch::serialize::InputArchive> sub = read_serialised(a);
+                        if (!sub) sub = std::make_shared<torch::serialize::InputArchive>(std::move(a));
                         return std::function<void()>([load, sub] { load(*sub); });
                       }});
   return *this;
@@ -305,24 +328,31 @@ void load_optimizer(torch::optim::Optimizer& optimizer, torch::serialize::InputA
 
 Checkpointer& Checkpointer::track(const std::string& name, torch::optim::Optimizer& optimizer) {
   return track(
-      name, [&optimizer](torch::serialize::OutputArchive& a) { save_optimizer(optimizer, a); },
-      [&optimizer](torch::serialize::InputArchive& a) { load_optimizer(optimizer, a); });
+      name,
+      [&optimizer](torch::serialize::OutputArchive& a) {
+        save_optimizer_copy(optimizer, a, [](torch::optim::Optimizer& o, torch::serialize::OutputArchive& into) {
+          save_optimizer(o, into);
+        });
+      },
+      [&optimizer](torch::serialize::InputArchive& a) { load_optimizer(optimizer, a); }, Saved::kValues);
 }
 
+// The warm-up and samplers write fresh tensors of their counters: values already.
 Checkpointer& Checkpointer::track(const std::string& name, AutoLr& warmup) {
   return track(
       name, [&warmup](torch::serialize::OutputArchive& a) { warmup.save(a); },
-      [&warmup](torch::serialize::InputArchive& a) { warmup.load(a); });
+      [&warmup](torch::serialize::InputArchive& a) { warmup.load(a); }, Saved::kValues);
 }
 
 Checkpointer& Checkpointer::track(const std::string& name, torch::data::samplers::Sampler<>& sampler) {
   return track(
       name, [&sampler](torch::serialize::OutputArchive& a) { sampler.save(a); },
-      [&sampler](torch::serialize::InputArchive& a) { sampler.load(a); });
+      [&sampler](torch::serialize::InputArchive& a) { sampler.load(a); }, Saved::kValues);
 }
 
 Checkpointer& Checkpointer::track(const std::string& name, torch::Tensor& tensor) {
-  entries_.push_back({name, [&tensor](torch::serialize::OutputArchive& a) { a.write("value", tensor.detach()); },
+  entries_.push_back({name,
+                      [&tensor](torch::serialize::OutputArchive& a) { a.write("value", tensor.detach().clone()); },
                       [&tensor](torch::serialize::InputArchive& a) {
                         at::Tensor value = read_checked(a, "tensor", "value", tensor, false);
                         return std::function<void()>([&tensor, value] {
@@ -343,8 +373,19 @@ bool Checkpointer::step() {
     comm_->broadcast(flag, 0);
     due = flag.item<double>() > 0;
   }
-  if (due) save();
-  return due;
+  if (!due) return false;
+  ++due_;
+  // A checkpoint due while the previous one is still being written waits for it (save() joins
+  // the writer): one staged copy in flight at most, and no checkpoint lost. Counted for the
+  // closing line, which says to checkpoint less often.
+  if (comm_->rank() == 0 && writer_busy()) {
+    ++waited_;
+    const auto start = std::chrono::steady_clock::now();
+    wait_writer();
+    waited_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  save();
+  return true;
 }
 
 void Checkpointer::save() {
@@ -375,20 +416,22 @@ void Checkpointer::save() {
   at::Tensor rng = at::empty({comm_->size(), n}, at::kByte);
   std::transform(all.begin(), all.end(), rng.data_ptr<uint8_t>(), [](double v) { return static_cast<uint8_t>(v); });
   archive.write("nano|rng", rng);
-  std::ostringstream payload;
-  archive.save_to(payload);
-  std::string body = payload.str();
-  std::string file = make_header(steps_, comm_->size(), body) + body;
-  // The state is copied; the file is written while training goes on.
+  // The archive holds copies only; serialising, checksumming and writing them is the writer's.
   wait_writer();
-  writer_ = std::thread([dir = dir_, path, file = std::move(file), keep = options_.keep] {
+  writing_->store(true);
+  writer_ = std::thread([dir = dir_, path, archive = std::move(archive), step = steps_, world = comm_->size(),
+                         keep = options_.keep, writing = writing_]() mutable {
     try {
-      write_durable(dir, path, file);
+      std::ostringstream payload;
+      archive.save_to(payload);
+      const std::string body = payload.str();
+      write_durable(dir, path, make_header(step, world, body) + body);
       const auto all_files = list_checkpoints(dir);
       for (size_t i = static_cast<size_t>(keep); i < all_files.size(); ++i) unlink(all_files[i].second.c_str());
     } catch (const std::exception& e) {
       std::cerr << e.what() << "; the previous checkpoints are kept and training goes on" << std::endl;
     }
+    writing->store(false);
   });
 }
 

@@ -13,15 +13,16 @@
 //
 // A file holds a header (format, step, world size, libtorch version, payload size, FNV-1a-64
 // checksum of the payload) and libtorch's archive of every tracked object, plus the step count
-// and each rank's default CPU generator state. Rank 0 serialises in memory, then writes in the
-// background: a temporary file in the same folder, fsync, rename, fsync of the folder; the
-// newest `keep` files stay. restore(): rank 0 takes the newest file that verifies (a truncated
-// or damaged one is skipped with one line naming it), every rank loads that one, and every
-// tracked object is checked before any is changed: nothing is half-loaded.
+// and each rank's default CPU generator state. Rank 0 copies the state (the only part that holds
+// training), then serialises, checksums and writes it in the background: a temporary file in the
+// same folder, fsync, rename, fsync of the folder; the newest `keep` files stay. restore(): rank 0 takes the newest
+// file that verifies (a truncated or damaged one is skipped with one line naming it), every rank loads that one, and
+// every tracked object is checked before any is changed: nothing is half-loaded.
 #include <torch/data/samplers/base.h>
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -70,21 +71,34 @@ class Checkpointer {
   /// differs (checked with the tensors, before anything is changed), naming both values. A
   /// checkpoint without the label counts as `missing` (written before it was tracked).
   Checkpointer& track_label(const std::string& name, const std::string& value, const std::string& missing);
+  /// How a generic object's archive reaches the background writer.
+  enum class Saved {
+    kReferences,  ///< `save` may write live tensors: its archive is serialised at once (a snapshot)
+    kValues,      ///< `save` writes values no later step changes (fresh tensors, clones): serialised
+                  ///< in the background with the rest
+  };
   /// Anything else: `save` writes it into its own archive; `load` reads it back, after every
   /// tracked object has been read and checked (a throw from `load` itself may leave it half set).
   Checkpointer& track(const std::string& name, std::function<void(torch::serialize::OutputArchive&)> save,
-                      std::function<void(torch::serialize::InputArchive&)> load);
+                      std::function<void(torch::serialize::InputArchive&)> load, Saved saved = Saved::kReferences);
 
   /// Collective. Loads the newest checkpoint of `dir` that verifies into every tracked object
   /// and returns its step; nullopt when there is none (a fresh start). Throws nano::Error naming
   /// the file and the first mismatch when it does not fit what is tracked.
   std::optional<int64_t> restore();
-  /// Counts one step; saves when a bound says so. Returns true when it saved. Collective in
-  /// the sense that every rank must call it equally often.
+  /// Counts one step; saves when a bound says so. When the previous checkpoint is still being
+  /// written, this one waits for it: at most one staged copy is ever in flight, and how often and
+  /// how long checkpoints waited is said in one line when this object ends. Returns true when it
+  /// saved. Collective in the sense that every rank must call it equally often.
   bool step();
-  /// Saves now. A write that fails (a full disk) is reported in one line and leaves the
-  /// previous checkpoints as they were; training goes on.
+  /// Saves now (after the previous write, if one is still under way). The training thread is
+  /// held only while the state is copied: each tracked tensor is cloned (an object whose save()
+  /// may write live tensors is serialised), then a background thread serialises the copy,
+  /// checksums it and writes it. A write that fails (a full disk) is reported in one line and
+  /// leaves the previous checkpoints as they were; training goes on.
   void save();
+  /// Checkpoints that came due while the previous one was still being written (and waited).
+  int64_t waited() const { return waited_; }
 
   int64_t steps() const { return steps_; }
   /// Sets the step count (for a program that counted steps before making this object): the
@@ -102,6 +116,7 @@ class Checkpointer {
     std::function<std::function<void()>(torch::serialize::InputArchive&)> load;
   };
   void wait_writer();
+  bool writer_busy() const;
 
   std::string dir_;
   std::shared_ptr<Communicator> comm_;
@@ -116,6 +131,10 @@ class Checkpointer {
   std::string last_path_;
   std::unique_ptr<FolderClaim> claim_;  // rank 0: this job owns dir_ (declared before writer_: outlives it)
   std::thread writer_;
+  std::shared_ptr<std::atomic<bool>> writing_ = std::make_shared<std::atomic<bool>>(false);
+  int64_t waited_ = 0;
+  double waited_seconds_ = 0;
+  int64_t due_ = 0;
 };
 
 /// An optimizer's whole state: libtorch's Optimizer::save() plus each param group's learning

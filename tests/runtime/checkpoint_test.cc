@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <ATen/Parallel.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/optim/adam.h>
 
@@ -60,6 +61,28 @@ void track(nano::Checkpointer& c, State& s) {
   c.track("model", *s.model).track("optimizer", s.opt).track("extra", s.extra);
 }
 
+// In a forked child of this (multi-threaded) test process: intra-op work on one thread. The
+// parent's OpenMP pool does not exist in the child, and libgomp waits for it forever on the
+// next parallel region (a copy of a 4 MB tensor is one).
+void single_threaded_child() { at::set_num_threads(1); }
+
+// waitpid with a bound: a child still running after `seconds` is SIGKILLed and reported, so a
+// regression fails instead of hanging the suite. Returns the status.
+int wait_bounded(pid_t pid, int seconds) {
+  int status = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      FAIL_CHECK("child " << pid << " still ran after " << seconds << " s");
+      return status;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return status;
+}
+
 }  // namespace
 
 TEST_CASE("checkpoint: a resumed run continues exactly where the saved one was") {
@@ -92,6 +115,51 @@ TEST_CASE("checkpoint: a resumed run continues exactly where the saved one was")
   CHECK(torch::equal(a.model->weight, b.model->weight));
   CHECK(torch::equal(a.extra, b.extra));
   CHECK(a.extra[0].item<float>() == 7);
+  std::system(("rm -rf " + dir).c_str());
+}
+
+TEST_CASE("checkpoint: the state is copied at save(); training that goes on during the write does not change it") {
+  const std::string dir = temp_dir();
+  State s;
+  s.train_step();
+  torch::Tensor live = torch::zeros({4});
+  std::string expected_weights, expected_moment;
+  {
+    nano::Checkpointer c(dir, self());
+    track(c, s);
+    // An object whose save() writes a live tensor: serialised at save() (a snapshot).
+    c.track(
+        "opaque", [&live](torch::serialize::OutputArchive& a) { a.write("t", live); },
+        [&live](torch::serialize::InputArchive& a) { a.read("t", live); });
+    live.fill_(7);
+    c.save();
+    const auto before = s.model->weight.clone();
+    const auto moment = static_cast<torch::optim::AdamParamState&>(*s.opt.state().begin()->second).exp_avg().clone();
+    // In place, as an optimizer step does, while the writer may still be serialising.
+    for (int i = 0; i < 3; ++i) s.train_step();
+    {
+      torch::NoGradGuard no_grad;
+      s.model->weight.add_(100);
+      live.fill_(-1);
+    }
+    CHECK(!torch::equal(before, s.model->weight));
+    expected_weights = std::to_string(before.sum().item<double>());
+    expected_moment = std::to_string(moment.sum().item<double>());
+  }
+  State fresh;
+  torch::Tensor back = torch::zeros({4});
+  nano::Checkpointer r(dir, self());
+  track(r, fresh);
+  r.track(
+      "opaque", [&back](torch::serialize::OutputArchive& a) { a.write("t", back); },
+      [&back](torch::serialize::InputArchive& a) { a.read("t", back); });
+  REQUIRE(r.restore().value_or(-1) == 0);
+  CHECK(std::to_string(fresh.model->weight.sum().item<double>()) == expected_weights);
+  CHECK(std::to_string(static_cast<torch::optim::AdamParamState&>(*fresh.opt.state().begin()->second)
+                           .exp_avg()
+                           .sum()
+                           .item<double>()) == expected_moment);
+  CHECK(back.eq(7).all().item<bool>());
   std::system(("rm -rf " + dir).c_str());
 }
 
@@ -220,6 +288,7 @@ TEST_CASE("checkpoint: a writer SIGKILLed at random moments never leaves a check
   for (int trial = 0; trial < 12; ++trial) {
     pid_t pid = fork();
     if (pid == 0) {
+      single_threaded_child();
       // Saves a 4 MB model over and over.
       torch::nn::Linear big(torch::nn::LinearOptions(1024, 1024));
       nano::Checkpointer c(dir, self());
@@ -235,7 +304,7 @@ TEST_CASE("checkpoint: a writer SIGKILLed at random moments never leaves a check
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50 + random() % 400));
     kill(pid, SIGKILL);
-    waitpid(pid, nullptr, 0);
+    wait_bounded(pid, 30);
     // Whatever is there: the newest that verifies loads, and holds one consistent step.
     torch::nn::Linear big(torch::nn::LinearOptions(1024, 1024));
     nano::Checkpointer c(dir, self());
@@ -259,6 +328,7 @@ TEST_CASE("checkpoint: a full disk keeps the previous checkpoint and says so in 
   if (pid == 0) {
     // Mounts made private first, so the tmpfs cannot show in the parent's namespace. In a
     // chroot whose root is not a mount point (the Debian 13 leg) that is impossible: skip.
+    single_threaded_child();
     if (unshare(CLONE_NEWNS) != 0 || mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) _exit(77);
     if (mount("tmpfs", dir.c_str(), "tmpfs", 0, "size=1m") != 0) _exit(3);
     torch::nn::Linear small(torch::nn::LinearOptions(64, 64));  // ~17 KB
@@ -282,8 +352,7 @@ TEST_CASE("checkpoint: a full disk keeps the previous checkpoint and says so in 
     const bool no_temporaries = std::system(("ls -A " + dir + " | grep -q tmp").c_str()) != 0;
     _exit(step == 1 && torch::equal(again->weight, small->weight) && no_temporaries ? 0 : 4);
   }
-  int status = 0;
-  waitpid(pid, &status, 0);
+  const int status = wait_bounded(pid, 120);
   CHECK(WIFEXITED(status));
   if (WIFEXITED(status) && WEXITSTATUS(status) == 77) {
     MESSAGE("skipped: no private mount namespace here (a chroot whose root is not a mount point)");
