@@ -263,12 +263,19 @@ bool Checkpointer::writer_busy() const { return writing_->load(); }
 
 Checkpointer& Checkpointer::track(const std::string& name, torch::nn::Module& module) {
   entries_.push_back({name,
-                      [&module](torch::serialize::OutputArchive& a) {
-                        // Copies: the archive is serialised while training changes the originals.
+                      [&module] {
+                        // Copies: they are written while training changes the originals.
                         at::NoGradGuard no_grad;
+                        std::vector<std::pair<std::string, at::Tensor>> params, buffers;
                         for (const auto& p : module.named_parameters())
-                          a.write(key_of(p.key()), p.value().detach().clone());
-                        for (const auto& b : module.named_buffers()) a.write(key_of(b.key()), b.value().clone(), true);
+                          params.emplace_back(key_of(p.key()), p.value().detach().clone());
+                        for (const auto& b : module.named_buffers())
+                          buffers.emplace_back(key_of(b.key()), b.value().clone());
+                        return StagedWrite([params = std::move(params), buffers = std::move(buffers)](
+                                               torch::serialize::OutputArchive& a) {
+                          for (const auto& [key, t] : params) a.write(key, t);
+                          for (const auto& [key, t] : buffers) a.write(key, t, true);
+                        });
                       },
                       [&module](torch::serialize::InputArchive& a) {
                         std::vector<std::pair<at::Tensor, at::Tensor>> copies;
@@ -286,14 +293,16 @@ Checkpointer& Checkpointer::track(const std::string& name, torch::nn::Module& mo
 
 Checkpointer& Checkpointer::track(const std::string& name, std::function<void(torch::serialize::OutputArchive&)> save,
                                   std::function<void(torch::serialize::InputArchive&)> load, Saved saved) {
-  if (saved == Saved::kReferences) {
-    save = [save = std::move(save)](torch::serialize::OutputArchive& a) {
-      torch::serialize::OutputArchive inner;
-      save(inner);
-      write_serialised(a, inner);
-    };
-  }
-  entries_.push_back({name, std::move(save), [load = std::move(load)](torch::serialize::InputArchive& a) {
+  // Values: the archive they write is kept as it is; references: serialised at once, into bytes.
+  std::function<StagedWrite()> stage = [save = std::move(save), saved] {
+    auto inner = std::make_shared<torch::serialize::OutputArchive>();
+    save(*inner);
+    if (saved == Saved::kValues)
+      return StagedWrite([inner](torch::serialize::OutputArchive& a) { a = std::move(*inner); });
+    at::Tensor bytes = serialised_bytes(*inner);
+    return StagedWrite([bytes](torch::serialize::OutputArchive& a) { write_serialised(a, bytes); });
+  };
+  entries_.push_back({name, std::move(stage), [load = std::move(load)](torch::serialize::InputArchive& a) {
                         // libtorch loads these objects only in place: done after every check.
                         std::shared_ptr<torch::serialize::InputArchive> sub = read_serialised(a);
                         if (!sub) sub = std::make_shared<torch::serialize::InputArchive>(std::move(a));
@@ -327,14 +336,22 @@ void load_optimizer(torch::optim::Optimizer& optimizer, torch::serialize::InputA
 }
 
 Checkpointer& Checkpointer::track(const std::string& name, torch::optim::Optimizer& optimizer) {
-  return track(
-      name,
-      [&optimizer](torch::serialize::OutputArchive& a) {
-        save_optimizer_copy(optimizer, a, [](torch::optim::Optimizer& o, torch::serialize::OutputArchive& into) {
-          save_optimizer(o, into);
-        });
-      },
-      [&optimizer](torch::serialize::InputArchive& a) { load_optimizer(optimizer, a); }, Saved::kValues);
+  track(
+      name, [&optimizer](torch::serialize::OutputArchive& a) { save_optimizer(optimizer, a); },
+      [&optimizer](torch::serialize::InputArchive& a) { load_optimizer(optimizer, a); }, Saved::kReferences);
+  // libtorch's own optimizers: a snapshot of their state, serialised by the writer as
+  // save_optimizer() would; others are serialised at once (above).
+  entries_.back().stage = [&optimizer, fallback = entries_.back().stage] {
+    StagedWrite state = stage_optimizer(optimizer);
+    if (!state) return fallback();
+    std::vector<double> rates;
+    for (auto& group : optimizer.param_groups()) rates.push_back(group.options().get_lr());
+    return StagedWrite([state = std::move(state), rates](torch::serialize::OutputArchive& a) {
+      state(a);
+      a.write("nano|lr", at::tensor(rates, at::kDouble), /*is_buffer=*/true);
+    });
+  };
+  return *this;
 }
 
 // The warm-up and samplers write fresh tensors of their counters: values already.
@@ -352,7 +369,11 @@ Checkpointer& Checkpointer::track(const std::string& name, torch::data::samplers
 
 Checkpointer& Checkpointer::track(const std::string& name, torch::Tensor& tensor) {
   entries_.push_back({name,
-                      [&tensor](torch::serialize::OutputArchive& a) { a.write("value", tensor.detach().clone()); },
+                      [&tensor] {
+                        return StagedWrite([copy = tensor.detach().clone()](torch::serialize::OutputArchive& a) {
+                          a.write("value", copy);
+                        });
+                      },
                       [&tensor](torch::serialize::InputArchive& a) {
                         at::Tensor value = read_checked(a, "tensor", "value", tensor, false);
                         return std::function<void()>([&tensor, value] {
@@ -405,23 +426,29 @@ void Checkpointer::save() {
   last_path_ = path;
   if (comm_->rank() != 0 || in_tuning_trial()) return;
 
-  torch::serialize::OutputArchive archive;
-  for (const Entry& e : entries_) {
-    torch::serialize::OutputArchive sub;
-    e.save(sub);
-    archive.write(e.name, sub);
-  }
-  for (const Label& l : labels_) archive.write(label_key(l.name), bytes_of(l.value));
-  archive.write("nano|steps", at::full({1}, steps_, at::kLong));
+  // The training thread copies; building the archive, serialising, checksumming and writing are
+  // the writer's.
+  std::vector<std::pair<std::string, StagedWrite>> staged;
+  for (const Entry& e : entries_) staged.emplace_back(e.name, e.stage());
+  std::vector<std::pair<std::string, at::Tensor>> labels;
+  for (const Label& l : labels_) labels.emplace_back(label_key(l.name), bytes_of(l.value));
   at::Tensor rng = at::empty({comm_->size(), n}, at::kByte);
   std::transform(all.begin(), all.end(), rng.data_ptr<uint8_t>(), [](double v) { return static_cast<uint8_t>(v); });
-  archive.write("nano|rng", rng);
-  // The archive holds copies only; serialising, checksumming and writing them is the writer's.
   wait_writer();
   writing_->store(true);
-  writer_ = std::thread([dir = dir_, path, archive = std::move(archive), step = steps_, world = comm_->size(),
-                         keep = options_.keep, writing = writing_]() mutable {
+  writer_ = std::thread([dir = dir_, path, staged = std::move(staged), labels = std::move(labels), rng,
+                         step = steps_, world = comm_->size(), keep = options_.keep, writing = writing_]() mutable {
     try {
+      torch::serialize::OutputArchive archive;
+      for (auto& [name, write] : staged) {
+        torch::serialize::OutputArchive sub(archive.compilation_unit());
+        write(sub);
+        archive.write(name, sub);
+      }
+      staged.clear();  // the copies go as soon as they are in the archive
+      for (const auto& [key, bytes] : labels) archive.write(key, bytes);
+      archive.write("nano|steps", at::full({1}, step, at::kLong));
+      archive.write("nano|rng", rng);
       std::ostringstream payload;
       archive.save_to(payload);
       const std::string body = payload.str();

@@ -4,11 +4,14 @@
 #include <torch/optim/adam.h>
 #include <torch/optim/adamw.h>
 #include <torch/optim/rmsprop.h>
+#include <torch/optim/serialize.h>
 #include <torch/optim/sgd.h>
 
 #include <ATen/ATen.h>
 
 #include <sstream>
+#include <stdexcept>
+#include <typeinfo>
 #include <utility>
 #include <vector>
 
@@ -43,42 +46,62 @@ bool copyable(torch::optim::Optimizer& optimizer, std::vector<at::Tensor*>& slot
 
 }  // namespace
 
-void save_optimizer_copy(torch::optim::Optimizer& optimizer, torch::serialize::OutputArchive& archive,
-                         const std::function<void(torch::optim::Optimizer&, torch::serialize::OutputArchive&)>& save_state) {
-  std::vector<at::Tensor*> slots;
-  if (!copyable(optimizer, slots)) {
-    torch::serialize::OutputArchive inner;
-    save_state(optimizer, inner);
-    write_serialised(archive, inner);
-    return;
-  }
-  // The archive refers to the tensors it is given: for the moment of the save, each slot holds
-  // a copy, which the archive keeps; then the live tensors go back.
-  std::vector<at::Tensor> live;
-  live.reserve(slots.size());
-  {
+namespace {
+
+// An optimizer that holds copies: the param groups (the same parameters, which only name the
+// state; their options cloned) and deep copies of the state. Never steps.
+class Snapshot : public torch::optim::Optimizer {
+ public:
+  explicit Snapshot(const torch::optim::Optimizer& live)
+      : Optimizer(live.param_groups(), live.defaults().clone()) {
     at::NoGradGuard no_grad;
-    for (at::Tensor* slot : slots) {
-      live.push_back(*slot);
-      if (slot->defined()) *slot = slot->clone();
+    for (const auto& [key, state] : live.state()) {
+      std::unique_ptr<torch::optim::OptimizerParamState> copy = state->clone();  // shares the tensors
+      std::vector<at::Tensor*> slots;
+      state_slots(*copy, slots);
+      for (at::Tensor* slot : slots)
+        if (slot->defined()) *slot = slot->clone();
+      state_[key] = std::move(copy);
     }
   }
-  try {
-    save_state(optimizer, archive);
-  } catch (...) {
-    for (std::size_t i = 0; i < slots.size(); ++i) *slots[i] = live[i];
-    throw;
-  }
-  for (std::size_t i = 0; i < slots.size(); ++i) *slots[i] = live[i];
+  at::Tensor step(LossClosure) override { throw std::logic_error("a checkpoint's optimizer snapshot does not step"); }
+  void save(torch::serialize::OutputArchive&) const override {}
+  void load(torch::serialize::InputArchive&) override {}
+};
+
+template <class State, class Options>
+std::function<void(torch::serialize::OutputArchive&)> staged(const torch::optim::Optimizer& live) {
+  auto copy = std::make_shared<Snapshot>(live);
+  return [copy](torch::serialize::OutputArchive& a) { torch::optim::serialize<State, Options>(a, *copy); };
 }
 
-void write_serialised(torch::serialize::OutputArchive& archive, torch::serialize::OutputArchive& inner) {
+}  // namespace
+
+std::function<void(torch::serialize::OutputArchive&)> stage_optimizer(torch::optim::Optimizer& optimizer) {
+  std::vector<at::Tensor*> slots;
+  if (!copyable(optimizer, slots)) return nullptr;
+  // The exact types only: a subclass may save more than its base.
+  using namespace torch::optim;
+  const std::type_info& type = typeid(optimizer);
+  if (type == typeid(Adam)) return staged<AdamParamState, AdamOptions>(optimizer);
+  if (type == typeid(AdamW)) return staged<AdamWParamState, AdamWOptions>(optimizer);
+  if (type == typeid(SGD)) return staged<SGDParamState, SGDOptions>(optimizer);
+  if (type == typeid(RMSprop)) return staged<RMSpropParamState, RMSpropOptions>(optimizer);
+  if (type == typeid(Adagrad)) return staged<AdagradParamState, AdagradOptions>(optimizer);
+  return nullptr;  // a subclass, or one of libtorch's others (LBFGS)
+}
+
+at::Tensor serialised_bytes(torch::serialize::OutputArchive& inner) {
   std::ostringstream bytes;
   inner.save_to(bytes);
   const std::string text = bytes.str();
   at::Tensor t = at::empty({static_cast<int64_t>(text.size())}, at::kByte);
   std::copy(text.begin(), text.end(), t.data_ptr<uint8_t>());
-  archive.write(kBytesKey, t, /*is_buffer=*/true);
+  return t;
+}
+
+void write_serialised(torch::serialize::OutputArchive& archive, const at::Tensor& bytes) {
+  archive.write(kBytesKey, bytes, /*is_buffer=*/true);
 }
 
 std::unique_ptr<torch::serialize::InputArchive> read_serialised(torch::serialize::InputArchive& archive) {

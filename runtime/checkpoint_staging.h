@@ -1,8 +1,9 @@
 #pragma once
-// Staging a checkpoint for the background writer: what a tracked object writes into the
-// checkpoint's archive must be values that no later training step changes, because the archive
-// is serialised on the writer's thread while training goes on. These helpers make such values
-// of optimizers and of opaque objects; the Checkpointer clones parameters and tensors itself.
+// Staging a checkpoint for the background writer: the training thread copies what a tracked
+// object holds, and the writer builds the archive from the copies, serialises and writes it while
+// training goes on. These helpers stage optimizers and opaque objects; the Checkpointer clones
+// parameters and tensors itself.
+#include <ATen/core/Tensor.h>
 #include <torch/optim/optimizer.h>
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
@@ -12,16 +13,16 @@
 
 namespace nano {
 
-/// Writes `save_state`'s archive of `optimizer` into `archive` with copies of the state
-/// tensors: for libtorch's SGD, Adam, AdamW, RMSprop and Adagrad each state tensor is cloned
-/// (the live ones are put back before this returns); any other optimizer's state is serialised
-/// here, into bytes (see write_serialised).
-void save_optimizer_copy(torch::optim::Optimizer& optimizer, torch::serialize::OutputArchive& archive,
-                         const std::function<void(torch::optim::Optimizer&, torch::serialize::OutputArchive&)>& save_state);
+/// A snapshot of `optimizer` for the writer: for libtorch's SGD, Adam, AdamW, RMSprop and
+/// Adagrad, a copy of its param groups (their options cloned) and of every state tensor, and the
+/// function that writes it into an archive as `optimizer.save()` would, on any thread. Null for
+/// another kind of optimizer (serialise it at once instead).
+std::function<void(torch::serialize::OutputArchive&)> stage_optimizer(torch::optim::Optimizer& optimizer);
 
-/// Serialises `inner` now and writes its bytes into `archive` (one uint8 tensor): a snapshot
-/// of whatever `inner` refers to, for objects whose save() may write live tensors.
-void write_serialised(torch::serialize::OutputArchive& archive, torch::serialize::OutputArchive& inner);
+/// `inner` serialised now, as bytes (one uint8 tensor): a snapshot of whatever `inner` refers to,
+/// for objects whose save() may write live tensors. write_serialised() puts them in an archive.
+at::Tensor serialised_bytes(torch::serialize::OutputArchive& inner);
+void write_serialised(torch::serialize::OutputArchive& archive, const at::Tensor& bytes);
 
 /// The archive that `archive` holds as bytes (write_serialised), or null when it holds none
 /// (it is the object's archive itself).

@@ -109,9 +109,12 @@ class Checkpointer {
   const std::string& last_path() const { return last_path_; }
 
  private:
+  /// What the writer does with a staged copy: writes it into the object's own archive.
+  using StagedWrite = std::function<void(torch::serialize::OutputArchive&)>;
   struct Entry {
     std::string name;
-    std::function<void(torch::serialize::OutputArchive&)> save;
+    // On the training thread: copies what the object holds; the result runs on the writer's.
+    std::function<StagedWrite()> stage;
     // Reads and checks into temporaries; returns the function that applies them.
     std::function<std::function<void()>(torch::serialize::InputArchive&)> load;
   };

@@ -9,6 +9,7 @@
 #include <ATen/Parallel.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/optim/adam.h>
+#include <torch/optim/sgd.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -17,6 +18,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <type_traits>
 
 #include <nano/auto_lr.h>
 #include <nano/checkpoint.h>
@@ -81,6 +83,19 @@ int wait_bounded(pid_t pid, int seconds) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return status;
+}
+
+// An optimizer's state of parameter `p`: libtorch 1.13 keys it by the printed TensorImpl
+// address, 2.x by the address itself.
+template <class Map>
+torch::optim::OptimizerParamState& state_of(Map& state, const at::Tensor& p) {
+  if constexpr (std::is_same_v<typename Map::key_type, std::string>) {
+    std::ostringstream key;
+    key << p.unsafeGetTensorImpl();
+    return *state.at(key.str());
+  } else {
+    return *state.at(p.unsafeGetTensorImpl());
+  }
 }
 
 }  // namespace
@@ -359,5 +374,46 @@ TEST_CASE("checkpoint: a full disk keeps the previous checkpoint and says so in 
   } else {
     CHECK(WEXITSTATUS(status) == 0);
   }
+  std::system(("rm -rf " + dir).c_str());
+}
+
+TEST_CASE("checkpoint: an SGD snapshot and an optimizer of another kind both restore as they were at save()") {
+  const std::string dir = temp_dir();
+  torch::manual_seed(5);
+  torch::nn::Linear net(torch::nn::LinearOptions(6, 3));
+  torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  // A subclass: not one of libtorch's own types, so serialised at save() instead of staged.
+  struct MySgd : torch::optim::SGD {
+    using torch::optim::SGD::SGD;
+  };
+  MySgd mine(net->parameters(), torch::optim::SGDOptions(0.05).momentum(0.5));
+  const auto train = [&] {
+    for (auto* o : std::initializer_list<torch::optim::Optimizer*>{&sgd, &mine}) {
+      o->zero_grad();
+      net->forward(torch::randn({4, 6})).pow(2).sum().backward();
+      o->step();
+    }
+  };
+  const auto momentum = [](torch::optim::Optimizer& o, const at::Tensor& p) {
+    return static_cast<torch::optim::SGDParamState&>(state_of(o.state(), p)).momentum_buffer().clone();
+  };
+  train();
+  at::Tensor saved_sgd, saved_mine;
+  {
+    nano::Checkpointer c(dir, self());
+    c.track("sgd", sgd).track("mine", mine);
+    c.save();
+    saved_sgd = momentum(sgd, net->weight);
+    saved_mine = momentum(mine, net->weight);
+    train();  // while the writer may still be at work
+  }
+  CHECK_FALSE(torch::equal(saved_sgd, momentum(sgd, net->weight)));
+  torch::optim::SGD sgd2(net->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  MySgd mine2(net->parameters(), torch::optim::SGDOptions(0.05).momentum(0.5));
+  nano::Checkpointer r(dir, self());
+  r.track("sgd", sgd2).track("mine", mine2);
+  REQUIRE(r.restore().value_or(-1) == 0);
+  CHECK(torch::equal(momentum(sgd2, net->weight), saved_sgd));
+  CHECK(torch::equal(momentum(mine2, net->weight), saved_mine));
   std::system(("rm -rf " + dir).c_str());
 }
