@@ -148,6 +148,7 @@ int run(const ex::ExampleOptions& o) {
         "%s: %s finished; rank 0 reported test accuracy %.4f, and its trained weights are in "
         "this process's model\n",
         kProgram, ex::ranks_text(o, world).c_str(), trainer.result<double>());
+    if (o.print_weights) std::printf("weights %s\n", ex::weights_fingerprint(*trainer.model).c_str());
   }
   return 0;
 }

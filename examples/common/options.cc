@@ -109,6 +109,9 @@ ParsedOptions parse_example_options(int argc, const char* const* argv, const Exa
     app.add_flag("--channels-last", o.channels_last, "the model and every 4-D input in channels-last memory format");
     app.add_flag("--bf16-gradients", o.bf16_gradients,
                  "all-reduce the gradients as bfloat16 (half the bytes; summed in float)");
+    app.add_flag("--print-weights", o.print_weights,
+                 "print 'weights <hex>', an FNV-1a-64 fingerprint of the trained parameters' and buffers' bytes, so "
+                 "runs can be compared bit for bit");
   }
   try {
     app.parse(argc, argv);

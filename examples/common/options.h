@@ -32,6 +32,7 @@ struct ExampleOptions {
   std::string precision = "32";        ///< --precision: 32, 64 or bf16 (TorchNanoOptions::precision)
   bool channels_last = false;          ///< --channels-last: model and 4-D inputs in channels-last format
   bool bf16_gradients = false;         ///< --bf16-gradients: gradients all-reduced as bfloat16
+  bool print_weights = false;          ///< --print-weights: print a fingerprint of the trained weights
 };
 
 /// Which options a program offers.

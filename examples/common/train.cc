@@ -1,6 +1,27 @@
 #include "examples/common/train.h"
 
+#include <torch/nn/module.h>
+
+#include <cstdio>
+
 namespace nano::examples {
+
+std::string weights_fingerprint(const torch::nn::Module& module) {
+  uint64_t h = 1469598103934665603ULL;
+  const auto add = [&h](const at::Tensor& t) {
+    const at::Tensor c = t.detach().contiguous();
+    const auto* p = static_cast<const unsigned char*>(c.data_ptr());
+    for (size_t i = 0; i < c.nbytes(); ++i) {
+      h ^= p[i];
+      h *= 1099511628211ULL;
+    }
+  };
+  for (const auto& p : module.parameters()) add(p);
+  for (const auto& b : module.buffers()) add(b);
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return hex;
+}
 
 int64_t batches_per_epoch(int64_t examples, int64_t batch_size, int64_t max_steps) {
   const int64_t full = batch_size > 0 ? (examples + batch_size - 1) / batch_size : 0;

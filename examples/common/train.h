@@ -7,8 +7,13 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <string>
 
 #include "examples/common/progress.h"
+
+namespace torch::nn {
+class Module;
+}  // namespace torch::nn
 
 namespace nano::examples {
 
@@ -46,6 +51,10 @@ RowRange evaluation_shard(int64_t examples, int64_t limit, int rank, int world_s
 
 /// How many rows of `logits` [N, C] have their arg-max equal to `targets` [N].
 int64_t count_correct(const at::Tensor& logits, const at::Tensor& targets);
+
+/// FNV-1a-64 of the bytes of every parameter and buffer of `module`, in order, as 16 hex digits:
+/// equal for bit-identical weights.
+std::string weights_fingerprint(const torch::nn::Module& module);
 
 /// Mean cross-entropy of `logits` [N, C] against class indices `targets` [N].
 at::Tensor classification_loss(const at::Tensor& logits, const at::Tensor& targets);
