@@ -42,10 +42,10 @@ std::vector<std::pair<std::string, std::string>> one_host_network_settings() {
       // host's external address in every rank), nor the pmls over libfabric or UCX.
       {"OMPI_MCA_btl", "^tcp,ofi"},
       {"OMPI_MCA_pml", "ob1"},
-      // The daemon's out-of-band channel: only loopback addresses in its contact URI (Open
-      // MPI 4.1's orte and 5's prte spell the name apart).
+      // Open MPI 4.1's daemon channel: only loopback addresses in its contact URI. (Open MPI
+      // 5's prte refuses loopback alone: "No network interfaces were found for out-of-band
+      // communications".)
       {"OMPI_MCA_oob_tcp_if_include", "lo"},
-      {"PRTE_MCA_oob_tcp_if_include", "lo"},
   };
 }
 

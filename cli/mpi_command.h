@@ -51,10 +51,10 @@ void add_one_host_open_mpi_settings(const std::string& job_dir, Environment& env
 void add_hosts_open_mpi_settings(const std::string& session_dir, Environment& env);
 
 /// Pure: the Open MPI variables that keep a one-host job off the network: no TCP or libfabric
-/// transport in the ranks (pml ob1 over shared memory), and loopback only in mpirun's contact
-/// address. Open MPI 4.1's mpirun still binds its daemon listeners to every address (orte's oob
-/// has no setting for the address it binds, and ignores oob_tcp_disable_ipv6_family for its
-/// listener), which the README says.
+/// transport in the ranks (pml ob1 over shared memory), and (Open MPI 4.1) loopback only in
+/// mpirun's contact address. mpirun itself still listens on every address, in Open MPI 4.1
+/// (orte's oob has no setting for the address it binds) and in 5 (prte's oob and PMIx server),
+/// which the README says.
 std::vector<std::pair<std::string, std::string>> one_host_network_settings();
 
 /// Joins a command for display, quoting words that a shell would split.

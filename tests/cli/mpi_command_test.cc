@@ -60,7 +60,6 @@ TEST_CASE("one-host Open MPI settings: the job's files in its folder, nothing on
   CHECK(env.at("OMPI_MCA_pml") == "ucx");
   CHECK(env.at("OMPI_MCA_btl") == "^tcp,ofi");
   CHECK(env.at("OMPI_MCA_oob_tcp_if_include") == "lo");
-  CHECK(env.at("PRTE_MCA_oob_tcp_if_include") == "lo");
   CHECK(env.at("OMPI_MCA_orte_tmpdir_base") == "/dev/shm/nano-j1");
   CHECK(env.at("PRTE_MCA_prte_tmpdir_base") == "/dev/shm/nano-j1");
   CHECK(env.at("OMPI_MCA_btl_vader_backing_directory") == "/dev/shm/nano-j1");

@@ -1,16 +1,15 @@
 #!/bin/bash
 # What a one-host job listens on: resnet18_cifar on 2 ranks under nano-run, on each backend and
 # communicator, while it trains. Every listening socket of the job's processes (nano-run, its
-# guardian, mpirun, the shims, the ranks) must be on loopback, except Open MPI 4.1's mpirun,
-# whose daemon listener binds every address (orte has no setting for it): that one is printed
-# as a known exception, and only for mpirun of Open MPI 4.
+# guardian, mpirun, the shims, the ranks) must be on loopback, except mpirun's own (Open MPI
+# 4.1's orte and 5's prte bind their daemon channel, and 5 its PMIx server, to every address,
+# with no setting to narrow it): those are printed as a known exception, for mpirun alone.
 #   listeners.sh NANO_RUN PROGRAM
 set -u
 nano_run=$1
 program=$2
 fail() { echo "FAIL: $*"; exit 1; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-open_mpi_major=$(mpirun --version 2>/dev/null | grep -o '[0-9]\+\.[0-9.]*' | head -1 | cut -d. -f1)
 
 descendants() {  # the pid and every process below it
   local all
@@ -46,13 +45,13 @@ check() {  # check BACKEND [ENV...]
     [[ $pids == *" $pid "* ]] || continue
     case "$addr" in
       127.*:* | "[::1]":*) ;;
-      *) if [ "$name" = mpirun ] && [ "$open_mpi_major" = 4 ]; then known+=" $name@$addr"; else bad+=" $name@$addr"; fi ;;
+      *) if [ "$name" = mpirun ] || [ "$name" = prterun ]; then known+=" $name@$addr"; else bad+=" $name@$addr"; fi ;;
     esac
   done < <(ss -ltnpH; ss -lunpH)
   kill -INT $job
   wait $job
   rm -f "$out"
-  echo "$backend ${*:-}: off loopback:${bad:- none}; known (Open MPI 4.1 mpirun):${known:- none}"
+  echo "$backend ${*:-}: off loopback:${bad:- none}; known (mpirun's own):${known:- none}"
   [ -z "$bad" ] || fail "$backend ${*:-}: listening off loopback:$bad"
 }
 

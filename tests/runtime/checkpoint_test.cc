@@ -149,7 +149,8 @@ TEST_CASE("checkpoint: the state is copied at save(); training that goes on duri
     live.fill_(7);
     c.save();
     const auto before = s.model->weight.clone();
-    const auto moment = static_cast<torch::optim::AdamParamState&>(*s.opt.state().begin()->second).exp_avg().clone();
+    const auto moment =
+        static_cast<torch::optim::AdamParamState&>(state_of(s.opt.state(), s.model->weight)).exp_avg().clone();
     // In place, as an optimizer step does, while the writer may still be serialising.
     for (int i = 0; i < 3; ++i) s.train_step();
     {
@@ -170,7 +171,7 @@ TEST_CASE("checkpoint: the state is copied at save(); training that goes on duri
       [&back](torch::serialize::InputArchive& a) { a.read("t", back); });
   REQUIRE(r.restore().value_or(-1) == 0);
   CHECK(std::to_string(fresh.model->weight.sum().item<double>()) == expected_weights);
-  CHECK(std::to_string(static_cast<torch::optim::AdamParamState&>(*fresh.opt.state().begin()->second)
+  CHECK(std::to_string(static_cast<torch::optim::AdamParamState&>(state_of(fresh.opt.state(), fresh.model->weight))
                            .exp_avg()
                            .sum()
                            .item<double>()) == expected_moment);
