@@ -123,7 +123,7 @@ def main():
     if not disk:
         print("soak: no private mount namespace here: no full-disk faults")
     target = args.faults if args.minutes <= 0 else 10**9
-    steps = args.steps or max(300, 150 * min(target, 200))
+    steps = args.steps or max(300, 100 * min(target, 200))
     env = dict(os.environ, NANO_COLLECTIVE_TIMEOUT="3", NANO_RENDEZVOUS_TIMEOUT="60")
 
     # The uninterrupted run: the weights to reach.

@@ -1,10 +1,10 @@
 #!/bin/bash
-# What a one-host job listens on: resnet18_cifar on 2 ranks under nano-run, on each backend and
-# communicator, while it trains. Every listening socket of the job's processes (nano-run, its
+# What a one-host job listens on: a training of 2 ranks (tests/faults' fault_rank) under
+# nano-run, on each backend and communicator, once it has trained and checkpointed. Every listening socket of the job's processes (nano-run, its
 # guardian, mpirun, the shims, the ranks) must be on loopback, except mpirun's own (Open MPI
 # 4.1's orte and 5's prte bind their daemon channel, and 5 its PMIx server, to every address,
 # with no setting to narrow it): those are printed as a known exception, for mpirun alone.
-#   listeners.sh NANO_RUN PROGRAM
+#   listeners.sh NANO_RUN FAULT_RANK
 set -u
 nano_run=$1
 program=$2
@@ -29,10 +29,13 @@ check() {  # check BACKEND [ENV...]
   shift
   local out
   out=$(mktemp)
-  env "$@" "$nano_run" -n 2 --backend "$backend" "$program" --steps 400 --batch-size 8 > "$out" 2>&1 &
+  local ckpt
+  ckpt=$(mktemp -d)
+  env "$@" "$nano_run" -n 2 --backend "$backend" "$program" --steps 1000000 --checkpoint-dir "$ckpt" \
+    --checkpoint-every 5 > "$out" 2>&1 &
   local job=$!
   for _ in $(seq 1 600); do  # training has begun: every listener of the start is up
-    grep -q "batch [0-9]*/" "$out" && break
+    compgen -G "$ckpt/ckpt-*.nano" > /dev/null && break
     kill -0 $job 2>/dev/null || { cat "$out"; rm -f "$out"; fail "$backend: the job ended early"; }
     sleep 0.05
   done
@@ -50,7 +53,7 @@ check() {  # check BACKEND [ENV...]
   done < <(ss -ltnpH; ss -lunpH)
   kill -INT $job
   wait $job
-  rm -f "$out"
+  rm -rf "$out" "$ckpt"
   echo "$backend ${*:-}: off loopback:${bad:- none}; known (mpirun's own):${known:- none}"
   [ -z "$bad" ] || fail "$backend ${*:-}: listening off loopback:$bad"
 }
