@@ -262,15 +262,18 @@ void Checkpointer::wait_writer() {
 bool Checkpointer::writer_busy() const { return writing_->load(); }
 
 Checkpointer& Checkpointer::track(const std::string& name, torch::nn::Module& module) {
+  // Copies: they are written while training changes the originals. Into the same buffers each
+  // time (the previous write is over when the next is staged): no fresh pages to fault in.
+  auto buffers_of = std::make_shared<std::vector<at::Tensor>>();
   entries_.push_back({name,
-                      [&module] {
-                        // Copies: they are written while training changes the originals.
+                      [&module, buffers_of] {
                         at::NoGradGuard no_grad;
                         std::vector<std::pair<std::string, at::Tensor>> params, buffers;
+                        std::size_t i = 0;
                         for (const auto& p : module.named_parameters())
-                          params.emplace_back(key_of(p.key()), p.value().detach().clone());
+                          params.emplace_back(key_of(p.key()), staged_copy(p.value().detach(), *buffers_of, i++));
                         for (const auto& b : module.named_buffers())
-                          buffers.emplace_back(key_of(b.key()), b.value().clone());
+                          buffers.emplace_back(key_of(b.key()), staged_copy(b.value(), *buffers_of, i++));
                         return StagedWrite([params = std::move(params), buffers = std::move(buffers)](
                                                torch::serialize::OutputArchive& a) {
                           for (const auto& [key, t] : params) a.write(key, t);
@@ -341,8 +344,9 @@ Checkpointer& Checkpointer::track(const std::string& name, torch::optim::Optimiz
       [&optimizer](torch::serialize::InputArchive& a) { load_optimizer(optimizer, a); }, Saved::kReferences);
   // libtorch's own optimizers: a snapshot of their state, serialised by the writer as
   // save_optimizer() would; others are serialised at once (above).
-  entries_.back().stage = [&optimizer, fallback = entries_.back().stage] {
-    StagedWrite state = stage_optimizer(optimizer);
+  entries_.back().stage = [&optimizer, fallback = entries_.back().stage,
+                           buffers = std::make_shared<std::vector<at::Tensor>>()] {
+    StagedWrite state = stage_optimizer(optimizer, *buffers);
     if (!state) return fallback();
     std::vector<double> rates;
     for (auto& group : optimizer.param_groups()) rates.push_back(group.options().get_lr());
@@ -429,12 +433,13 @@ void Checkpointer::save() {
   // The training thread copies; building the archive, serialising, checksumming and writing are
   // the writer's.
   std::vector<std::pair<std::string, StagedWrite>> staged;
+  // The staging buffers of the previous checkpoint are reused: its write must be over.
+  wait_writer();
   for (const Entry& e : entries_) staged.emplace_back(e.name, e.stage());
   std::vector<std::pair<std::string, at::Tensor>> labels;
   for (const Label& l : labels_) labels.emplace_back(label_key(l.name), bytes_of(l.value));
   at::Tensor rng = at::empty({comm_->size(), n}, at::kByte);
   std::transform(all.begin(), all.end(), rng.data_ptr<uint8_t>(), [](double v) { return static_cast<uint8_t>(v); });
-  wait_writer();
   writing_->store(true);
   writer_ = std::thread([dir = dir_, path, staged = std::move(staged), labels = std::move(labels), rng,
                          step = steps_, world = comm_->size(), keep = options_.keep, writing = writing_]() mutable {

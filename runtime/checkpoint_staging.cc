@@ -52,15 +52,16 @@ namespace {
 // state; their options cloned) and deep copies of the state. Never steps.
 class Snapshot : public torch::optim::Optimizer {
  public:
-  explicit Snapshot(const torch::optim::Optimizer& live)
+  Snapshot(const torch::optim::Optimizer& live, std::vector<at::Tensor>& buffers)
       : Optimizer(live.param_groups(), live.defaults().clone()) {
     at::NoGradGuard no_grad;
+    std::size_t index = 0;
     for (const auto& [key, state] : live.state()) {
       std::unique_ptr<torch::optim::OptimizerParamState> copy = state->clone();  // shares the tensors
       std::vector<at::Tensor*> slots;
       state_slots(*copy, slots);
       for (at::Tensor* slot : slots)
-        if (slot->defined()) *slot = slot->clone();
+        if (slot->defined()) *slot = staged_copy(*slot, buffers, index++);
       state_[key] = std::move(copy);
     }
   }
@@ -70,24 +71,38 @@ class Snapshot : public torch::optim::Optimizer {
 };
 
 template <class State, class Options>
-std::function<void(torch::serialize::OutputArchive&)> staged(const torch::optim::Optimizer& live) {
-  auto copy = std::make_shared<Snapshot>(live);
+std::function<void(torch::serialize::OutputArchive&)> staged(const torch::optim::Optimizer& live,
+                                                              std::vector<at::Tensor>& buffers) {
+  auto copy = std::make_shared<Snapshot>(live, buffers);
   return [copy](torch::serialize::OutputArchive& a) { torch::optim::serialize<State, Options>(a, *copy); };
 }
 
 }  // namespace
 
-std::function<void(torch::serialize::OutputArchive&)> stage_optimizer(torch::optim::Optimizer& optimizer) {
+at::Tensor staged_copy(const at::Tensor& t, std::vector<at::Tensor>& buffers, std::size_t index) {
+  if (buffers.size() <= index) buffers.resize(index + 1);
+  at::Tensor& buffer = buffers[index];
+  if (buffer.defined() && buffer.sizes() == t.sizes() && buffer.strides() == t.strides() &&
+      buffer.scalar_type() == t.scalar_type()) {
+    buffer.copy_(t);
+  } else {
+    buffer = t.clone();
+  }
+  return buffer;
+}
+
+std::function<void(torch::serialize::OutputArchive&)> stage_optimizer(torch::optim::Optimizer& optimizer,
+                                                                      std::vector<at::Tensor>& buffers) {
   std::vector<at::Tensor*> slots;
   if (!copyable(optimizer, slots)) return nullptr;
   // The exact types only: a subclass may save more than its base.
   using namespace torch::optim;
   const std::type_info& type = typeid(optimizer);
-  if (type == typeid(Adam)) return staged<AdamParamState, AdamOptions>(optimizer);
-  if (type == typeid(AdamW)) return staged<AdamWParamState, AdamWOptions>(optimizer);
-  if (type == typeid(SGD)) return staged<SGDParamState, SGDOptions>(optimizer);
-  if (type == typeid(RMSprop)) return staged<RMSpropParamState, RMSpropOptions>(optimizer);
-  if (type == typeid(Adagrad)) return staged<AdagradParamState, AdagradOptions>(optimizer);
+  if (type == typeid(Adam)) return staged<AdamParamState, AdamOptions>(optimizer, buffers);
+  if (type == typeid(AdamW)) return staged<AdamWParamState, AdamWOptions>(optimizer, buffers);
+  if (type == typeid(SGD)) return staged<SGDParamState, SGDOptions>(optimizer, buffers);
+  if (type == typeid(RMSprop)) return staged<RMSpropParamState, RMSpropOptions>(optimizer, buffers);
+  if (type == typeid(Adagrad)) return staged<AdagradParamState, AdagradOptions>(optimizer, buffers);
   return nullptr;  // a subclass, or one of libtorch's others (LBFGS)
 }
 

@@ -97,6 +97,9 @@ class Checkpointer {
   /// checksums it and writes it. A write that fails (a full disk) is reported in one line and
   /// leaves the previous checkpoints as they were; training goes on.
   void save();
+  /// Blocks until the checkpoint being written, if any, is on disk (and older ones beyond `keep`
+  /// are gone).
+  void wait() { wait_writer(); }
   /// Checkpoints that came due while the previous one was still being written (and waited).
   int64_t waited() const { return waited_; }
 
