@@ -274,8 +274,8 @@ Checkpointer& Checkpointer::track(const std::string& name, torch::nn::Module& mo
                           params.emplace_back(key_of(p.key()), staged_copy(p.value().detach(), *buffers_of, i++));
                         for (const auto& b : module.named_buffers())
                           buffers.emplace_back(key_of(b.key()), staged_copy(b.value(), *buffers_of, i++));
-                        return StagedWrite([params = std::move(params), buffers = std::move(buffers)](
-                                               torch::serialize::OutputArchive& a) {
+                        return StagedWrite([params = std::move(params),
+                                            buffers = std::move(buffers)](torch::serialize::OutputArchive& a) {
                           for (const auto& [key, t] : params) a.write(key, t);
                           for (const auto& [key, t] : buffers) a.write(key, t, true);
                         });
@@ -441,8 +441,8 @@ void Checkpointer::save() {
   at::Tensor rng = at::empty({comm_->size(), n}, at::kByte);
   std::transform(all.begin(), all.end(), rng.data_ptr<uint8_t>(), [](double v) { return static_cast<uint8_t>(v); });
   writing_->store(true);
-  writer_ = std::thread([dir = dir_, path, staged = std::move(staged), labels = std::move(labels), rng,
-                         step = steps_, world = comm_->size(), keep = options_.keep, writing = writing_]() mutable {
+  writer_ = std::thread([dir = dir_, path, staged = std::move(staged), labels = std::move(labels), rng, step = steps_,
+                         world = comm_->size(), keep = options_.keep, writing = writing_]() mutable {
     try {
       torch::serialize::OutputArchive archive;
       for (auto& [name, write] : staged) {

@@ -72,7 +72,7 @@ class Snapshot : public torch::optim::Optimizer {
 
 template <class State, class Options>
 std::function<void(torch::serialize::OutputArchive&)> staged(const torch::optim::Optimizer& live,
-                                                              std::vector<at::Tensor>& buffers) {
+                                                             std::vector<at::Tensor>& buffers) {
   auto copy = std::make_shared<Snapshot>(live, buffers);
   return [copy](torch::serialize::OutputArchive& a) { torch::optim::serialize<State, Options>(a, *copy); };
 }

@@ -224,9 +224,7 @@ FolderClaim::FolderClaim(const std::string& dir) : state_(std::make_shared<State
     const std::optional<FolderOwner> owner = parse_owner(text);
     const ClaimFacts facts = owner ? facts_of(s.path, *owner, s.me.host) : ClaimFacts{};
     switch (judge_claim(owner, facts, s.me.job, s.me.host)) {
-      case ClaimVerdict::kHeldByOther:
-        unlink(tmp.c_str());
-        throw UsageError(held_message(dir, *owner));
+      case ClaimVerdict::kHeldByOther: unlink(tmp.c_str()); throw UsageError(held_message(dir, *owner));
       case ClaimVerdict::kOurs:
         if (!same_job_owner_gone(*owner, facts, s.me.host)) {
           unlink(tmp.c_str());

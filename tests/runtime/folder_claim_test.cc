@@ -166,9 +166,9 @@ TEST_CASE("folder claim: another host's claim is refused while it beats and take
   const std::string dir = temp_dir();
   const std::string file = dir + "/" + nano::kOwnerFile;
   write(file, nano::format_owner(kOther));
-  const std::string held =
-      "|nano: checkpoint folder " + dir +
-      " is in use by job job-b (host hostB, pid 4242, since 2025-12-02 10:40:00 UTC): stop that job or use another folder";
+  const std::string held = "|nano: checkpoint folder " + dir +
+                           " is in use by job job-b (host hostB, pid 4242, since 2025-12-02 10:40:00 UTC): stop that "
+                           "job or use another folder";
   CHECK(stderr_of([&] { nano::FolderClaim c(dir); }) == held);
   age(file, 20);
   CHECK(stderr_of([&] { nano::FolderClaim c(dir); }) == held);
@@ -176,9 +176,9 @@ TEST_CASE("folder claim: another host's claim is refused while it beats and take
   CHECK(stderr_of([&] { nano::Checkpointer c(dir, std::make_shared<nano::SelfCommunicator>()); }) == held);
   age(file, 45);
   std::optional<nano::FolderClaim> claim;
-  CHECK(stderr_of([&] { claim.emplace(dir); }) ==
-        "nano: checkpoint folder " + dir +
-            ": taking over the claim of job job-b (host hostB, pid 4242, since 2025-12-02 10:40:00 UTC), which is gone\n");
+  CHECK(stderr_of([&] { claim.emplace(dir); }) == "nano: checkpoint folder " + dir +
+                                                      ": taking over the claim of job job-b (host hostB, pid 4242, "
+                                                      "since 2025-12-02 10:40:00 UTC), which is gone\n");
   CHECK(claim->holds());
   CHECK(nano::parse_owner(read(file))->pid == getpid());
   claim.reset();
@@ -192,10 +192,9 @@ TEST_CASE("folder claim: a dead owner on this host is replaced at once; this job
   const int64_t gone = dead_pid();
   write(file, nano::format_owner({"job-c", host(), gone, 5, 1764672000}));
   std::optional<nano::FolderClaim> claim;
-  CHECK(stderr_of([&] { claim.emplace(dir); }) == "nano: checkpoint folder " + dir +
-                                                       ": taking over the claim of job job-c (host " + host() +
-                                                       ", pid " + std::to_string(gone) +
-                                                       ", since 2025-12-02 10:40:00 UTC), which is gone\n");
+  CHECK(stderr_of([&] { claim.emplace(dir); }) ==
+        "nano: checkpoint folder " + dir + ": taking over the claim of job job-c (host " + host() + ", pid " +
+            std::to_string(gone) + ", since 2025-12-02 10:40:00 UTC), which is gone\n");
   CHECK(claim->holds());
   claim.reset();
   // A restart: this job's earlier attempt died holding the folder.
