@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A chaos soak on this host: fashion_mnist_nano under --max-restarts with faults at random
 # moments from a seeded schedule (scripts/bench/soak.py says which and what it checks).
-#   scripts/soak.sh [BUILD_DIR] [--faults N | --minutes M] [--seed S] [--steps N]
+#   scripts/soak.sh [BUILD_DIR] [--faults N | --minutes M] [--seed S] [--steps N] [--epochs E]
 # As root it runs in a private mount namespace, where the checkpoint folder is a small tmpfs
 # that the soak fills up for a while; elsewhere (or where that namespace cannot be made, as in a
 # chroot) it leaves out the full-disk faults.

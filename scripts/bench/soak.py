@@ -90,8 +90,8 @@ class Output:
             return "\n".join(line for _, line in self.lines)
 
 
-def training_args(program, ckpt, steps, seed_args):
-    return [program, "--num-processes", "2", "--epochs", "2", "--max-steps-per-epoch", str(steps),
+def training_args(program, ckpt, epochs, steps, seed_args):
+    return [program, "--num-processes", "2", "--epochs", str(epochs), "--max-steps-per-epoch", str(steps),
             "--batch-size", "32", "--test-limit", "500", "--equal-batches", "--checkpoint-every", "10",
             "--checkpoint-dir", ckpt, "--print-weights"] + seed_args
 
@@ -106,7 +106,9 @@ def main():
     ap.add_argument("program", help="fashion_mnist_nano")
     ap.add_argument("--faults", type=int, default=6, help="faults to inject (default 6)")
     ap.add_argument("--seed", type=int, default=1, help="the schedule's seed (default 1)")
-    ap.add_argument("--steps", type=int, default=0, help="steps per epoch (default: sized to the faults)")
+    ap.add_argument("--steps", type=int, default=0,
+                    help="steps per epoch, at most an epoch's 938 (default: sized to the faults)")
+    ap.add_argument("--epochs", type=int, default=2, help="epochs (default 2; a long soak needs more)")
     ap.add_argument("--minutes", type=float, default=0, help="keep injecting for this long (overrides --faults)")
     args = ap.parse_args()
     rng = random.Random(args.seed)
@@ -123,13 +125,13 @@ def main():
     if not disk:
         print("soak: no private mount namespace here: no full-disk faults")
     target = args.faults if args.minutes <= 0 else 10**9
-    steps = args.steps or max(300, 100 * min(target, 200))
+    steps = min(938, args.steps or max(300, 100 * min(target, 200)))  # 60000 images / 2 ranks / 32
     env = dict(os.environ, NANO_COLLECTIVE_TIMEOUT="3", NANO_RENDEZVOUS_TIMEOUT="60")
 
     # The uninterrupted run: the weights to reach.
     ref_dir = os.path.join(work, "ref")
     t0 = time.monotonic()
-    ref = subprocess.run(training_args(args.program, ref_dir, steps, []), env=env, capture_output=True, text=True,
+    ref = subprocess.run(training_args(args.program, ref_dir, args.epochs, steps, []), env=env, capture_output=True, text=True,
                          timeout=3600)
     ref_seconds = time.monotonic() - t0
     reference = weights_of(ref.stdout)
@@ -137,10 +139,10 @@ def main():
         print(ref.stdout[-2000:], ref.stderr[-2000:])
         print("FAIL: the uninterrupted run failed")
         return 1
-    print(f"soak: uninterrupted run: weights {reference} in {ref_seconds:.1f} s ({2 * steps} steps, 2 ranks)")
+    print(f"soak: uninterrupted run: weights {reference} in {ref_seconds:.1f} s ({args.epochs * steps} steps, 2 ranks)")
 
     max_restarts = (target if args.minutes <= 0 else 100000) + 2
-    job = subprocess.Popen(training_args(args.program, ckpt, steps, ["--max-restarts", str(max_restarts)]), env=env,
+    job = subprocess.Popen(training_args(args.program, ckpt, args.epochs, steps, ["--max-restarts", str(max_restarts)]), env=env,
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     out = Output(job.stdout)
     start = time.monotonic()
