@@ -4,11 +4,14 @@
 
 #include <doctest/doctest.h>
 
+#include <cstdio>
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include <nano/error.h>
 #include "cli/job_files.h"
+#include "cli/mpi_command.h"
 #include "env-init/cpulist.h"
 #include "env-init/setting.h"
 
@@ -335,7 +338,40 @@ TEST_CASE("the job's files are named in one place") {
   CHECK(job_shm_prefix("12-abcdef") == "nano-12-abcdef-");
   CHECK(job_dir_of("12-abcdef") == "/dev/shm/nano-12-abcdef");
   CHECK(rank_files_dir("12-abcdef", 3).rfind("/dev/shm/" + job_shm_prefix("12-abcdef"), 0) == 0);
+  CHECK(hosts_session_dir_of("12-abcdef") == "/tmp/nano-12-abcdef");
+  CHECK(shim_marker_of("/tmp/nano-12-abcdef", 3) == "/tmp/nano-12-abcdef/nano-shim-3");
   const std::string id = make_job_id();
   CHECK(id.find('-') != std::string::npos);
   CHECK(id != make_job_id());
+}
+
+TEST_CASE("Open MPI's session directories: in the job's folder in /tmp across hosts, none on one host") {
+  Setup several;
+  several.backend = LaunchBackend::kMpi;
+  several.hosts = {{"hostA", 1}, {"hostB", 1}};
+  stamp_attempt(several, {"7-000001", "7-000001", 0, 1});
+  CHECK(several.session_dir == "/tmp/nano-7-000001");
+  CHECK(several.job_dir.empty());
+  stamp_attempt(several, {"7-000002", "7-000001", 1, 1});  // a restart: its own folder
+  CHECK(several.session_dir == "/tmp/nano-7-000002");
+  Setup one;
+  one.backend = LaunchBackend::kMpi;
+  stamp_attempt(one, {"7-000003", "7-000003", 0, 0});
+  CHECK(one.session_dir.empty());
+  CHECK(one.job_dir == "/dev/shm/nano-7-000003");
+  Environment env = {{"OMPI_MCA_orte_tmpdir_base", "/scratch"}};  // the user's own stays
+  add_hosts_open_mpi_settings(several.session_dir, env);
+  CHECK(env.at("OMPI_MCA_orte_tmpdir_base") == "/scratch");
+  CHECK(env.at("PRTE_MCA_prte_tmpdir_base") == "/tmp/nano-7-000002");
+}
+
+TEST_CASE("has_entry_with_prefix") {
+  char tmpl[] = "/tmp/nano_job_files_test_XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  CHECK_FALSE(has_entry_with_prefix(dir, "nano-shim-"));
+  std::ofstream(dir + "/nano-shim-1").put('x');
+  CHECK(has_entry_with_prefix(dir, "nano-shim-"));
+  CHECK_FALSE(has_entry_with_prefix(dir + "/missing", "nano-shim-"));
+  std::remove((dir + "/nano-shim-1").c_str());
+  std::remove(dir.c_str());
 }
