@@ -129,14 +129,4 @@ std::unique_ptr<torch::serialize::InputArchive> read_serialised(torch::serialize
   return inner;
 }
 
-int64_t optimizer_state_bytes(torch::optim::Optimizer& optimizer) {
-  std::vector<at::Tensor*> slots;
-  for (auto& entry : optimizer.state())
-    if (entry.second) state_slots(*entry.second, slots);
-  int64_t bytes = 0;
-  for (at::Tensor* slot : slots)
-    if (slot->defined()) bytes += static_cast<int64_t>(slot->nbytes());
-  return bytes;
-}
-
 }  // namespace nano

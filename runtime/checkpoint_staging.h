@@ -38,8 +38,5 @@ void write_serialised(torch::serialize::OutputArchive& archive, const at::Tensor
 /// (it is the object's archive itself).
 std::unique_ptr<torch::serialize::InputArchive> read_serialised(torch::serialize::InputArchive& archive);
 
-/// Bytes of `optimizer`'s state tensors (what a checkpoint copies of it; the benchmark's
-/// plain-copy reference).
-int64_t optimizer_state_bytes(torch::optim::Optimizer& optimizer);
 
 }  // namespace nano

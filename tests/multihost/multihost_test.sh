@@ -111,6 +111,16 @@ end_training() {
   took=$(echo "$(date +%s.%N) - $started" | bc)
 }
 
+# signal_launcher SIGNAL EXIT GRACE: a training on hostA and hostB whose nano-run gets SIGNAL;
+# it must exit with EXIT and leave nothing on any host.
+signal_launcher() {
+  start_training --grace-period "$3"
+  kill -"$1" "$(pgrep -P "$job")"  # timeout's child: nano-run (bash and nsenter exec into it)
+  end_training
+  [ $rc -eq "$2" ] || fail "exit $rc, expected $2 after SIG$1: $(tail -5 "$out")"
+  check_nothing_left
+}
+
 expect_line() {
   grep -qE "$1" "$out" || fail "no line matching '$1' in: $(tail -5 "$out")"
 }
@@ -314,18 +324,10 @@ link_cut)
 launcher_killed)
   # nano-run SIGKILLed mid-training: its guardian ends the local part and removes the local
   # files; hostB's shim sees the link close, ends its rank and removes hostB's files.
-  start_training --grace-period 1
-  kill -KILL "$(pgrep -P "$job")"  # timeout's child: nano-run (bash and nsenter exec into it)
-  end_training
-  [ $rc -eq 137 ] || fail "exit $rc, expected 137 (SIGKILL): $(tail -5 "$out")"
-  check_nothing_left
+  signal_launcher KILL 137 1
   ;;
 interrupt)
-  start_training --grace-period 2
-  kill -INT "$(pgrep -P "$job")"  # timeout's child: nano-run (bash and nsenter exec into it)
-  end_training
-  [ $rc -eq 130 ] || fail "exit $rc, expected 130 after Ctrl-C: $(tail -5 "$out")"
-  check_nothing_left
+  signal_launcher INT 130 2
   ;;
 *)
   echo "multihost_test.sh: unknown case '$case_name'"
