@@ -38,5 +38,4 @@ void write_serialised(torch::serialize::OutputArchive& archive, const at::Tensor
 /// (it is the object's archive itself).
 std::unique_ptr<torch::serialize::InputArchive> read_serialised(torch::serialize::InputArchive& archive);
 
-
 }  // namespace nano
