@@ -101,6 +101,7 @@ std::vector<RankResult> wait_all(std::vector<Child>& children, int timeout_s) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   for (size_t i = 0; i < children.size(); ++i) {
+    results[i].pid = children[i].pid;
     results[i].out = slurp_and_remove(children[i].out_path);
     results[i].err = slurp_and_remove(children[i].err_path);
   }

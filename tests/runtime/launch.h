@@ -13,6 +13,7 @@ namespace nano::test {
 
 struct RankResult {
   int exit_code = -1;  // 128+signal for a signal, 124 on timeout
+  long pid = -1;       // the rank's process id (names it made in /dev/shm carry it)
   std::string out;     // stdout
   std::string err;     // stderr
 };
