@@ -36,7 +36,7 @@ constexpr Known kSettings[] = {
     {Setting::kLogDir, "log_dir", "--log-dir"},
     {Setting::kOutputRanks, "output_ranks", "--output-ranks"},
     {Setting::kGracePeriod, "grace_period", "--grace-period", "grace_period_ms"},
-    {Setting::kHeartbeatTimeout, "heartbeat_timeout", "--heartbeat-timeout"},
+    {Setting::kHeartbeatTimeout, "heartbeat_timeout", "--heartbeat-timeout", "heartbeat_timeout_ms"},
     {Setting::kMaxRestarts, "max_restarts", "--max-restarts"},
     {Setting::kRestartDelay, "restart_delay", "--restart-delay", "restart_delay_ms"},
     {Setting::kDryRun, "dry_run", "--dry-run"},

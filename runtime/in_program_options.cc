@@ -53,6 +53,7 @@ LaunchOptions launch_options_of(const TorchNanoOptions& o) {
   l.grace_period = std::chrono::milliseconds(o.grace_period_ms);
   l.max_restarts = o.max_restarts;
   l.restart_delay = std::chrono::milliseconds(o.restart_delay_ms);
+  l.heartbeat_timeout = std::chrono::milliseconds(o.heartbeat_timeout_ms);
   return l;
 }
 

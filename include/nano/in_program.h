@@ -58,7 +58,10 @@ struct TorchNanoOptions {
   /// --max-restarts; NANO_RESTART_COUNT tells the ranks which attempt they are).
   int max_restarts = 0;
   int restart_delay_ms = 1000;  ///< wait between a failed attempt and the next (nano-run's --restart-delay)
-  DdpOptions ddp;               ///< gradient bucket size etc.
+  /// mpi with hosts: a host not heard from this long counts as lost (a cut link, a dead host),
+  /// and ends the attempt (nano-run's --heartbeat-timeout); at least 1000.
+  int heartbeat_timeout_ms = 30000;
+  DdpOptions ddp;  ///< gradient bucket size etc.
   /// Split each global batch among the ranks by their measured speed (<nano/load_balance.h>),
   /// so a slower core does not hold back the others; gradients are weighted by each rank's
   /// share, which keeps the update that of an equal split for a loss that is a mean over the

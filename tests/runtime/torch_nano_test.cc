@@ -483,6 +483,8 @@ TEST_CASE("bad options are one-line usage errors, naming TorchNanoOptions' field
       {[](nano::TorchNanoOptions& b) { b.max_restarts = -1; }, "nano: max_restarts must be at least 0, got -1"},
       {[](nano::TorchNanoOptions& b) { b.restart_delay_ms = -5; },
        "nano: restart_delay_ms must be at least 0, got -5 ms"},
+      {[](nano::TorchNanoOptions& b) { b.heartbeat_timeout_ms = 500; },
+       "nano: heartbeat_timeout_ms must be at least 1 s, got 500 ms"},
       // The planner's errors name the fields too (not nano-run's flags).
       {[](nano::TorchNanoOptions& b) { b.cpu_for_each_process = {{0}}; },
        "nano: cpu_for_each_process gives 1 list but num_processes is 2"},
