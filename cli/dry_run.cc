@@ -48,7 +48,6 @@ DryRun dry_run(const LaunchOptions& options, const std::vector<std::string>& arg
   if (s.backend == LaunchBackend::kMpi) {
     ShimSpec spec = shim_spec_for(options, s, carried_environment(current, options.extra_env));
     spec.launcher_host = "<launcher>";
-    spec.token = "<token>";
     d.command = mpi_command_for(options, s, spec);
   }
   return d;

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include <nano/error.h>
+#include "cli/job_secret.h"
 
 namespace nano {
 
@@ -57,12 +58,12 @@ void FrameDecoder::feed(const char* data, size_t size) { buffer_.append(data, si
 bool FrameDecoder::next(FrameType& type, std::string& payload) {
   if (buffer_.size() < 5) return false;
   char t = buffer_[0];
-  if (std::string("hsoexfkrb").find(t) == std::string::npos)
+  if (std::string("chsoexfkrb").find(t) == std::string::npos)
     throw Error("bad frame type " + std::to_string(static_cast<int>(static_cast<unsigned char>(t))) +
                 " on a rank shim link");
   uint32_t n = 0;
   for (int i = 0; i < 4; ++i) n |= static_cast<uint32_t>(static_cast<unsigned char>(buffer_[1 + i])) << (8 * i);
-  if (n > (16u << 20)) throw Error("oversized frame (" + std::to_string(n) + " bytes) on a rank shim link");
+  if (n > max_payload_) throw Error("oversized frame (" + std::to_string(n) + " bytes) on a rank shim link");
   if (buffer_.size() < 5 + static_cast<size_t>(n)) return false;
   type = static_cast<FrameType>(t);
   payload = buffer_.substr(5, n);
@@ -70,13 +71,29 @@ bool FrameDecoder::next(FrameType& type, std::string& payload) {
   return true;
 }
 
-std::string hello_payload(const std::string& token, int rank, const std::string& host) {
-  return token + " " + std::to_string(rank) + " " + host;
+namespace {
+
+std::string shim_link_purpose(int rank) { return "shim-link rank " + std::to_string(rank); }
+
+}  // namespace
+
+std::string shim_answer(const std::string& secret, const std::string& challenge, int rank) {
+  return hex_of(answer_challenge(secret, shim_link_purpose(rank), challenge));
 }
 
-bool parse_hello(const std::string& payload, std::string& token, int& rank, std::string& host) {
+bool is_right_shim_answer(const std::string& answer, const std::string& secret, const std::string& challenge,
+                          int rank) {
+  const std::optional<std::string> bytes = bytes_of_hex(answer);
+  return bytes && is_right_answer(*bytes, secret, shim_link_purpose(rank), challenge);
+}
+
+std::string hello_payload(int rank, const std::string& host, const std::string& answer) {
+  return std::to_string(rank) + " " + host + " " + answer;
+}
+
+bool parse_hello(const std::string& payload, int& rank, std::string& host, std::string& answer) {
   std::istringstream in(payload);
-  return static_cast<bool>(in >> token >> rank >> host) && rank >= 0;
+  return static_cast<bool>(in >> rank >> host >> answer) && rank >= 0;
 }
 
 std::string exit_payload(int exit_code, int signal) { return std::to_string(exit_code) + " " + std::to_string(signal); }

@@ -14,7 +14,11 @@
 namespace nano {
 
 enum class FrameType : char {
-  kHello = 'h',    ///< shim: "<token> <rank> <host>"
+  /// nano-run, the first frame of every link: 16 random bytes that the shim's hello answers
+  /// with the job's secret (cli/job_secret.h), so only a shim of this attempt gets in, and an
+  /// overheard hello answers no other link's challenge.
+  kChallenge = 'c',
+  kHello = 'h',    ///< shim: "<rank> <host> <answer>", the answer in hex (shim_answer)
   kStarted = 's',  ///< shim: "<pid>" of the rank (also its process group)
   kOut = 'o',      ///< shim: stdout bytes
   kErr = 'e',      ///< shim: stderr bytes
@@ -44,18 +48,31 @@ bool write_all(int fd, const std::string& bytes, std::optional<std::chrono::mill
 /// Reassembles frames from arbitrary chunks.
 class FrameDecoder {
  public:
+  /// The largest payload of a frame once the peer is known (a shim's output chunk, its error
+  /// file); a connection that has not said hello yet gets kMaxHelloPayload (limit()).
+  static constexpr size_t kMaxPayload = 16u << 20;
+  static constexpr size_t kMaxHelloPayload = 512;
+
   void feed(const char* data, size_t size);
   /// Takes the next complete frame; false when none is complete yet. Throws Error on an
-  /// unknown type or a payload over 16 MiB (a stray client, not a shim).
+  /// unknown type or a payload over the limit (a stray client, not a shim).
   bool next(FrameType& type, std::string& payload);
+  /// Payloads over `max_payload` bytes are refused from now on.
+  void limit(size_t max_payload) { max_payload_ = max_payload; }
 
  private:
   std::string buffer_;
+  size_t max_payload_ = kMaxPayload;
 };
 
-/// hello payload: "<token> <rank> <host>"; exit payload: "<exit_code> <signal>".
-std::string hello_payload(const std::string& token, int rank, const std::string& host);
-bool parse_hello(const std::string& payload, std::string& token, int& rank, std::string& host);
+/// The shim's answer to nano-run's `challenge` for `rank`, with the attempt's `secret`, in hex.
+std::string shim_answer(const std::string& secret, const std::string& challenge, int rank);
+/// Whether `answer` (hex) is shim_answer's for these; compared in constant time.
+bool is_right_shim_answer(const std::string& answer, const std::string& secret, const std::string& challenge, int rank);
+
+/// hello payload: "<rank> <host> <answer>"; exit payload: "<exit_code> <signal>".
+std::string hello_payload(int rank, const std::string& host, const std::string& answer);
+bool parse_hello(const std::string& payload, int& rank, std::string& host, std::string& answer);
 std::string exit_payload(int exit_code, int signal);
 bool parse_exit(const std::string& payload, int& exit_code, int& signal);
 

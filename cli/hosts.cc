@@ -1,5 +1,11 @@
 #include "cli/hosts.h"
 
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netdb.h>
+#include <netinet/in.h>
+
 #include <algorithm>
 
 #include <cerrno>
@@ -158,6 +164,49 @@ std::string format_hosts(const std::vector<HostSlots>& hosts) {
   std::string list;
   for (const auto& h : hosts) list += (list.empty() ? "" : ",") + h.host + ":" + std::to_string(h.slots);
   return list;
+}
+
+std::vector<std::string> ipv4_addresses_of(const std::string& host) {
+  std::vector<std::string> out;
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0) return out;
+  for (const addrinfo* a = found; a; a = a->ai_next) {
+    char text[INET_ADDRSTRLEN] = {};
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(a->ai_addr)->sin_addr, text, sizeof text);
+    if (std::find(out.begin(), out.end(), text) == out.end()) out.push_back(text);
+  }
+  freeaddrinfo(found);
+  return out;
+}
+
+std::vector<std::string> local_ipv4_addresses() {
+  std::vector<std::string> out;
+  ifaddrs* all = nullptr;
+  if (getifaddrs(&all) != 0) return out;
+  for (const ifaddrs* i = all; i; i = i->ifa_next) {
+    if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || !(i->ifa_flags & IFF_UP) || (i->ifa_flags & IFF_LOOPBACK))
+      continue;
+    char text[INET_ADDRSTRLEN] = {};
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr, text, sizeof text);
+    if (std::find(out.begin(), out.end(), text) == out.end()) out.push_back(text);
+  }
+  freeifaddrs(all);
+  return out;
+}
+
+std::vector<std::string> admitted_sources(const std::vector<std::string>& local,
+                                          const std::vector<std::vector<std::string>>& per_host) {
+  std::vector<std::string> out{"127.0.0.1"};
+  const auto add = [&](const std::vector<std::string>& addresses) {
+    for (const auto& a : addresses)
+      if (std::find(out.begin(), out.end(), a) == out.end()) out.push_back(a);
+  };
+  add(local);
+  for (const auto& host : per_host) add(host);
+  return out;
 }
 
 }  // namespace nano

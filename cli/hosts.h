@@ -41,4 +41,17 @@ std::vector<int> group_starts(const std::vector<HostSlots>& hosts, int num_proce
 /// The group (host index) of `rank` given `group_starts`.
 int group_of_rank(const std::vector<int>& starts, int rank);
 
+/// The IPv4 addresses `host` resolves to here (dotted, in the resolver's order, each once);
+/// empty when it does not resolve.
+std::vector<std::string> ipv4_addresses_of(const std::string& host);
+
+/// This host's IPv4 addresses on interfaces that are up, loopback ones left out.
+std::vector<std::string> local_ipv4_addresses();
+
+/// Pure: the sources the listeners of a job over several hosts admit (cli/listen_guard.c):
+/// 127.0.0.1 (this host's own connections to a loopback address come from it), the launching
+/// host's own addresses, then every host's addresses, each once, in that order.
+std::vector<std::string> admitted_sources(const std::vector<std::string>& local,
+                                          const std::vector<std::vector<std::string>>& per_host);
+
 }  // namespace nano

@@ -10,8 +10,10 @@
 
 #include <nano/error.h>
 #include "cli/job_files.h"
+#include "cli/job_secret.h"
 #include "cli/port.h"
 #include "cli/self_exe.h"
+#include "cli/source_filter.h"
 #include "cli/subprocess.h"
 #include "env-init/cpulist.h"
 
@@ -115,8 +117,52 @@ std::string nano_python_folder() {
   return !folder.empty() && stat(folder.c_str(), &st) == 0 && S_ISDIR(st.st_mode) ? folder : "";
 }
 
+ListenGuard listen_guard_for(const std::vector<std::string>& hosts, const Environment& current) {
+  ListenGuard guard;
+  const auto chosen = current.find(NANO_LISTEN_GUARD_VARIABLE);
+  if (chosen != current.end() && chosen->second == "off") return guard;
+  guard.library = listen_guard_library_for(self_executable());
+  struct stat st {};
+  if (guard.library.empty() || stat(guard.library.c_str(), &st) != 0)
+    throw UsageError("the listen guard " +
+                     (guard.library.empty() ? std::string("libnano_listen_guard.so") : guard.library) +
+                     " is missing: a job over several hosts preloads it into its processes so that their listeners "
+                     "admit only the job's hosts (" NANO_LISTEN_GUARD_VARIABLE "=off runs without it)");
+  if (chosen != current.end() && !chosen->second.empty()) {
+    uint32_t parsed[NANO_MAX_SOURCES];
+    if (nano_parse_sources(chosen->second.c_str(), parsed, NANO_MAX_SOURCES) < 0)
+      throw UsageError("bad " NANO_LISTEN_GUARD_VARIABLE "='" + chosen->second +
+                       "': expected IPv4 addresses separated by commas, or off");
+    std::string one;
+    for (char c : chosen->second + ",") {
+      if (c != ',') {
+        one += c;
+      } else if (!one.empty()) {
+        guard.sources.push_back(one);
+        one.clear();
+      }
+    }
+    return guard;
+  }
+  std::vector<std::vector<std::string>> per_host;
+  for (const auto& h : hosts) {
+    per_host.push_back(ipv4_addresses_of(h));
+    if (per_host.back().empty())
+      throw SettingError(Setting::kHosts, h,
+                         "host " + h +
+                             " of {hosts} does not resolve here, so its ranks could not be admitted "
+                             "by the job's listeners");
+  }
+  guard.sources = admitted_sources(local_ipv4_addresses(), per_host);
+  if (guard.sources.size() > NANO_MAX_SOURCES)
+    throw UsageError("the job's hosts have " + std::to_string(guard.sources.size()) +
+                     " addresses; its listeners admit " + std::to_string(NANO_MAX_SOURCES) +
+                     " at most (" NANO_LISTEN_GUARD_VARIABLE "=off runs without them)");
+  return guard;
+}
+
 AttemptIdentity attempt_of(const Setup& s, const LaunchOptions& o) {
-  return {s.job_id, s.run_id, s.restart_count, o.max_restarts};
+  return {s.job_id, s.run_id, s.restart_count, o.max_restarts, s.secret};
 }
 
 Topology load_topology(const std::string& topology_xml, const std::string& synthetic) {
@@ -325,14 +371,18 @@ std::vector<RankEnvironment> make_rank_environments(const WorldPlan& world, cons
       id.master_port = rendezvous.port;
       envs.push_back(make_rank_environment(id, world.rank_plans[static_cast<size_t>(rank)], *inputs.recipe,
                                            *inputs.current, inputs.finder, *inputs.extra_env, inputs.python_folder));
+      add_listen_guard(envs.back().env, inputs.listen_guard);
     }
   }
   return envs;
 }
 
+bool needs_listen_guard(const Setup& s) { return !s.hosts.empty() || s.group_index >= 0; }
+
 void stamp_attempt(Setup& s, const AttemptIdentity& attempt) {
   s.job_id = attempt.job_id;
   s.run_id = attempt.run_id;
+  s.secret = attempt.secret;
   s.restart_count = attempt.restart_count;
   if (s.backend == LaunchBackend::kMpi && s.hosts.empty()) s.job_dir = job_dir_of(s.job_id);
   if (s.backend == LaunchBackend::kMpi && !s.hosts.empty()) s.session_dir = hosts_session_dir_of(s.job_id);
@@ -386,6 +436,13 @@ Setup prepare(const LaunchOptions& o, const std::vector<std::string>& argv, Purp
   inputs.finder = find_installed_library;
   inputs.extra_env = &o.extra_env;
   inputs.python_folder = nano_python_folder();
+  if (purpose == Purpose::kLaunch && needs_listen_guard(s)) {
+    std::vector<std::string> names;
+    for (const auto& h : s.hosts) names.push_back(h.host);
+    if (slurm.node_part) names = slurm.node_part->step_nodes;
+    s.listen_guard = listen_guard_for(names, current);
+    inputs.listen_guard = s.listen_guard;
+  }
   s.envs = make_rank_environments(world, rendezvous, inputs);
   if (!s.envs.empty()) {
     s.warning = user_kept_warning(s.envs.front().user_kept, current);
@@ -396,7 +453,10 @@ Setup prepare(const LaunchOptions& o, const std::vector<std::string>& argv, Purp
     const std::string job_id = make_job_id();
     // torchrun's run id names the run, not the attempt: NANO_JOB_ID is fresh on every restart
     // (each attempt's files are its own), so the run id is the first attempt's job id and stays.
-    stamp_attempt(s, {job_id, slurm.node_part ? slurm.node_part->run_id : job_id, 0, o.max_restarts});
+    // The nodes of a Slurm step share no channel nano-run could hand a secret through: there the
+    // secret is the one the user exported for every node (srun passes the environment on), if any.
+    const std::string secret = slurm.node_part ? getenv_string(kJobSecretVariable) : make_job_secret();
+    stamp_attempt(s, {job_id, slurm.node_part ? slurm.node_part->run_id : job_id, 0, o.max_restarts, secret});
   }
   return s;
 }
@@ -405,7 +465,8 @@ void renew_for_restart(Setup& s, const LaunchOptions& o, int restarts) {
   // A picked port may linger in TIME_WAIT; a given one is the user's, and a Slurm node part's is
   // derived alike on every node, which a port picked here on one node would break.
   if (s.port_choice == PortChoice::kPicked) s.master_port = pick_free_port();
-  stamp_attempt(s, {make_job_id(), s.run_id, restarts, o.max_restarts});
+  const bool slurm_node_part = s.group_index >= 0;  // its nodes restart alike, with the secret they share
+  stamp_attempt(s, {make_job_id(), s.run_id, restarts, o.max_restarts, slurm_node_part ? s.secret : make_job_secret()});
 }
 
 }  // namespace nano

@@ -66,7 +66,14 @@ struct Setup {
   /// TORCHELASTIC_RUN_ID: the first attempt's job_id, kept by restarts (a Slurm step's name
   /// when started per node, the same on every node); "" in a dry run.
   std::string run_id;
+  /// The attempt's secret (cli/job_secret.h), in every rank's environment; the shims prove they
+  /// know it, and so do the ranks to the job store of a job over several hosts. "" in a dry run.
+  std::string secret;
   int restart_count = 0;  ///< this attempt's: 0, then 1, 2, ...
+  /// A job over several hosts (or a Slurm node part): every listener of its processes (mpirun,
+  /// Open MPI's daemons, the ranks) admits only its hosts (cli/listen_guard.c). None on one host,
+  /// where nothing listens off loopback, and in a dry run.
+  ListenGuard listen_guard;
   /// One node's part of a world started per node (srun): these ranks are rank_offset.. of
   /// world_total, on host group_index; 0 / 0 / -1 otherwise.
   int rank_offset = 0;
@@ -150,6 +157,7 @@ struct EnvironmentInputs {
   LibraryFinder finder;
   const std::map<std::string, std::string>* extra_env = nullptr;
   std::string python_folder;  ///< nano's Python folder ("" = none)
+  ListenGuard listen_guard;   ///< added to every rank's environment (none: no library)
 };
 
 /// Pure: the environment of every rank of `world`, in global rank order, from `inputs` and the
@@ -157,7 +165,10 @@ struct EnvironmentInputs {
 std::vector<RankEnvironment> make_rank_environments(const WorldPlan& world, const Rendezvous& rendezvous,
                                                     const EnvironmentInputs& inputs);
 
-/// Pure: stamps attempt `attempt` on `s`: its job id, run id and restart count; every rank's
+/// Pure: whether a launch of `s` needs the listen guard: its ranks are on several hosts.
+bool needs_listen_guard(const Setup& s);
+
+/// Pure: stamps attempt `attempt` on `s`: its job id, run id, secret and restart count; every rank's
 /// attempt variables (NANO_JOB_ID, ..., cli/torchrun_env.h) and MASTER_PORT; the job's folder for
 /// Open MPI's files when the mpi backend runs on one host.
 void stamp_attempt(Setup& s, const AttemptIdentity& attempt);
@@ -168,7 +179,7 @@ void stamp_attempt(Setup& s, const AttemptIdentity& attempt);
 /// (SettingError where one setting is wrong); nothing has started then.
 Setup prepare(const LaunchOptions& o, const std::vector<std::string>& argv, Purpose purpose);
 
-/// A restart's world: the same plan, a fresh job (its own files), a fresh rendezvous port when
+/// A restart's world: the same plan, a fresh job (its own files and secret), a fresh rendezvous port when
 /// the first was picked (the old one may linger in TIME_WAIT; a given or Slurm-derived port
 /// stays), and the restart count; the run id stays.
 void renew_for_restart(Setup& s, const LaunchOptions& o, int restarts);
@@ -179,6 +190,12 @@ AttemptIdentity attempt_of(const Setup& s, const LaunchOptions& o);
 /// nano's Python folder beside this executable (python_folder_for(self_executable())) when it
 /// is a folder; "" otherwise.
 std::string nano_python_folder();
+
+/// The listen guard of a launch over `hosts` (the Slurm step's nodes for a node part): the
+/// library beside this executable and admitted_sources() of this host's addresses and the
+/// hosts'. NANO_LISTEN_GUARD exported by the user replaces the sources ("off": no guard).
+/// Throws UsageError when the library is missing, naming where it was looked for.
+ListenGuard listen_guard_for(const std::vector<std::string>& hosts, const Environment& current);
 
 /// The topology ranks are planned against: o.topology_xml, else o.synthetic, else this machine.
 /// The launcher and the mpi backend's rank shim both plan with it, so they agree.

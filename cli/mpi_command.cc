@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include "cli/source_filter.h"
 #include "cli/subprocess.h"
 
 namespace nano {
@@ -18,6 +19,20 @@ std::vector<std::string> mpi_command_for(const LaunchOptions& o, const Setup& s,
   in.shim = {find_shim_executable(o), kRankShimFlag, encode_shim_spec(spec)};
   in.program = s.argv;
   return make_mpi_command(in);
+}
+
+void add_job_secret(const std::string& secret, Environment& env) { env[kShimSecretVariable] = secret; }
+
+void add_listen_guard_to_open_mpi(const ListenGuard& guard, Environment& env) {
+  if (guard.library.empty()) return;
+  add_listen_guard(env, guard);
+  const std::string wrapper =
+      "env LD_PRELOAD=" + guard.library + " " + NANO_LISTEN_GUARD_VARIABLE + "=" + listen_guard_value(guard) + " ";
+  for (const auto& [variable, daemon] : {std::pair<const char*, const char*>{"OMPI_MCA_orte_launch_agent", "orted"},
+                                         {"PRTE_MCA_prte_launch_agent", "prted"}}) {
+    auto it = env.find(variable);
+    env[variable] = wrapper + (it == env.end() || it->second.empty() ? daemon : it->second);
+  }
 }
 
 void add_one_host_open_mpi_settings(const std::string& job_dir, Environment& env) {

@@ -45,6 +45,21 @@ std::vector<std::string> mpi_command_for(const LaunchOptions& o, const Setup& s,
 ///   cannot pair).
 void add_one_host_open_mpi_settings(const std::string& job_dir, Environment& env);
 
+/// The variable through which the attempt's secret reaches every rank shim: Open MPI passes each
+/// variable named OMPI_* of mpirun's environment on to the processes it starts on every host,
+/// in its launch message rather than on a command line (mpirun's -x would clash with a user's
+/// mca_base_env_list).
+inline constexpr const char* kShimSecretVariable = "OMPI_NANO_JOB_SECRET";
+
+/// Adds kShimSecretVariable = `secret` to mpirun's environment `env`.
+void add_job_secret(const std::string& secret, Environment& env);
+
+/// The listen guard of a job over several hosts (`guard` has a library; nothing otherwise) for
+/// Open MPI's own processes: preloaded into mpirun (add_listen_guard), and into the daemons
+/// mpirun starts on the other hosts through their launch agent (Open MPI 4's orted, 5's
+/// prted), "env LD_PRELOAD=... NANO_LISTEN_GUARD=... orted" before the agent the user chose.
+void add_listen_guard_to_open_mpi(const ListenGuard& guard, Environment& env);
+
 /// Open MPI settings of a job over several hosts (`session_dir` set; nothing otherwise): the
 /// session directories of mpirun and of every host's daemon go under `session_dir` (orte in
 /// Open MPI 4, prte in 5), unless the user chose otherwise.

@@ -5,8 +5,6 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <random>
-
 #include "cli/carried_env.h"
 #include "cli/mpi_command.h"
 #include "cli/output.h"
@@ -27,18 +25,20 @@ class MpiStarter : public RankStarter {
     Started started;
     int port = 0;
     listen_fd_ = listen_on_free_port(setup_.hosts.empty() ? Reach::kThisHost : Reach::kEveryInterface, port);
-    std::random_device rd;
-    const std::string token = std::to_string(rd()) + std::to_string(rd());
-    shims_.set_token(token);
+    // Across hosts it admits the job's hosts only, as the job's other listeners do (mpirun's, the
+    // ranks'); its shims also answer the attempt's challenge.
+    admit_only_guarded(listen_fd_, setup_.listen_guard);
+    shims_.set_secret(setup_.secret);
     ShimSpec spec = shim_spec_for(options_, setup_, carried_environment(current_environment(), options_.extra_env));
     spec.launcher_host = setup_.hosts.empty() ? std::string("127.0.0.1") : host_name();
     spec.launcher_port = port;
-    spec.token = token;
     Spawned sp;
     try {
       SpawnRequest req;
       req.argv = mpi_command_for(options_, setup_, spec);
       Environment env = current_environment();
+      add_job_secret(setup_.secret, env);
+      add_listen_guard_to_open_mpi(setup_.listen_guard, env);
       add_one_host_open_mpi_settings(setup_.job_dir, env);
       add_hosts_open_mpi_settings(setup_.session_dir, env);
       req.env = environment_strings(env);

@@ -9,8 +9,10 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <cstring>
 
 #include <nano/error.h>
+#include "cli/source_filter.h"
 
 namespace nano {
 namespace {
@@ -82,6 +84,14 @@ int listen_on_free_port(Reach reach, int& port) {
   if (fd < 0 || listen(fd, 128) != 0) throw Error(std::string("cannot listen for rank shims: ") + strerror(errno));
   port = bound_port(fd);
   return fd;
+}
+
+void admit_only_guarded(int fd, const ListenGuard& guard) {
+  if (guard.library.empty()) return;
+  uint32_t sources[NANO_MAX_SOURCES];
+  const int count = nano_parse_sources(listen_guard_value(guard).c_str(), sources, NANO_MAX_SOURCES);
+  const int err = count < 0 ? EINVAL : nano_admit_only(fd, sources, count);
+  if (err != 0) throw Error("cannot close nano-run's listener to strangers: " + std::string(std::strerror(err)));
 }
 
 int connect_to(const std::string& host, int port) {

@@ -3,6 +3,8 @@
 // listening socket for mpi-backend rank shims.
 #include <string>
 
+#include "cli/rank_env.h"
+
 namespace nano {
 
 /// A port that is free right now on this machine, picked at random below the kernel's ephemeral
@@ -20,6 +22,11 @@ enum class Reach { kThisHost, kEveryInterface };
 /// Opens a listening TCP socket (CLOEXEC) reachable as `reach` says, port chosen by the OS.
 /// Returns the fd and sets `port`. Throws Error on failure.
 int listen_on_free_port(Reach reach, int& port);
+
+/// Closes listener `fd` (nano-run's own) to every source but `guard`'s, as the preloaded guard
+/// closes the job's other listeners (cli/listen_guard.c); nothing when `guard` has no library.
+/// Throws Error naming why the filter cannot be attached.
+void admit_only_guarded(int fd, const ListenGuard& guard);
 
 /// Connects to host:port (TCP). Returns the fd (CLOEXEC) or -1.
 int connect_to(const std::string& host, int port);

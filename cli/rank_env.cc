@@ -63,6 +63,40 @@ std::string python_path_with(const std::string& pythonpath, const std::string& f
   return folder + ":" + pythonpath;
 }
 
+void add_listen_guard(Environment& env, const ListenGuard& guard) {
+  if (guard.library.empty()) return;
+  std::string preload = guard.library;
+  auto it = env.find("LD_PRELOAD");
+  if (it != env.end()) {
+    // The others, in their order, without another copy of the guard.
+    std::string rest;
+    size_t start = 0;
+    const std::string& value = it->second;
+    while (start <= value.size()) {
+      size_t end = value.find_first_of(": ", start);
+      if (end == std::string::npos) end = value.size();
+      const std::string one = value.substr(start, end - start);
+      if (!one.empty() && one != guard.library) rest += (rest.empty() ? "" : ":") + one;
+      start = end + 1;
+    }
+    if (!rest.empty()) preload += ":" + rest;
+  }
+  env["LD_PRELOAD"] = preload;
+  env["NANO_LISTEN_GUARD"] = listen_guard_value(guard);
+}
+
+std::string listen_guard_value(const ListenGuard& guard) {
+  std::string value;
+  for (const auto& s : guard.sources) value += (value.empty() ? "" : ",") + s;
+  return value;
+}
+
+std::string listen_guard_library_for(const std::string& executable) {
+  const std::string python = python_folder_for(executable);
+  return python.empty() ? ""
+                        : python.substr(0, python.size() - std::string("python").size()) + "libnano_listen_guard.so";
+}
+
 std::string python_folder_for(const std::string& executable) {
   if (executable.empty() || executable[0] != '/') return "";
   const std::string folder = executable.substr(0, executable.rfind('/'));  // "" = the root

@@ -58,6 +58,25 @@ std::string python_folder_for(const std::string& executable);
 /// "nano-run: keeping your exported OMP_NUM_THREADS=8 instead of the planned value for every rank".
 std::string user_kept_warning(const std::vector<std::string>& user_kept, const Environment& current);
 
+/// The listen guard of a job over several hosts (cli/listen_guard.c): the library preloaded
+/// into its processes and the sources their listeners admit.
+struct ListenGuard {
+  std::string library;               ///< "" = no guard
+  std::vector<std::string> sources;  ///< IPv4 addresses (admitted_sources, cli/hosts.h)
+};
+
+/// Pure: `guard` put into `env` (nothing when it has no library): the library first on
+/// LD_PRELOAD (once), and NANO_LISTEN_GUARD = its sources, comma-separated.
+void add_listen_guard(Environment& env, const ListenGuard& guard);
+
+/// Pure: NANO_LISTEN_GUARD's value for `guard`'s sources.
+std::string listen_guard_value(const ListenGuard& guard);
+
+/// Pure: where the listen guard lives for the executable at `executable` (beside nano's Python
+/// folder: build/bin/nano-run -> build/lib/nano/libnano_listen_guard.so); "" when `executable`
+/// is not an absolute path.
+std::string listen_guard_library_for(const std::string& executable);
+
 /// "NAME=VALUE" strings for execve.
 std::vector<std::string> environment_strings(const Environment& env);
 

@@ -28,15 +28,16 @@
 #include <nano/error.h>
 #include "cli/frames.h"
 #include "cli/guardian.h"
-#include "cli/heartbeat.h"
 #include "cli/hosts.h"
 #include "cli/job_files.h"
 #include "cli/launch_setup.h"
+#include "cli/mpi_command.h"
 #include "cli/port.h"
 #include "cli/rank_env.h"
+#include "cli/shim_loop.h"
 #include "cli/shim_spec.h"
-#include "cli/signals.h"
 #include "cli/subprocess.h"
+#include "cli/supervision_io.h"
 #include "cli/timeouts.h"
 #include "cli/torchrun_env.h"
 #include "env-init/parse.h"
@@ -58,7 +59,8 @@ int env_int(const char* name) {
 
 // The shim's side of its link to nano-run, and what it owns on its host.
 struct ShimIo {
-  int link = -1;  // socket to the launcher, -1 = plain output
+  int link = -1;               // socket to the launcher, -1 = plain output
+  FrameDecoder from_launcher;  // the link's frames: the challenge, then signals and the release
   int rank = 0;
   // The rank's folder for this attempt (its error file), once made here. On another host than
   // nano-run's nobody else removes it, so it goes on every way the shim ends.
@@ -85,6 +87,25 @@ struct ShimIo {
     unlink(marker.c_str());
     if (!has_entry_with_prefix(session_dir, "nano-shim-")) remove_tree(session_dir.c_str());
     session_dir.clear();
+  }
+
+  // The launcher's challenge, the link's first frame, read within kShimHelloWithin; "" when
+  // it did not come (the link is given up then).
+  std::string read_challenge() {
+    const auto deadline = Clock::now() + kShimHelloWithin;
+    FrameType type;
+    std::string payload;
+    while (!from_launcher.next(type, payload)) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      pollfd p{link, POLLIN, 0};
+      if (left <= 0 || poll(&p, 1, static_cast<int>(left)) <= 0) return "";
+      char buf[512];
+      const ssize_t n = read(link, buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return "";
+      from_launcher.feed(buf, static_cast<size_t>(n));
+    }
+    return type == FrameType::kChallenge ? payload : "";
   }
 
   void send(FrameType type, const std::string& payload) {
@@ -132,146 +153,74 @@ PreparedRank prepare_rank(const ShimSpec& spec, int rank) {
   p.plan = plan.ranks[static_cast<size_t>(id.local_rank)];
   p.bind_memory = topology.numa_nodes.size() > 1;
   Environment current = current_environment();
+  current.erase(kShimSecretVariable);  // the rank gets the secret as NANO_JOB_SECRET, with its attempt
   for (const auto& [name, value] : spec.carried_env) current[name] = value;  // as on the launching host
   // The user_kept and agent warnings are nano-run's (printed once, before mpirun starts), not
   // the shims'.
   // --env's values came with the carried variables, as the host's own environment.
   p.env = make_rank_environment(id, p.plan, spec.recipe, current, find_installed_library, {}, nano_python_folder());
   for (auto& [name, value] : attempt_variables(spec.attempt, rank)) p.env.env[name] = value;
+  add_listen_guard(p.env.env, spec.listen_guard);
   return p;
 }
 
-// Why the shim gives its rank up on its own, without waiting for nano-run.
-enum class Abandon {
-  kParentGone,    // mpirun/orted is gone: nobody supervises us any more
-  kLauncherGone,  // the link closed: nano-run was killed
-  kLauncherSilent,
-};
+// Connects to nano-run and says hello, answering the link's challenge with the attempt's
+// secret; without a link (nano-run unreachable) the output goes through mpirun untagged.
+void link_to_launcher(ShimIo& io, const ShimSpec& spec) {
+  io.link = connect_to(spec.launcher_host, spec.launcher_port);
+  const std::string challenge = io.link < 0 ? "" : io.read_challenge();
+  if (!challenge.empty()) {
+    io.send(FrameType::kHello,
+            hello_payload(io.rank, host_name(), shim_answer(spec.attempt.secret, challenge, io.rank)));
+    return;
+  }
+  if (io.link >= 0) close(io.link);
+  io.link = -1;
+  std::cerr << "nano-run: rank " << io.rank << ": cannot reach the launcher at " << spec.launcher_host << ":"
+            << spec.launcher_port << "; output goes through mpirun untagged\n";
+}
 
-// The one way out for a shim that gives up: the rank's whole group and its files go, and on
-// another host than the launcher's (when nano-run fell silent) this job's Open MPI daemon, our
-// parent, goes too: it has lost its mpirun and would wait for it for many minutes.
-[[noreturn]] void abandon(Abandon why, pid_t child, ShimIo& io, pid_t parent, bool launcher_elsewhere) {
-  killpg(child, SIGKILL);
+// Starts `program` as the prepared rank: bound to its CPUs (and NUMA nodes), in its environment,
+// its output captured when it goes over the link.
+Spawned start_rank(const PreparedRank& prepared, const std::vector<std::string>& program, bool capture_output) {
+  SpawnRequest req;
+  auto path_it = prepared.env.env.find("PATH");
+  req.argv = program;
+  req.argv[0] = resolve_program(program[0], path_it == prepared.env.env.end() ? "" : path_it->second);
+  req.env = environment_strings(prepared.env.env);
+  req.cpus = prepared.plan.cpus;
+  if (prepared.bind_memory) req.numa_nodes = prepared.plan.numa_nodes;
+  req.capture_output = capture_output;
+  return spawn_process(req);
+}
+
+// The one way out for a shim that gives up (its loop killed the rank's group already): the
+// rank's files go, and on another host than the launcher's, when nano-run fell silent, this
+// job's Open MPI daemon, our parent, goes too: it has lost its mpirun and would wait for it for
+// many minutes.
+[[noreturn]] void abandon(const ShimLoopEnd& end, ShimIo& io, const ShimSpec& spec, pid_t parent) {
+  const bool launcher_elsewhere = spec.launcher_host != host_name() && spec.launcher_host != "127.0.0.1";
+  if (end.abandoned == ShimAbandon::kLauncherSilent) {
+    std::cerr << "nano-run: rank " << io.rank << " on " << host_name() << ": no word from nano-run at "
+              << spec.launcher_host << ":" << spec.launcher_port << " for " << end.silence.count() / 1000
+              << " s; ending the rank" << std::endl;
+  }
   io.drop_files();
-  if (why == Abandon::kLauncherSilent && launcher_elsewhere) kill(parent, SIGKILL);
+  if (end.abandoned == ShimAbandon::kLauncherSilent && launcher_elsewhere) kill(parent, SIGKILL);
   _exit(137);
 }
 
-// Supervises the started rank until it ended, its output is drained and (when linked) the
-// launcher released us: the shim's side of what nano-run's supervision loop does for all ranks.
-class ShimLoop {
- public:
-  ShimLoop(const ShimSpec& spec, ShimIo& io, const Spawned& child, SignalPipe& signals, pid_t parent)
-      : spec_(spec),
-        io_(io),
-        child_(child),
-        signals_(signals),
-        parent_(parent),
-        heartbeat_(spec.heartbeat_timeout, Clock::now()) {
-    if (child.stdout_fd >= 0) open_fds_ = {child.stdout_fd, child.stderr_fd};
+// What the shim sends once its rank ended and its output is drained: the error file torch's
+// `record` wrote (read here, on the rank's host) and the final status.
+void report(ShimIo& io, const ShimSpec& spec, const ProcessEnd& end) {
+  if (!io.files_dir.empty()) {
+    const auto text = read_error_file(error_file_path(spec.attempt.job_id, io.rank));
+    if (text && io.link >= 0) io.send(FrameType::kErrorFile, *text);
   }
-
-  /// Returns the rank's wait status.
-  int run() {
-    while (!exited_ || !open_fds_.empty() || (io_.link >= 0 && !released_)) {
-      std::vector<pollfd> fds = {{signals_.fd(), POLLIN, 0}, {io_.link, POLLIN, 0}};
-      for (int fd : open_fds_) fds.push_back({fd, POLLIN, 0});
-      poll(fds.data(), fds.size(), static_cast<int>(kShimPollInterval.count()));
-      if (getppid() != parent_) give_up(Abandon::kParentGone);
-      if (io_.link >= 0) keep_heartbeat();
-      for (int sig : signals_.take())
-        if (sig != SIGCHLD) deliver(sig);  // from mpirun/orted itself
-      if (fds[1].revents) read_link();
-      for (size_t i = 2; i < fds.size(); ++i)
-        if (fds[i].revents) forward_output(fds[i].fd);
-      if (!exited_ && waitpid(child_.pid, &status_, WNOHANG) == child_.pid) {
-        exited_ = true;
-        killpg(child_.pid, SIGKILL);  // no leftovers of this rank's group keep its pipes open
-      }
-      if (exited_ && open_fds_.empty() && !reported_) report();
-    }
-    return status_;
-  }
-
- private:
-  [[noreturn]] void give_up(Abandon why) {
-    const bool launcher_elsewhere = spec_.launcher_host != host_name() && spec_.launcher_host != "127.0.0.1";
-    abandon(why, child_.pid, io_, parent_, launcher_elsewhere);
-  }
-
-  void deliver(int sig) {
-    if (exited_) return;
-    killpg(child_.pid, sig);
-    // A stopped rank acts on SIGTERM/SIGINT only once continued.
-    if (sig != SIGKILL && sig != SIGCONT) killpg(child_.pid, SIGCONT);
-  }
-
-  void keep_heartbeat() {
-    const auto now = Clock::now();
-    if (heartbeat_.beat_due(now)) io_.send(FrameType::kHeartbeat, "");
-    if (!heartbeat_.lost(now)) return;
-    std::cerr << "nano-run: rank " << io_.rank << " on " << host_name() << ": no word from nano-run at "
-              << spec_.launcher_host << ":" << spec_.launcher_port << " for " << heartbeat_.silence(now).count() / 1000
-              << " s; ending the rank" << std::endl;
-    give_up(Abandon::kLauncherSilent);
-  }
-
-  // The launcher's frames: signals to deliver, the release.
-  void read_link() {
-    char buf[4096];
-    const ssize_t n = read(io_.link, buf, sizeof buf);
-    if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) give_up(Abandon::kLauncherGone);
-    if (n <= 0) return;
-    heartbeat_.heard(Clock::now());
-    commands_.feed(buf, static_cast<size_t>(n));
-    FrameType type;
-    std::string payload;
-    while (commands_.next(type, payload)) {
-      if (type == FrameType::kSignal)
-        deliver(static_cast<int>(parse_integer(payload, 0, 64).value_or(0)));
-      else if (type == FrameType::kRelease)
-        released_ = true;
-    }
-  }
-
-  void forward_output(int fd) {
-    char buf[65536];
-    const ssize_t n = read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) return;
-    if (n > 0) {
-      io_.send(fd == child_.stdout_fd ? FrameType::kOut : FrameType::kErr, std::string(buf, static_cast<size_t>(n)));
-      return;
-    }
-    close(fd);
-    open_fds_.erase(std::find(open_fds_.begin(), open_fds_.end(), fd));
-  }
-
-  void report() {
-    int code, sig;
-    decode_wait_status(status_, code, sig);
-    // What torch's `record` wrote is read here, on the rank's host, and travels to nano-run.
-    if (!io_.files_dir.empty()) {
-      const auto text = read_error_file(error_file_path(spec_.attempt.job_id, io_.rank));
-      if (text && io_.link >= 0) io_.send(FrameType::kErrorFile, *text);
-    }
-    io_.drop_files();
-    // Unlinked, the status is this shim's exit code (run_rank_shim), not bytes on stderr.
-    if (io_.link >= 0) io_.send(FrameType::kExit, exit_payload(code, sig));
-    reported_ = true;
-  }
-
-  const ShimSpec& spec_;
-  ShimIo& io_;
-  const Spawned& child_;
-  SignalPipe& signals_;
-  const pid_t parent_;
-  Heartbeat heartbeat_;
-  FrameDecoder commands_;
-  std::vector<int> open_fds_;
-  int status_ = 0;
-  bool exited_ = false, reported_ = false, released_ = false;
-};
+  io.drop_files();
+  // Unlinked, the status is this shim's exit code (run_rank_shim), not bytes on stderr.
+  if (io.link >= 0) io.send(FrameType::kExit, exit_payload(end.exit_code, end.signal));
+}
 
 }  // namespace
 
@@ -283,6 +232,7 @@ int run_rank_shim(int argc, char** argv) {
   const pid_t parent = getppid();
   signal(SIGPIPE, SIG_IGN);  // a launcher gone mid-write is seen as EOF on the link, not a death
   ShimIo io;
+  const std::unique_ptr<SupervisionIo> system = make_system_supervision_io(nullptr);
   pid_t started = -1;  // the rank's process group, once started
   ShimSpec spec;
   std::vector<std::string> program;
@@ -290,6 +240,8 @@ int run_rank_shim(int argc, char** argv) {
     if (argc < 5 || std::string(argv[3]) != "--")
       throw UsageError(std::string("usage: nano-run ") + kRankShimFlag + " SPEC -- PROGRAM [ARGS...]");
     spec = decode_shim_spec(argv[2]);
+    const char* secret = std::getenv(kShimSecretVariable);  // from mpirun's environment (add_job_secret)
+    spec.attempt.secret = secret ? secret : "";
     program.assign(argv + 4, argv + argc);
   } catch (const Error& e) {
     std::cerr << "nano-run: " << e.what() << "\n";
@@ -297,14 +249,7 @@ int run_rank_shim(int argc, char** argv) {
   }
   try {
     io.rank = env_int("OMPI_COMM_WORLD_RANK");
-    if (!spec.launcher_host.empty()) {
-      io.link = connect_to(spec.launcher_host, spec.launcher_port);
-      if (io.link < 0)
-        std::cerr << "nano-run: rank " << io.rank << ": cannot reach the launcher at " << spec.launcher_host << ":"
-                  << spec.launcher_port << "; output goes through mpirun untagged\n";
-      else
-        io.send(FrameType::kHello, hello_payload(spec.token, io.rank, host_name()));
-    }
+    if (!spec.launcher_host.empty()) link_to_launcher(io, spec);
     PreparedRank prepared = prepare_rank(spec, io.rank);
     if (!spec.attempt.job_id.empty()) {
       make_rank_files_dir(spec.attempt.job_id, io.rank);
@@ -313,29 +258,29 @@ int run_rank_shim(int argc, char** argv) {
     // nano-run removes its own host's copy once mpirun has ended.
     if (spec.launcher_host != host_name()) io.join_session_dir(spec.session_dir);
 
-    SignalPipe signals({SIGINT, SIGTERM, SIGHUP, SIGCHLD});
-    SpawnRequest req;
-    auto path_it = prepared.env.env.find("PATH");
-    req.argv = program;
-    req.argv[0] = resolve_program(program[0], path_it == prepared.env.env.end() ? "" : path_it->second);
-    req.env = environment_strings(prepared.env.env);
-    req.cpus = prepared.plan.cpus;
-    if (prepared.bind_memory) req.numa_nodes = prepared.plan.numa_nodes;
-    req.capture_output = io.link >= 0;
-    const Spawned child = spawn_process(req);
+    // Caught before the rank starts: mpirun's SIGTERM must reach the rank, not end this shim.
+    system->catch_signals();
+    const Spawned child = start_rank(prepared, program, io.link >= 0);
     started = child.pid;
     for (const auto& w : child.warnings)
       if (io.rank == 0) io.send(FrameType::kErr, "nano-run: warning: " + w + "\n");
     if (io.link >= 0) io.send(FrameType::kStarted, std::to_string(child.pid));
 
-    const int status = ShimLoop(spec, io, child, signals, parent).run();
+    ShimLoopSetup setup;
+    setup.link = io.link;
+    setup.rank = child.pid;
+    if (child.stdout_fd >= 0) setup.output = {child.stdout_fd, child.stderr_fd};
+    setup.stdout_fd = child.stdout_fd;
+    setup.parent = parent;
+    setup.heartbeat_timeout = spec.heartbeat_timeout;
+    ShimLoop loop(setup, io.from_launcher, *system, [&](const ProcessEnd& end) { report(io, spec, end); });
+    const ShimLoopEnd end = loop.run();
+    if (end.abandoned != ShimAbandon::kNone) abandon(end, io, spec, parent);
     if (io.link >= 0) {
       close(io.link);
       return 0;  // the launcher has the rank's real status; mpirun must not act on it
     }
-    int code, sig;
-    decode_wait_status(status, code, sig);
-    return sig != 0 ? 128 + sig : code;
+    return end.rank.signal != 0 ? 128 + end.rank.signal : end.rank.exit_code;
   } catch (const Error& e) {
     if (started > 0) killpg(started, SIGKILL);  // a shim that gives up takes its rank along
     io.drop_files();

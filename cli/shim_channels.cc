@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include <nano/error.h>
+#include "cli/job_secret.h"
 #include "cli/port.h"
 #include "env-init/parse.h"
 
@@ -28,7 +29,7 @@ bool ShimChannels::take(Channel& ch, const char* data, size_t size) {
   } catch (const Error& e) {
     // The consequence stays (the channel closes, as at its end); for a shim's link the cause is
     // told once. Bytes before a hello are not a shim's (a stray client, a port scan on a
-    // multi-host listener): closed without a word, as a wrong token is.
+    // multi-host listener): closed without a word, as a wrong answer is.
     if (ch.hello)
       router_.note("nano-run: rank " + std::to_string(ch.rank) + "'s shim link: " + e.what() + "; closing it");
     return true;
@@ -41,12 +42,14 @@ bool ShimChannels::take_frames(Channel& ch) {
   while (ch.decoder.next(type, payload)) {
     if (ch.hello) heard_[static_cast<size_t>(ch.rank)] = io_.now();
     if (!ch.hello) {
-      std::string token, host;
+      std::string host, answer;
       int rank = -1;
-      if (type != FrameType::kHello || !parse_hello(payload, token, rank, host) || token != token_ ||
-          rank >= world_size_)
-        return true;  // not one of ours
+      if (type != FrameType::kHello || !parse_hello(payload, rank, host, answer) || rank >= world_size_ ||
+          ch.challenge.empty() || !is_right_shim_answer(answer, secret_, ch.challenge, rank) ||
+          shims_[static_cast<size_t>(rank)] != nullptr)
+        return true;  // not one of ours, or a second link for a linked rank
       ch.hello = true;
+      ch.decoder.limit(FrameDecoder::kMaxPayload);
       ch.rank = rank;
       hosts_[static_cast<size_t>(rank)] = host;
       heard_[static_cast<size_t>(rank)] = io_.now();
@@ -75,6 +78,14 @@ bool ShimChannels::take_frames(Channel& ch) {
     }
   }
   return false;
+}
+
+void ShimChannels::greet(Channel& ch) {
+  ch.shim = true;
+  ch.opened = io_.now();
+  ch.challenge = make_challenge();
+  ch.decoder.limit(FrameDecoder::kMaxHelloPayload);
+  io_.send_frame(ch.fd, encode_frame(FrameType::kChallenge, ch.challenge));
 }
 
 void ShimChannels::ended(const Channel& ch) {

@@ -1,6 +1,7 @@
 #pragma once
 // nano-run's side of the links to the mpi backend's rank shims (cli/frames.h is the wire
-// format): which connection belongs to which rank (hello, token checked), the rank's process
+// format): which connection belongs to which rank (the challenge, the hello that answers it
+// with the attempt's secret), the rank's process
 // group, output and final status from its frames, when each shim was last heard from, and the
 // signal / release / heartbeat frames nano-run sends. Sockets are read by the supervision loop;
 // this state decides what their bytes mean. Frames go out, and the time is told, through the
@@ -26,7 +27,14 @@ struct Channel {
   bool shim = false;  ///< a framed connection from a rank shim
   bool hello = false;
   FrameDecoder decoder;
+  std::string challenge;                         ///< shims: what the hello must answer (ShimChannels::greet)
+  std::chrono::steady_clock::time_point opened;  ///< shims: when it was accepted
 };
+
+/// Connections to nano-run's shim listener that have not said hello yet, at most: one more
+/// closes the oldest of them, so a flood of strangers neither exhausts nano-run's descriptors
+/// nor keeps a shim out (a shim says hello within a round trip of connecting).
+inline constexpr size_t kMaxShimsAwaitingHello = 64;
 
 /// What the shims' frames tell the supervision loop.
 class ShimEvents {
@@ -47,12 +55,17 @@ class ShimChannels {
   /// where frames are sent and the time is read.
   ShimChannels(int world_size, bool one_host, OutputRouter& router, ShimEvents& events, SupervisionIo& io);
 
-  /// The secret a shim's hello must carry; a connection without it is not one of ours.
-  void set_token(const std::string& token) { token_ = token; }
+  /// The attempt's secret (cli/job_secret.h): a hello that does not answer its link's
+  /// challenge with it is not one of ours.
+  void set_secret(const std::string& secret) { secret_ = secret; }
+
+  /// A new connection `ch` to the shims' listener: sends it its challenge, and takes frames from
+  /// it only as large as a hello until it said one.
+  void greet(Channel& ch);
 
   /// Takes `size` bytes read from shim channel `ch`. Returns true when the channel must close:
-  /// a first frame that is not our hello, or bytes that are no frame (reported through the
-  /// router, naming the cause).
+  /// a first frame that is not a hello answering its challenge (or that names a rank already
+  /// linked), or bytes that are no frame (reported through the router, naming the cause).
   bool take(Channel& ch, const char* data, size_t size);
   /// `ch` reached end of stream: its rank's output ends there.
   void ended(const Channel& ch);
@@ -93,7 +106,7 @@ class ShimChannels {
   OutputRouter& router_;
   ShimEvents& events_;
   SupervisionIo& io_;
-  std::string token_;
+  std::string secret_;
   std::vector<std::string> hosts_;
   std::vector<Channel*> shims_;           // by rank: the shim's link, once it said hello
   std::vector<pid_t> groups_;             // by rank: its process group on this host

@@ -69,6 +69,7 @@ ShimSpec shim_spec_for(const LaunchOptions& o, const Setup& s, const std::map<st
   if (spec.group_starts.empty()) spec.group_starts = {0};
   spec.attempt = attempt_of(s, o);
   spec.session_dir = s.session_dir;
+  spec.listen_guard = s.listen_guard;
   spec.heartbeat_timeout = o.heartbeat_timeout;
   spec.front_end = o.front_end;
   return spec;
@@ -103,9 +104,9 @@ std::string encode_shim_spec(const ShimSpec& spec) {
       {"group_starts", spec.group_starts},
       {"attempt", attempt},
       {"session_dir", text(spec.session_dir)},
+      {"listen_guard", {{"library", text(spec.listen_guard.library)}, {"sources", spec.listen_guard.sources}}},
       {"launcher_host", text(spec.launcher_host)},
       {"launcher_port", spec.launcher_port},
-      {"token", text(spec.token)},
       {"heartbeat_timeout_ms", spec.heartbeat_timeout.count()},
       {"front_end", spec.front_end == FrontEnd::kProgram ? "program" : "command_line"},
   };
@@ -139,9 +140,10 @@ ShimSpec decode_shim_spec(const std::string& encoded) {
     attempt.at("restart_count").get_to(spec.attempt.restart_count);
     attempt.at("max_restarts").get_to(spec.attempt.max_restarts);
     spec.session_dir = text_of(j.at("session_dir"));
+    spec.listen_guard.library = text_of(j.at("listen_guard").at("library"));
+    j.at("listen_guard").at("sources").get_to(spec.listen_guard.sources);
     spec.launcher_host = text_of(j.at("launcher_host"));
     j.at("launcher_port").get_to(spec.launcher_port);
-    spec.token = text_of(j.at("token"));
     spec.heartbeat_timeout = std::chrono::milliseconds(j.at("heartbeat_timeout_ms").get<long long>());
     spec.front_end = j.at("front_end").get<std::string>() == "program" ? FrontEnd::kProgram : FrontEnd::kCommandLine;
   } catch (const json::exception& e) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cli/launch_types.h"
+#include "cli/rank_env.h"
 #include "cli/torchrun_env.h"
 
 namespace nano {
@@ -35,10 +36,11 @@ struct ShimSpec {
   /// Setup::session_dir: the shim marks it while its rank runs, and the host's last shim to end
   /// removes it ("" = nothing to remove).
   std::string session_dir;
+  /// Setup::listen_guard: what the shim adds to its rank's environment (cli/listen_guard.c).
+  ListenGuard listen_guard;
   // ---- the link back to nano-run ----
   std::string launcher_host;  ///< "" = no link: the shim execs the program and passes its status on
   int launcher_port = 0;
-  std::string token;  ///< proves the shim belongs to this launch
   std::chrono::milliseconds heartbeat_timeout{30000};
   FrontEnd front_end = FrontEnd::kCommandLine;  ///< how the shim's errors name settings
 };
@@ -46,8 +48,9 @@ struct ShimSpec {
 struct Setup;
 
 /// Pure: the spec of the shims of `s`, launched with `o`; `carried`: the variables that travel
-/// (carried_environment). The link (launcher_host, launcher_port, token) is the starter's to
-/// fill in once it listens.
+/// (carried_environment). The link (launcher_host, launcher_port) is the starter's to fill in
+/// once it listens. The attempt's secret is left out: it reaches the shims through mpirun's
+/// environment (add_job_secret), never through a command line.
 ShimSpec shim_spec_for(const LaunchOptions& o, const Setup& s, const std::map<std::string, std::string>& carried);
 
 /// Pure: the spec as one line of JSON. Strings that are not UTF-8 (an environment may hold any

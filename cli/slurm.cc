@@ -145,6 +145,7 @@ std::optional<SlurmNodePart> slurm_node_part(const Environment& env) {
   part.node = node;
   part.nodes = nodes;
   part.master = list.front();
+  part.step_nodes = list;
   part.port = 20000 + static_cast<int>((static_cast<long long>(std::max(job, 0)) * 101 + step) % 30000);
   part.run_id = "slurm-" + std::to_string(std::max(job, 0)) + "." + std::to_string(step);
   return part;

@@ -26,11 +26,12 @@ std::optional<std::vector<HostSlots>> slurm_allocation_hosts(const Environment& 
 
 /// One node's nano-run in a Slurm step of one task per node (`srun -N 2 nano-run ...`).
 struct SlurmNodePart {
-  int node = 0;        ///< SLURM_NODEID
-  int nodes = 1;       ///< SLURM_STEP_NUM_NODES
-  std::string master;  ///< the step's first node: rank 0's host
-  int port = 0;        ///< a rendezvous port every node derives alike from the job and step
-  std::string run_id;  ///< "slurm-<SLURM_JOB_ID>.<SLURM_STEP_ID>": the step's name on every node
+  int node = 0;                         ///< SLURM_NODEID
+  int nodes = 1;                        ///< SLURM_STEP_NUM_NODES
+  std::string master;                   ///< the step's first node: rank 0's host
+  std::vector<std::string> step_nodes;  ///< every node of the step (SLURM_STEP_NODELIST)
+  int port = 0;                         ///< a rendezvous port every node derives alike from the job and step
+  std::string run_id;                   ///< "slurm-<SLURM_JOB_ID>.<SLURM_STEP_ID>": the step's name on every node
 };
 
 /// Pure: the node part this process is, when it is one of several tasks of a Slurm step, one

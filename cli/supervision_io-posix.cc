@@ -1,5 +1,6 @@
 // The supervision loop's system calls, each passed through as it is: no decision here.
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -17,7 +18,7 @@ namespace {
 
 class SystemSupervisionIo : public SupervisionIo {
  public:
-  explicit SystemSupervisionIo(Guardian& guardian) : guardian_(guardian) {}
+  explicit SystemSupervisionIo(Guardian* guardian) : guardian_(guardian) {}
 
   void catch_signals() override {
     signals_ = std::make_unique<SignalPipe>(std::vector<int>{SIGINT, SIGTERM, SIGHUP, SIGCHLD});
@@ -37,8 +38,14 @@ class SystemSupervisionIo : public SupervisionIo {
   }
 
   bool send_frame(int fd, const std::string& frame) override { return write_all(fd, frame, kShimFrameWrite); }
+  bool write_whole(int fd, const std::string& bytes) override { return write_all(fd, bytes); }
 
-  int accept(int listen_fd) override { return accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC); }
+  int accept(int listen_fd) override {
+    // Never waits: on a listener that does not block, an empty backlog is EAGAIN (-1).
+    const int flags = fcntl(listen_fd, F_GETFL);
+    if (flags >= 0 && !(flags & O_NONBLOCK)) fcntl(listen_fd, F_SETFL, flags | O_NONBLOCK);
+    return accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+  }
   void close(int fd) override { ::close(fd); }
 
   std::optional<ProcessEnd> reap(pid_t pid) override {
@@ -49,18 +56,21 @@ class SystemSupervisionIo : public SupervisionIo {
     return end;
   }
   void signal_group(pid_t pgid, int sig) override { killpg(pgid, sig); }
-  void watch_group(pid_t pgid) override { guardian_.watch_group(pgid); }
+  void watch_group(pid_t pgid) override {
+    if (guardian_) guardian_->watch_group(pgid);
+  }
 
   Clock::time_point now() override { return Clock::now(); }
+  pid_t parent() override { return getppid(); }
 
  private:
-  Guardian& guardian_;
+  Guardian* guardian_;
   std::unique_ptr<SignalPipe> signals_;
 };
 
 }  // namespace
 
-std::unique_ptr<SupervisionIo> make_system_supervision_io(Guardian& guardian) {
+std::unique_ptr<SupervisionIo> make_system_supervision_io(Guardian* guardian) {
   return std::make_unique<SystemSupervisionIo>(guardian);
 }
 

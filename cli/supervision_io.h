@@ -1,7 +1,8 @@
 #pragma once
-// What the supervision loop (cli/supervision_loop.h) asks of the system, behind one small
-// interface: waiting on descriptors, reading them, accepting shims' links, reaping and
-// signalling processes, nano-run's own signals, the clock. The system's implementation is a
+// What supervision asks of the system, behind one small interface: nano-run's supervision loop
+// (cli/supervision_loop.h) and the rank shim's (cli/shim_loop.h) alike. Waiting on descriptors,
+// reading and writing them, accepting shims' links, reaping and signalling processes, the
+// process's own signals, its parent, the clock. The system's implementation is a
 // thin layer over the calls (cli/supervision_io-posix.cc); tests drive the loop through a fake
 // one, with a clock of their own, in milliseconds and without processes.
 #include <poll.h>
@@ -47,6 +48,9 @@ class SupervisionIo {
   /// Sends an encoded frame to a shim's link whole, waiting for room at most kShimFrameWrite
   /// (cli/timeouts.h); never raises SIGPIPE. False when it did not go whole.
   virtual bool send_frame(int fd, const std::string& frame) = 0;
+  /// Writes `bytes` to `fd` whole, waiting as long as `fd` blocks (the rank shim's frames and
+  /// output: its rank waits for them to go). False when `fd` failed (a closed peer).
+  virtual bool write_whole(int fd, const std::string& bytes) = 0;
   /// A shim's connection to `listen_fd` (close-on-exec); -1 = none waits.
   virtual int accept(int listen_fd) = 0;
   virtual void close(int fd) = 0;
@@ -60,9 +64,12 @@ class SupervisionIo {
   virtual void watch_group(pid_t pgid) = 0;
 
   virtual Clock::time_point now() = 0;
+  /// This process's parent now (the rank shim's mpirun or orted, while it lives).
+  virtual pid_t parent() = 0;
 };
 
-/// The system's calls; the watches go to `guardian`.
-std::unique_ptr<SupervisionIo> make_system_supervision_io(Guardian& guardian);
+/// The system's calls; the watches go to `guardian` (none: the rank shim, which watches its
+/// one rank itself).
+std::unique_ptr<SupervisionIo> make_system_supervision_io(Guardian* guardian);
 
 }  // namespace nano

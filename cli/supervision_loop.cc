@@ -29,7 +29,7 @@ class CaughtSignals {
 
 SupervisionLoop::SupervisionLoop(const LaunchOptions& o, const Setup& s, OutputRouter& router, StdioSink& sink,
                                  Guardian& guardian)
-    : SupervisionLoop(o, s, router, sink, make_system_supervision_io(guardian), nullptr) {}
+    : SupervisionLoop(o, s, router, sink, make_system_supervision_io(&guardian), nullptr) {}
 
 SupervisionLoop::SupervisionLoop(const LaunchOptions& o, const Setup& s, OutputRouter& router, StdioSink& sink,
                                  SupervisionIo& io)
@@ -171,13 +171,34 @@ bool SupervisionLoop::read_channel(Channel& ch) {
   return shims_.take(ch, buf, static_cast<size_t>(n));
 }
 
-void SupervisionLoop::accept_shim() {
-  int fd = io_.accept(listen_fd_);
-  if (fd < 0) return;
-  auto c = std::make_unique<Channel>();
-  c->fd = fd;
-  c->shim = true;
-  channels_.push_back(std::move(c));
+void SupervisionLoop::accept_shims() {
+  for (int i = 0; i < kShimAcceptsPerWake; ++i) {
+    const int fd = io_.accept(listen_fd_);
+    if (fd < 0) return;
+    auto c = std::make_unique<Channel>();
+    c->fd = fd;
+    shims_.greet(*c);
+    channels_.push_back(std::move(c));
+  }
+}
+
+// Connections to the shims' listener that did not say hello in time, and the oldest of them
+// beyond kMaxShimsAwaitingHello: strangers, closed without a word.
+void SupervisionLoop::drop_strangers() {
+  const auto now = io_.now();
+  size_t waiting = 0;
+  for (const auto& c : channels_) waiting += c->shim && !c->hello;
+  for (size_t i = 0; i < channels_.size();) {
+    Channel& c = *channels_[i];
+    if (c.shim && !c.hello && (waiting > kMaxShimsAwaitingHello || now - c.opened > kShimHelloWithin)) {
+      --waiting;
+      ++strangers_;
+      io_.close(c.fd);
+      channels_.erase(channels_.begin() + static_cast<long>(i));
+    } else {
+      ++i;
+    }
+  }
 }
 
 // Polls channels (and the listener/signals) once for at most `timeout`.
@@ -213,11 +234,12 @@ void SupervisionLoop::poll_once(std::chrono::milliseconds timeout) {
         lose_silent_hosts(options_.heartbeat_timeout / kSilenceShareOnShimClose);
       lose_rank(ch.rank, "its shim's connection to nano-run closed");
     }
+    if (ch.shim && !ch.hello) ++strangers_;
     shims_.forget(channels_[*it].get());
     io_.close(channels_[*it]->fd);
     channels_.erase(channels_.begin() + static_cast<long>(*it));
   }
-  if (listen_fd_ >= 0 && fds[1].revents) accept_shim();
+  if (listen_fd_ >= 0 && fds[1].revents) accept_shims();
 }
 
 bool SupervisionLoop::reap() {
@@ -268,10 +290,14 @@ void SupervisionLoop::loop() {
       apply(supervisor_.stop_requested());
     }
     poll_once(timeout);
+    drop_strangers();
     heartbeat();
   }
   drain();
-  for (auto& c : channels_) io_.close(c->fd);
+  for (auto& c : channels_) {
+    if (c->shim && !c->hello) ++strangers_;
+    io_.close(c->fd);
+  }
   channels_.clear();
 }
 
@@ -298,6 +324,9 @@ LaunchResult SupervisionLoop::finish() {
     else if (!setup_.job_id.empty())
       facts.error_file = read_error_file(error_file_path(setup_.job_id, setup_.rank_offset + rank)).value_or("");
   }
+  if (strangers_ > 0)
+    router_.note("nano-run: turned away " + std::to_string(strangers_) +
+                 " connection(s) to the shims' listener that did not answer the attempt's challenge");
   EndReport report = report_end(facts);
   for (const auto& line : report.lines) router_.note(line);
   result.failure = report.failure;

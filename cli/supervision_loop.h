@@ -61,7 +61,8 @@ class SupervisionLoop : private ShimEvents {
   void lose_silent_hosts(std::chrono::milliseconds silence);
   void heartbeat();
   bool read_channel(Channel& ch);
-  void accept_shim();
+  void accept_shims();
+  void drop_strangers();
   void poll_once(std::chrono::milliseconds timeout);
   bool reap();
   void drain();
@@ -84,6 +85,7 @@ class SupervisionLoop : private ShimEvents {
   std::vector<Child> children_;
   std::vector<std::unique_ptr<Channel>> channels_;
   int listen_fd_ = -1;
+  size_t strangers_ = 0;  // connections to the listener closed without a hello that answered
   std::optional<Clock::time_point> deadline_;
 };
 

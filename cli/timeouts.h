@@ -20,6 +20,15 @@ inline constexpr std::chrono::milliseconds kShimPollInterval{200};
 /// or lost before the other side gives up on the link.
 inline constexpr int kHeartbeatsPerTimeout = 4;
 
+/// How long a connection to nano-run's shim listener has to say a hello that answers its
+/// challenge, and how long a shim waits for that challenge: a shim answers within a round trip,
+/// so this only bounds what a stranger's connection (a port scan, a flood) may hold.
+inline constexpr std::chrono::seconds kShimHelloWithin{10};
+
+/// At most this many connections are taken from nano-run's shim listener per wake of the
+/// supervision loop, so a flood of connections cannot keep the loop from its ranks.
+inline constexpr int kShimAcceptsPerWake = 64;
+
 /// When a shim's link on nano-run's own host closes before its rank's status came, mpirun ended
 /// that shim, mostly because it lost a daemon on another host (Open MPI 5 notices a cut link on
 /// its own): a host silent for heartbeat_timeout / this is then taken as lost too, so the root

@@ -9,6 +9,7 @@
 
 #include <nano/error.h>
 #include "cli/job_files.h"
+#include "cli/job_secret.h"
 
 namespace nano {
 
@@ -29,6 +30,7 @@ Environment attempt_variables(const AttemptIdentity& attempt, int rank) {
   env["TORCHELASTIC_MAX_RESTARTS"] = std::to_string(attempt.max_restarts);
   env["TORCHELASTIC_RUN_ID"] = attempt.run_id;
   env["TORCHELASTIC_ERROR_FILE"] = error_file_path(attempt.job_id, rank);
+  if (!attempt.secret.empty()) env[kJobSecretVariable] = attempt.secret;
   return env;
 }
 

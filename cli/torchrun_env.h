@@ -20,6 +20,9 @@ struct AttemptIdentity {
   std::string run_id;
   int restart_count = 0;  ///< 0, then 1, 2, ... after --max-restarts restarts
   int max_restarts = 0;   ///< --max-restarts
+  /// NANO_JOB_SECRET (cli/job_secret.h): fresh on every attempt, so a rank of an earlier one
+  /// cannot join. It travels in environments only, never in a shim's spec (a command line).
+  std::string secret;
 };
 
 /// Pure: "/dev/shm/nano-<job_id>-rank-<rank>", the folder (mode 0700) holding `rank`'s files of
@@ -33,8 +36,8 @@ std::string error_file_path(const std::string& job_id, int rank);
 
 /// Pure: the variables of `attempt` for global rank `rank`: NANO_JOB_ID, NANO_RESTART_COUNT and
 /// TORCHELASTIC_RESTART_COUNT (both the restart count), TORCHELASTIC_MAX_RESTARTS,
-/// TORCHELASTIC_RUN_ID and TORCHELASTIC_ERROR_FILE (error_file_path). Empty for an attempt
-/// without a job id (a dry run starts nothing).
+/// TORCHELASTIC_RUN_ID and TORCHELASTIC_ERROR_FILE (error_file_path), and NANO_JOB_SECRET when
+/// the attempt has a secret. Empty for an attempt without a job id (a dry run starts nothing).
 Environment attempt_variables(const AttemptIdentity& attempt, int rank);
 
 /// The agent's variables nano-run takes out of every rank's environment, whoever set them.

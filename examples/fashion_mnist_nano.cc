@@ -149,6 +149,9 @@ int run(const ex::ExampleOptions& o) {
         "this process's model\n",
         kProgram, ex::ranks_text(o, world).c_str(), trainer.result<double>());
     if (o.print_weights) std::printf("weights %s\n", ex::weights_fingerprint(*trainer.model).c_str());
+  } else if (o.print_weights && trainer.is_main()) {
+    // A rank of nano-run's world (the program run under nano-run): rank 0 has the weights.
+    std::printf("weights %s\n", ex::weights_fingerprint(*trainer.model).c_str());
   }
   return 0;
 }

@@ -6,12 +6,16 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <optional>
 
 #include <chrono>
 #include <sstream>
 #include <thread>
 
 #include <nano/error.h>
+#include "cli/job_secret.h"
+#include "runtime/job_store.h"
+#include "runtime/job_store_server.h"
 
 namespace nano {
 
@@ -89,7 +93,39 @@ c10::intrusive_ptr<c10d::Store> tcp_store(const Context& context, const std::str
   return store;
 }
 
+// nano's job store (runtime/job_store.h): rank 0 hosts its server, every rank proves it knows
+// the job's secret.
+c10::intrusive_ptr<c10d::Store> job_store(const Context& context, const std::string& secret) {
+  std::shared_ptr<JobStoreServer> server;
+  if (context.rank == 0) server = std::make_shared<JobStoreServer>(context.master_port, secret);
+  return c10::make_intrusive<JobStore>(context.master_addr, context.master_port, secret, context.rendezvous_timeout,
+                                       std::move(server));
+}
+
 }  // namespace
+
+Context store_context_from_environment(int rank, int size, std::chrono::milliseconds timeout) {
+  Context c;
+  c.rank = rank;
+  c.world_size = size;
+  const auto number = [](const char* name) -> std::optional<long long> {
+    const char* v = std::getenv(name);
+    if (!v || !*v) return std::nullopt;
+    char* end = nullptr;
+    const long long n = std::strtoll(v, &end, 10);
+    if (*end != '\0') throw Error(std::string("nano: bad ") + name + "='" + v + "': expected a number");
+    return n;
+  };
+  c.local_world_size = static_cast<int>(number("LOCAL_WORLD_SIZE").value_or(size));
+  if (const char* addr = std::getenv("MASTER_ADDR")) c.master_addr = addr;
+  const auto port = number("MASTER_PORT");
+  if (!port || *port < 1 || *port > 65535)
+    throw Error("nano: MASTER_PORT must name the rendezvous port (1-65535), got '" +
+                std::string(std::getenv("MASTER_PORT") ? std::getenv("MASTER_PORT") : "") + "'");
+  c.master_port = static_cast<int>(*port);
+  c.rendezvous_timeout = timeout;
+  return c;
+}
 
 c10::intrusive_ptr<c10d::Store> rendezvous(const Context& context, const std::string& prefix) {
   const auto timeout = context.rendezvous_timeout;
@@ -99,7 +135,10 @@ c10::intrusive_ptr<c10d::Store> rendezvous(const Context& context, const std::st
   const std::string file = file_store_path(job ? job : "", context, prefix);
   const std::string where = file.empty() ? context.master_addr + ":" + std::to_string(context.master_port) : file;
   c10::intrusive_ptr<c10d::Store> store;
-  if (file.empty()) {
+  const std::string secret = job_secret_from_environment();
+  if (file.empty() && !secret.empty()) {
+    store = job_store(context, secret);
+  } else if (file.empty()) {
     store = tcp_store(context, where);
   } else {
     try {

@@ -34,6 +34,12 @@ std::string file_store_path(const std::string& job_id, const Context& context, c
 /// ADDR:PORT: REASON".
 c10::intrusive_ptr<c10d::Store> rendezvous(const Context& context, const std::string& prefix);
 
+/// The context a store needs, for a process that has no nano::Context (a stock PyTorch rank on
+/// the nano backend): `rank` of `size`, LOCAL_WORLD_SIZE (else `size`), MASTER_ADDR (else
+/// 127.0.0.1) and MASTER_PORT from the environment, and `timeout` as the rendezvous's bound.
+/// Throws Error when MASTER_PORT is missing or no port.
+Context store_context_from_environment(int rank, int size, std::chrono::milliseconds timeout);
+
 /// Pure: the rendezvous-timeout message for `missing` ranks out of `world_size`, at `where`
 /// ("127.0.0.1:29500", or a store file).
 std::string rendezvous_timeout_message(const std::string& where, double seconds, const std::vector<int>& missing,

@@ -10,12 +10,15 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <iostream>
 #include <set>
 #include <sstream>
 #include <utility>
 
 #include <nano/error.h>
+#include "cli/job_secret.h"
 #include "runtime/gloo_device.h"
+#include "runtime/job_store.h"
 #include "runtime/rendezvous.h"
 #include "runtime/serial_executor.h"
 #include "runtime/shm_collectives.h"
@@ -207,6 +210,12 @@ class NanoWork : public c10d::Work {
 };
 
 // Waits until every rank has set "<prefix><rank>", at most `timeout`; names the missing ones.
+// The job store under torch's PrefixStores, if the process group was made on one.
+JobStore* job_store_under(c10::intrusive_ptr<c10d::Store> store) {
+  while (auto* prefixed = dynamic_cast<c10d::PrefixStore*>(store.get())) store = prefixed->getUnderlyingStore();
+  return dynamic_cast<JobStore*>(store.get());
+}
+
 void await_ranks(c10d::Store& store, const std::string& prefix, int rank, int size, std::chrono::milliseconds timeout) {
   std::vector<std::string> keys;
   for (int r = 0; r < size; ++r) keys.push_back(prefix + std::to_string(r));
@@ -303,6 +312,12 @@ TorchBackend::TorchBackend(const c10::intrusive_ptr<c10d::Store>& store, const O
   auto gloo_options = c10d::ProcessGroupGloo::Options::create(timeout_);
   gloo_options->devices.push_back(make_gloo_device(options.master_addr, !one_host, rank).device);
   gloo_options->threads = 2;
+  // Across the hosts of a nano-run job, torch's own store admits whoever reaches it.
+  if (!one_host && rank == 0 && !job_store_under(store) && !job_secret_from_environment().empty())
+    std::cerr << "nano: this job spans hosts and meets in torch's TCPStore on " << options.master_addr
+              << ", which anyone who reaches it can read and write; init_process_group(\"nano\", "
+                 "init_method=\"nano://\") meets in nano's job store, which admits only this job's ranks"
+              << std::endl;
   try {
     gloo_ = c10::make_intrusive<c10d::ProcessGroupGloo>(c10::make_intrusive<c10d::PrefixStore>("nano/gloo", store),
                                                         rank, size, gloo_options);

@@ -24,7 +24,7 @@ if [ -z "$format" ] || [ -z "$tidy" ]; then
   echo "lint.sh: clang-format-14 and clang-tidy-14 are needed (scripts/install-deps.sh on Debian 12)" >&2
   exit 2
 fi
-mapfile -t sources < <(git ls-files '*.cc' '*.h')
+mapfile -t sources < <(git ls-files '*.c' '*.cc' '*.h')
 if [ "$fix" = 1 ]; then
   "$format" -i "${sources[@]}"
   exit 0

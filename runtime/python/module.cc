@@ -5,6 +5,7 @@
 
 #include <chrono>
 
+#include "runtime/rendezvous.h"
 #include "runtime/torch_backend.h"
 
 namespace py = pybind11;
@@ -23,6 +24,15 @@ PYBIND11_MODULE(_C, m) {
       },
       py::arg("store"), py::arg("rank"), py::arg("world_size"), py::arg("timeout"),
       py::call_guard<py::gil_scoped_release>(), "Joins a nano process group (the creator given to register_backend).");
+  m.def(
+      "store",
+      [](int rank, int size, std::chrono::milliseconds timeout) {
+        return nano::rendezvous(nano::store_context_from_environment(rank, size, timeout), "nano/torch/");
+      },
+      py::arg("rank"), py::arg("world_size"), py::arg("timeout"), py::call_guard<py::gil_scoped_release>(),
+      "The job's store, as nano's own collectives meet in it: a file in /dev/shm when every rank is on "
+      "this host, nano's job store (admitting only ranks that know NANO_JOB_SECRET) across the hosts of "
+      "a nano-run job, else c10d's TCPStore on MASTER_ADDR:MASTER_PORT.");
   m.def(
       "_drain", [](std::chrono::milliseconds limit) { return nano::drain_torch_backends(limit); }, py::arg("limit"),
       py::call_guard<py::gil_scoped_release>(),

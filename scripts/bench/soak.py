@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
-"""A chaos soak of one host (scripts/soak.sh runs it): fashion_mnist_nano on real data, equal
-batches, checkpoints and --max-restarts, with faults at random moments from a seeded schedule:
-SIGKILL, SIGSTOP (ended by the collective timeout), SIGSEGV or SIGTERM of a random rank, and a
-checkpoint folder that fills up for a while (a small tmpfs in this process's private mount
-namespace, when it has one). Each fault that ends an attempt waits for the next attempt's ranks
-before the next fault, so faults land during start-up, rendezvous, restore, training and
-checkpoint writes alike. Then it checks: the final weights are bit-identical to an uninterrupted
-run with the same seed; the restarts equal the faults that ended an attempt; no process and no
-file of the job is left. Prints the schedule and a fault -> time-to-resume table; exits 1 with
+"""A chaos soak (scripts/soak.sh runs it): fashion_mnist_nano on real data, equal batches,
+checkpoints and --max-restarts, with faults at random moments from a seeded schedule: SIGKILL,
+SIGSTOP (ended by the collective timeout), SIGSEGV or SIGTERM of a random rank, and a checkpoint
+folder that fills up for a while (a small tmpfs in this process's private mount namespace, when
+it has one). With --hosts the job runs under nano-run on two hosts of the multi-host test bed
+(tests/multihost/testbed.sh), one rank each, and two more faults come up: the second host's link
+cut until nano-run has declared it lost, and the second host lost (every process of it
+killed). Each fault that ends an attempt waits for the next attempt's ranks before the next
+fault, so faults land during start-up, rendezvous, restore, training and checkpoint writes
+alike. Then it checks: the final weights are bit-identical to an uninterrupted run with the same
+seed; the restarts equal the faults that ended an attempt; no process and no file of the job is
+left on any host. Prints the schedule and a fault -> time-to-resume table; exits 1 with
 "FAIL: ..." lines when a check fails."""
 import argparse
 import os
@@ -40,14 +43,15 @@ def cmdline_of(pid):
         return ""
 
 
-def job_processes(marker):
-    """pid -> environ of every process whose command line holds `marker` (the job's folder)."""
+def job_processes(marker, pids=None):
+    """pid -> environ of every process (of `pids`, default all) whose command line holds `marker`
+    (the job's folder)."""
     found = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit() and marker in cmdline_of(name):
-            env = environ_of(name)
+    for pid in pids if pids is not None else [int(p) for p in os.listdir("/proc") if p.isdigit()]:
+        if marker in cmdline_of(pid):
+            env = environ_of(pid)
             if env is not None:
-                found[int(name)] = env
+                found[pid] = env
     return found
 
 
@@ -90,14 +94,100 @@ class Output:
             return "\n".join(line for _, line in self.lines)
 
 
-def training_args(program, ckpt, epochs, steps, seed_args):
-    return [program, "--num-processes", "2", "--epochs", str(epochs), "--max-steps-per-epoch", str(steps),
-            "--batch-size", "32", "--test-limit", "500", "--equal-batches", "--checkpoint-every", "10",
-            "--checkpoint-dir", ckpt, "--print-weights"] + seed_args
+class OneHost:
+    """The job on this host: the example launches its 2 ranks itself (--num-processes)."""
+
+    name = "this host"
+
+    def command(self, program, ckpt, epochs, steps, max_restarts):
+        restarts = ["--max-restarts", str(max_restarts)] if max_restarts else []
+        return [program, "--num-processes", "2"] + example_args(ckpt, epochs, steps) + restarts
+
+    def processes(self):
+        return [int(p) for p in os.listdir("/proc") if p.isdigit()]
+
+    def shm_entries(self):
+        return os.listdir("/dev/shm")
+
+    def close(self):
+        pass
+
+
+class TwoHosts:
+    """The job on hostA and hostB of the multi-host test bed, one rank each, under nano-run
+    (the mpi backend) on hostA; the faults of a host: its link cut, it lost."""
+
+    name = "two test-bed hosts"
+
+    def __init__(self, nano_run, root):
+        self.nano_run = nano_run
+        self.testbed = os.path.join(root, "tests", "multihost", "testbed.sh")
+        agent = os.path.join(root, "tests", "multihost", "agent.sh")
+        self.state = tempfile.mkdtemp(prefix="nano-soak-testbed-", dir="/run")
+        # Its hosts' holders keep running: their output must not be a pipe this process waits on.
+        with tempfile.TemporaryFile(mode="w+") as err:
+            up = subprocess.run(["bash", self.testbed, "up", self.state, "2"], stdout=subprocess.DEVNULL, stderr=err)
+            err.seek(0)
+            said = err.read()
+        if up.returncode == 77:  # not root, or no namespaces here
+            print(said.strip())
+            subprocess.run(["rm", "-rf", self.state])
+            sys.exit(77)
+        if up.returncode != 0:
+            raise RuntimeError("the test bed did not come up: " + said[-500:])
+        self.env = {"NANO_TESTBED": self.state, "OMPI_MCA_plm_rsh_agent": agent, "OMPI_MCA_plm_rsh_no_tree_spawn": "1",
+                    "PRTE_MCA_plm_ssh_agent": agent, "PRTE_MCA_plm_ssh_no_tree_spawn": "1"}
+        with open(os.path.join(self.state, "hostB.pid")) as f:
+            self.holder_b = int(f.read())
+        with open(os.path.join(self.state, "hostA.pid")) as f:
+            self.holder_a = int(f.read())
+
+    def command(self, program, ckpt, epochs, steps, max_restarts):
+        # A host is lost after 4 s of silence; the restart waits 2 s, for a cut link to come back;
+        # a rank stopped by the teardown gets 1 s to end.
+        launch = [self.nano_run, "-n", "2", "--hosts", "hostA:1,hostB:1", "--heartbeat-timeout", "4",
+                  "--restart-delay", "2", "--grace-period", "1", "--max-restarts", str(max_restarts)]
+        return ["bash", self.testbed, "run", self.state, "hostA", "env"] + \
+            [f"{k}={v}" for k, v in self.env.items()] + launch + [program] + example_args(ckpt, epochs, steps)
+
+    def pids(self, host):
+        out = subprocess.run(["bash", self.testbed, "pids", self.state, host], capture_output=True, text=True).stdout
+        return [int(p) for p in out.split()]
+
+    def processes(self):
+        return self.pids("hostA") + self.pids("hostB")
+
+    def shm_entries(self):
+        entries = []
+        for host in ("hostA", "hostB"):
+            out = subprocess.run(["bash", self.testbed, "run", self.state, host, "ls", "-A", "/dev/shm"],
+                                 capture_output=True, text=True).stdout
+            entries += out.split()
+        return entries
+
+    def cut_link(self, down):
+        subprocess.run(["bash", self.testbed, "link", self.state, "hostB", "down" if down else "up"], check=True)
+
+    def lose_host_b(self):
+        for pid in self.pids("hostB"):
+            if pid != self.holder_b:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+    def close(self):
+        subprocess.run(["bash", self.testbed, "down", self.state])
+        subprocess.run(["rm", "-rf", self.state])
+
+
+def example_args(ckpt, epochs, steps):
+    return ["--epochs", str(epochs), "--max-steps-per-epoch", str(steps), "--batch-size", "32", "--test-limit", "500",
+            "--equal-batches", "--checkpoint-every", "10", "--checkpoint-dir", ckpt, "--print-weights"]
 
 
 def weights_of(text):
-    m = re.findall(r"^weights ([0-9a-f]{16})$", text, re.M)
+    m = re.findall(r"^(?:\[rank 0\] )?weights ([0-9a-f]{16})$", text, re.M)  # nano-run tags rank 0's lines
     return m[-1] if m else None
 
 
@@ -110,7 +200,22 @@ def main():
                     help="steps per epoch, at most an epoch's 938 (default: sized to the faults)")
     ap.add_argument("--epochs", type=int, default=2, help="epochs (default 2; a long soak needs more)")
     ap.add_argument("--minutes", type=float, default=0, help="keep injecting for this long (overrides --faults)")
+    ap.add_argument("--hosts", metavar="NANO_RUN", help="run on two test-bed hosts under this nano-run (root)")
+    ap.add_argument("--kinds", help="only these kinds of fault, comma-separated (kill,stop,segv,term,disk,cut,lost)")
     args = ap.parse_args()
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    try:
+        host = TwoHosts(args.hosts, root) if args.hosts else OneHost()
+    except RuntimeError as e:
+        print(f"FAIL: {e}")
+        return 1
+    try:
+        return soak(args, host)
+    finally:
+        host.close()
+
+
+def soak(args, host):
     rng = random.Random(args.seed)
     failures = []
     work = tempfile.mkdtemp(prefix="nano-soak-")
@@ -118,11 +223,19 @@ def main():
     os.makedirs(ckpt)
     # A small tmpfs for the checkpoints, so that a full disk can be made for a while; only in a
     # private mount namespace (soak.sh runs this under unshare -m), never in the machine's.
+    # (The test bed's hosts see the folder through their own mount namespaces, not this one's.)
     disk = False
-    if os.environ.get("NANO_SOAK_PRIVATE_MOUNTS") == "1":
+    if os.environ.get("NANO_SOAK_PRIVATE_MOUNTS") == "1" and not args.hosts:
         disk = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=32m", "nano-soak", ckpt]).returncode == 0
-    kinds = list(ENDING) + (["disk"] if disk else [])
-    if not disk:
+    kinds = list(ENDING) + (["disk"] if disk else []) + (["cut", "lost"] if args.hosts else [])
+    if args.kinds:
+        asked = args.kinds.split(",")
+        unknown = [k for k in asked if k not in kinds]
+        if unknown:
+            print(f"FAIL: --kinds {args.kinds}: {','.join(unknown)} cannot come up here (here: {','.join(kinds)})")
+            return 1
+        kinds = asked
+    if not disk and not args.hosts:
         print("soak: no private mount namespace here: no full-disk faults")
     target = args.faults if args.minutes <= 0 else 10**9
     steps = min(938, args.steps or max(300, 100 * min(target, 200)))  # 60000 images / 2 ranks / 32
@@ -131,24 +244,26 @@ def main():
     # The uninterrupted run: the weights to reach.
     ref_dir = os.path.join(work, "ref")
     t0 = time.monotonic()
-    ref = subprocess.run(training_args(args.program, ref_dir, args.epochs, steps, []), env=env, capture_output=True, text=True,
-                         timeout=3600)
+    ref = subprocess.run(host.command(args.program, ref_dir, args.epochs, steps, 0), env=env, capture_output=True,
+                         text=True, timeout=3600)
     ref_seconds = time.monotonic() - t0
     reference = weights_of(ref.stdout)
     if ref.returncode != 0 or not reference:
         print(ref.stdout[-2000:], ref.stderr[-2000:])
         print("FAIL: the uninterrupted run failed")
         return 1
-    print(f"soak: uninterrupted run: weights {reference} in {ref_seconds:.1f} s ({args.epochs * steps} steps, 2 ranks)")
+    print(f"soak: uninterrupted run on {host.name}: weights {reference} in {ref_seconds:.1f} s "
+          f"({args.epochs * steps} steps, 2 ranks)")
 
     max_restarts = (target if args.minutes <= 0 else 100000) + 2
-    job = subprocess.Popen(training_args(args.program, ckpt, args.epochs, steps, ["--max-restarts", str(max_restarts)]), env=env,
+    job = subprocess.Popen(host.command(args.program, ckpt, args.epochs, steps, max_restarts), env=env,
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     out = Output(job.stdout)
     start = time.monotonic()
     deadline = start + args.minutes * 60 if args.minutes > 0 else None
     schedule = []  # (t, kind, rank, attempt, ended, resume_s)
     job_ids = set()
+    attempt_jobs = {}  # attempt -> its NANO_JOB_ID
     attempt = 0
     pending = []
     while job.poll() is None:
@@ -168,6 +283,7 @@ def main():
             e = environ_of(pid)
             if e and "NANO_JOB_ID" in e:
                 job_ids.add(e["NANO_JOB_ID"])
+                attempt_jobs[attempt] = e["NANO_JOB_ID"]
         time.sleep(rng.uniform(0.0, 2.5))  # start-up, rendezvous, restore, steps, checkpoint writes
         if not pending:  # every kind once per round, in a seeded order
             pending = rng.sample(kinds, len(kinds))
@@ -189,10 +305,23 @@ def main():
             continue
         rank = rng.choice(sorted(ranks))
         t = time.monotonic()
-        try:
-            os.kill(ranks[rank], ENDING[kind])
-        except ProcessLookupError:
-            continue  # it ended meanwhile: not a fault
+        if kind == "cut":
+            # hostB's link down until nano-run has declared the host lost (its heartbeat timeout),
+            # then up again for the restart.
+            rank = 1
+            host.cut_link(True)
+            wait_until = time.monotonic() + 30
+            while job.poll() is None and time.monotonic() < wait_until and not out.first_after(r"host hostB lost", t):
+                time.sleep(0.05)
+            host.cut_link(False)
+        elif kind == "lost":
+            rank = 1
+            host.lose_host_b()
+        else:
+            try:
+                os.kill(ranks[rank], ENDING[kind])
+            except ProcessLookupError:
+                continue  # it ended meanwhile: not a fault
         row = [t - start, kind, rank, attempt, True, None]
         schedule.append(row)
         # The attempt ends (this fault's restart) and the next one's ranks come up.
@@ -244,12 +373,22 @@ def main():
     if len({r[1] for r in schedule}) < min(4, len(kinds)) and deadline is None and target >= 6:
         failures.append(f"only {sorted({r[1] for r in schedule})} kinds of fault came up")
     time.sleep(0.5)
-    left = [f"{pid} {cmdline_of(pid)[:80]}" for pid in job_processes(ckpt)]
+    left = [f"{pid} {cmdline_of(pid)[:80]}" for pid in job_processes(ckpt, host.processes())]
     if left:
         failures.append(f"processes left: {left}")
-    shm = [n for n in os.listdir("/dev/shm") if any(n.startswith("nano-" + j) for j in job_ids)]
+    # A lost host keeps what its killed processes had in its /dev/shm (a real one loses it with
+    # its memory): said, not failed.
+    lost_jobs = {attempt_jobs.get(r[3]) for r in schedule if r[1] == "lost"}
+    shm = [n for n in host.shm_entries() if any(n.startswith("nano-" + j) for j in job_ids)]
+    kept = [n for n in shm if any(j and n.startswith("nano-" + j) for j in lost_jobs)]
+    if kept:
+        print(f"soak: the lost host kept {len(kept)} entries of its lost attempts in its /dev/shm: {kept}")
+    shm = [n for n in shm if n not in kept]
     if shm:
         failures.append(f"files left in /dev/shm: {shm}")
+    sessions = [j for j in job_ids if os.path.exists("/tmp/nano-" + j)]
+    if sessions:
+        failures.append(f"Open MPI's session folders left in /tmp: {sessions}")
     if os.path.exists(os.path.join(ckpt, ".nano-owner")):
         failures.append("the checkpoint folder's claim was left")
     if disk:

@@ -14,7 +14,7 @@
 using namespace nano;
 
 TEST_CASE("frames survive arbitrary chunking") {
-  std::string stream = encode_frame(FrameType::kHello, hello_payload("tok", 3, "node1")) +
+  std::string stream = encode_frame(FrameType::kHello, hello_payload(3, "node1", "00ff")) +
                        encode_frame(FrameType::kOut, "line one\nline") +
                        encode_frame(FrameType::kErr, std::string(70000, 'x')) +
                        encode_frame(FrameType::kErrorFile, "{\"message\": \"E: x\"}") +
@@ -28,10 +28,10 @@ TEST_CASE("frames survive arbitrary chunking") {
     while (d.next(t, p)) got.push_back({t, p});
   }
   REQUIRE(got.size() == 5);
-  std::string token, host;
+  std::string host, answer;
   int rank = -1, code = -1, sig = -1;
-  CHECK(parse_hello(got[0].second, token, rank, host));
-  CHECK(token == "tok");
+  CHECK(parse_hello(got[0].second, rank, host, answer));
+  CHECK(answer == "00ff");
   CHECK(rank == 3);
   CHECK(host == "node1");
   CHECK(got[1].second == "line one\nline");
@@ -50,6 +50,33 @@ TEST_CASE("a stray client is rejected") {
   FrameType t;
   std::string p;
   CHECK_THROWS_AS(d.next(t, p), Error);
+}
+
+TEST_CASE("before its hello, a connection may send only a hello-sized frame") {
+  FrameDecoder d;
+  d.limit(FrameDecoder::kMaxHelloPayload);
+  const std::string big = encode_frame(FrameType::kHello, std::string(FrameDecoder::kMaxHelloPayload + 1, 'x'));
+  d.feed(big.data(), 5);  // the length alone is refused: nothing more is buffered for it
+  FrameType t;
+  std::string p;
+  CHECK_THROWS_WITH_AS(d.next(t, p), "oversized frame (513 bytes) on a rank shim link", Error);
+  FrameDecoder linked;
+  linked.feed(big.data(), big.size());
+  CHECK(linked.next(t, p));
+  CHECK(p.size() == FrameDecoder::kMaxHelloPayload + 1);
+}
+
+TEST_CASE("a shim's answer: right for its challenge, rank and secret only") {
+  const std::string secret = "5ec1e7";
+  const std::string challenge(16, 'c');
+  const std::string answer = shim_answer(secret, challenge, 2);
+  CHECK(answer.size() == 64);  // HMAC-SHA256, in hex
+  CHECK(is_right_shim_answer(answer, secret, challenge, 2));
+  CHECK_FALSE(is_right_shim_answer(answer, secret, challenge, 3));                   // another rank's link
+  CHECK_FALSE(is_right_shim_answer(answer, secret, std::string(16, 'd'), 2));        // another challenge: a replay
+  CHECK_FALSE(is_right_shim_answer(answer, "another job", challenge, 2));            // another attempt's secret
+  CHECK_FALSE(is_right_shim_answer(answer.substr(0, 62), secret, challenge, 2));     // cut short
+  CHECK_FALSE(is_right_shim_answer("zz" + answer.substr(2), secret, challenge, 2));  // not hex
 }
 
 TEST_CASE("write_all: a frame goes whole, or the wait for room is bounded, and a gone peer is no SIGPIPE") {

@@ -301,7 +301,9 @@ TEST_CASE("make_rank_environments and stamp_attempt: identities, then the attemp
   CHECK(rank2.at("EXTRA") == "1");
   CHECK(rank2.count("NANO_JOB_ID") == 0);  // not stamped yet
 
-  stamp_attempt(s, {"99-abcdef", "11-000000", 2, 3});
+  stamp_attempt(s, {"99-abcdef", "11-000000", 2, 3, "5ec2e7"});
+  CHECK(s.secret == "5ec2e7");
+  CHECK(s.envs[1].env.at("NANO_JOB_SECRET") == "5ec2e7");
   CHECK(s.job_id == "99-abcdef");
   CHECK(s.run_id == "11-000000");
   CHECK(s.restart_count == 2);
@@ -321,15 +323,20 @@ TEST_CASE("a restart renews the job and only a picked port: a given or Slurm-der
   s.master_port = 23456;
   s.port_choice = PortChoice::kDerived;
   s.run_id = "slurm-12.0";
-  stamp_attempt(s, {"1-aaaaaa", "slurm-12.0", 0, 2});
+  s.group_index = 1;  // a Slurm node part: its nodes share the secret the user exported
+  stamp_attempt(s, {"1-aaaaaa", "slurm-12.0", 0, 2, "shared"});
   renew_for_restart(s, LaunchOptions{}, 1);
+  CHECK(s.secret == "shared");
   CHECK(s.master_port == 23456);
   CHECK(s.job_id != "1-aaaaaa");
   CHECK(s.run_id == "slurm-12.0");
   CHECK(s.envs[1].env.at("NANO_RESTART_COUNT") == "1");
   CHECK(s.envs[1].env.at("MASTER_PORT") == "23456");
   s.port_choice = PortChoice::kPicked;
+  s.group_index = -1;  // one nano-run: every attempt gets a secret of its own
   renew_for_restart(s, LaunchOptions{}, 2);
+  CHECK(s.secret.size() == 64);
+  CHECK(s.envs[0].env.at("NANO_JOB_SECRET") == s.secret);
   CHECK(s.master_port > 0);
   CHECK(s.envs[0].env.at("MASTER_PORT") == std::to_string(s.master_port));
 }
@@ -374,4 +381,44 @@ TEST_CASE("has_entry_with_prefix") {
   CHECK_FALSE(has_entry_with_prefix(dir + "/missing", "nano-shim-"));
   std::remove((dir + "/nano-shim-1").c_str());
   std::remove(dir.c_str());
+}
+
+TEST_CASE("the listen guard: which launches need it, its sources, its place in an environment") {
+  Setup s;
+  CHECK_FALSE(needs_listen_guard(s));  // one host: nothing listens off loopback
+  s.hosts = {{"a", 1}, {"b", 1}};
+  CHECK(needs_listen_guard(s));
+  s.hosts.clear();
+  s.group_index = 0;  // a Slurm node part
+  CHECK(needs_listen_guard(s));
+
+  CHECK(admitted_sources({"10.0.0.1", "192.168.1.5"}, {{"10.0.0.1"}, {"10.0.0.2", "10.0.0.3"}, {"10.0.0.2"}}) ==
+        std::vector<std::string>{"127.0.0.1", "10.0.0.1", "192.168.1.5", "10.0.0.2", "10.0.0.3"});
+
+  const ListenGuard guard{"/opt/nano/lib/nano/libnano_listen_guard.so", {"127.0.0.1", "10.0.0.2"}};
+  Environment env{{"LD_PRELOAD", "/usr/lib/libjemalloc.so.2 /opt/nano/lib/nano/libnano_listen_guard.so:/x.so"}};
+  add_listen_guard(env, guard);
+  CHECK(env.at("LD_PRELOAD") == "/opt/nano/lib/nano/libnano_listen_guard.so:/usr/lib/libjemalloc.so.2:/x.so");
+  CHECK(env.at("NANO_LISTEN_GUARD") == "127.0.0.1,10.0.0.2");
+  Environment none;
+  add_listen_guard(none, ListenGuard{});
+  CHECK(none.empty());
+  CHECK(listen_guard_library_for("/opt/nano/bin/nano-run") == "/opt/nano/lib/nano/libnano_listen_guard.so");
+  CHECK(listen_guard_library_for("nano-run").empty());
+
+  // Open MPI's processes: mpirun preloaded, its daemons through their launch agent.
+  Environment mpirun{{"PRTE_MCA_prte_launch_agent", "/opt/prte/bin/prted"}};
+  add_listen_guard_to_open_mpi(guard, mpirun);
+  CHECK(mpirun.at("LD_PRELOAD") == guard.library);
+  CHECK(mpirun.at("OMPI_MCA_orte_launch_agent") ==
+        "env LD_PRELOAD=" + guard.library + " NANO_LISTEN_GUARD=127.0.0.1,10.0.0.2 orted");
+  CHECK(mpirun.at("PRTE_MCA_prte_launch_agent") ==
+        "env LD_PRELOAD=" + guard.library + " NANO_LISTEN_GUARD=127.0.0.1,10.0.0.2 /opt/prte/bin/prted");
+
+  // What the user exported decides: "off", or their own sources.
+  CHECK(listen_guard_for({"a"}, {{"NANO_LISTEN_GUARD", "off"}}).library.empty());
+  // This test's executable has no guard beside it (tests/cli/, not bin/): a launch says so.
+  CHECK_THROWS_WITH_AS(listen_guard_for({"a"}, {}),
+                       doctest::Contains("is missing: a job over several hosts preloads it into its processes"),
+                       UsageError);
 }

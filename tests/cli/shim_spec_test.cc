@@ -28,15 +28,18 @@ TEST_CASE("a shim spec round-trips through its JSON") {
   s.job_id = "77-abc123";
   s.run_id = "70-def456";
   s.restart_count = 2;
+  s.secret = "5ec2e7";
   // Any bytes may travel in the environment, also what is not UTF-8.
   const std::map<std::string, std::string> carried = {
       {"PATH", "/opt/bin:/usr/bin"}, {"EXTRA", "a b \"c\"\n"}, {"LATIN1", "caf\xe9"}, {"NANO_\xff", "\x01\x80"}};
   ShimSpec spec = shim_spec_for(o, s, carried);
   spec.launcher_host = "node0";
   spec.launcher_port = 999;
-  spec.token = "secret";
+  CHECK(spec.attempt.secret == "5ec2e7");
+  const std::string text = encode_shim_spec(spec);
+  CHECK(text.find("5ec2e7") == std::string::npos);  // a command line: any user of the host reads it
 
-  const ShimSpec back = decode_shim_spec(encode_shim_spec(spec));
+  const ShimSpec back = decode_shim_spec(text);
   CHECK(back.plan.cpu_for_each_process == o.plan.cpu_for_each_process);
   CHECK(back.plan.use_logical_cores);
   CHECK_FALSE(back.plan.use_efficiency_cores);
@@ -55,7 +58,7 @@ TEST_CASE("a shim spec round-trips through its JSON") {
   CHECK(back.attempt.max_restarts == 3);
   CHECK(back.launcher_host == "node0");
   CHECK(back.launcher_port == 999);
-  CHECK(back.token == "secret");
+  CHECK(back.attempt.secret.empty());
   CHECK(back.heartbeat_timeout.count() == 7500);
   CHECK(back.front_end == FrontEnd::kProgram);
   // One argument on mpirun's command line: one line of text.

@@ -16,6 +16,7 @@
 
 #include "cli/port.h"
 #include "cli/timeouts.h"
+#include "tests/cli/fake_supervision_io.h"
 
 using namespace nano;
 using std::chrono::milliseconds;
@@ -23,206 +24,14 @@ using namespace std::chrono_literals;
 
 namespace {
 
+using nano::test::FakeIo;
+using nano::test::GroupSignal;
+using nano::test::SentFrame;
 using Clock = SupervisionIo::Clock;
-
-constexpr int kSignalFd = 900;
 
 struct Recorder : OutputSink {
   std::vector<std::string> out, err;
   void write(Stream s, const std::string& line) override { (s == Stream::kOut ? out : err).push_back(line); }
-};
-
-struct SentFrame {
-  milliseconds at;
-  int fd;
-  FrameType type;
-  std::string payload;
-};
-
-struct GroupSignal {
-  milliseconds at;
-  pid_t pgid;
-  int sig;
-  bool operator==(const GroupSignal& o) const { return at == o.at && pgid == o.pgid && sig == o.sig; }
-};
-
-// The system as a script. Descriptors hold the bytes a test fed them (and an end of stream once
-// their writer is gone); processes end when the script or a signal says so, which closes their
-// pipes and raises SIGCHLD as on the real system; the clock moves only when poll() finds nothing
-// ready, to the end of the wait or to the next scripted event.
-class FakeIo : public SupervisionIo {
- public:
-  const Clock::time_point start = Clock::time_point(std::chrono::hours(1));
-  Clock::time_point t = start;
-
-  // --- the script ---
-  milliseconds elapsed() const { return std::chrono::duration_cast<milliseconds>(t - start); }
-  void at(milliseconds when, std::function<void()> what) {
-    timeline_.push_back({start + when, seq_++, std::move(what)});
-  }
-  void after(milliseconds delay, std::function<void()> what) { at(elapsed() + delay, std::move(what)); }
-  void feed(int fd, const std::string& bytes) { input_[fd].push_back(bytes); }
-  void end_stream(int fd) { eof_.insert(fd); }
-  /// `pid` writes to `fds`: they end with it.
-  void own(pid_t pid, std::vector<int> fds) { pipes_[pid] = std::move(fds); }
-  void end(pid_t pid, int exit_code, int sig) {
-    if (gone_.count(pid) || ends_.count(pid)) return;
-    ends_[pid] = ProcessEnd{exit_code, sig};
-    for (int fd : pipes_[pid]) end_stream(fd);
-    if (catching_) signals_.push_back(SIGCHLD);
-  }
-  void raise(int sig) {
-    if (catching_) signals_.push_back(sig);
-  }
-  void listen(int fd) { listen_fd_ = fd; }
-  /// A shim connects: its link is `fd` once accepted.
-  void connect(int fd) { accepts_.push_back(fd); }
-  /// How a process takes a signal to its group; by default it ends by it (SIGCONT aside).
-  std::map<pid_t, std::function<void(int)>> on_signal;
-  /// Called for each frame the loop sends.
-  std::function<void(const SentFrame&)> on_frame;
-
-  // --- what the loop did ---
-  std::vector<SentFrame> frames;
-  std::vector<GroupSignal> group_signals;
-  std::vector<pid_t> watched;
-  std::set<int> closed;
-  bool caught = false;  // signals were caught at some point
-  bool catching() const { return catching_; }
-
-  std::vector<SentFrame> frames_of(FrameType type) const {
-    std::vector<SentFrame> out;
-    for (const auto& f : frames)
-      if (f.type == type) out.push_back(f);
-    return out;
-  }
-
-  // --- SupervisionIo ---
-  void catch_signals() override { catching_ = caught = true; }
-  void release_signals() override { catching_ = false; }
-  int signal_fd() override { return kSignalFd; }
-  std::vector<int> take_signals() override { return std::exchange(signals_, {}); }
-
-  int poll(std::vector<pollfd>& fds, milliseconds timeout) override {
-    // A loop that never ends is a failed test, not a hung one.
-    if (++polls_ > 1000000 || t - start > std::chrono::hours(1)) throw std::runtime_error("the loop did not end");
-    const auto until = t + timeout;
-    for (;;) {
-      run_due();
-      const int n = ready(fds);
-      if (n > 0 || t >= until) return n;
-      const auto next = next_event();
-      t = next && *next < until ? *next : until;
-    }
-  }
-
-  long read(int fd, char* buffer, size_t size) override {
-    auto& chunks = input_[fd];
-    if (chunks.empty()) return eof_.count(fd) ? 0 : -1;
-    std::string& front = chunks.front();
-    const size_t n = std::min(size, front.size());
-    std::copy(front.begin(), front.begin() + static_cast<long>(n), buffer);
-    front.erase(0, n);
-    if (front.empty()) chunks.erase(chunks.begin());
-    return static_cast<long>(n);
-  }
-
-  bool send_frame(int fd, const std::string& frame) override {
-    FrameDecoder decoder;
-    decoder.feed(frame.data(), frame.size());
-    FrameType type;
-    std::string payload;
-    REQUIRE(decoder.next(type, payload));
-    frames.push_back({elapsed(), fd, type, payload});
-    if (on_frame) on_frame(frames.back());
-    return true;
-  }
-
-  int accept(int listen_fd) override {
-    if (listen_fd != listen_fd_ || accepts_.empty()) return -1;
-    const int fd = accepts_.front();
-    accepts_.erase(accepts_.begin());
-    return fd;
-  }
-  void close(int fd) override { closed.insert(fd); }
-
-  std::optional<ProcessEnd> reap(pid_t pid) override {
-    auto it = ends_.find(pid);
-    if (it == ends_.end()) return std::nullopt;
-    const ProcessEnd end = it->second;
-    ends_.erase(it);
-    gone_.insert(pid);
-    return end;
-  }
-  void signal_group(pid_t pgid, int sig) override {
-    group_signals.push_back({elapsed(), pgid, sig});
-    auto it = on_signal.find(pgid);
-    if (it != on_signal.end())
-      it->second(sig);
-    else if (sig != SIGCONT)
-      end(pgid, 0, sig);
-  }
-  void watch_group(pid_t pgid) override { watched.push_back(pgid); }
-  Clock::time_point now() override { return t; }
-
- private:
-  struct Event {
-    Clock::time_point when;
-    int seq;
-    std::function<void()> what;
-  };
-
-  void run_due() {
-    for (;;) {
-      auto first = timeline_.end();
-      for (auto it = timeline_.begin(); it != timeline_.end(); ++it)
-        if (it->when <= t &&
-            (first == timeline_.end() || it->when < first->when || (it->when == first->when && it->seq < first->seq)))
-          first = it;
-      if (first == timeline_.end()) return;
-      auto what = std::move(first->what);
-      timeline_.erase(first);
-      what();
-    }
-  }
-  std::optional<Clock::time_point> next_event() const {
-    std::optional<Clock::time_point> next;
-    for (const auto& e : timeline_)
-      if (!next || e.when < *next) next = e.when;
-    return next;
-  }
-  int ready(std::vector<pollfd>& fds) {
-    int n = 0;
-    for (pollfd& p : fds) {
-      p.revents = 0;
-      if (p.fd < 0 || !(p.events & POLLIN)) continue;
-      bool in;
-      if (p.fd == kSignalFd)
-        in = catching_ && !signals_.empty();
-      else if (p.fd == listen_fd_)
-        in = !accepts_.empty();
-      else
-        in = !input_[p.fd].empty() || eof_.count(p.fd);
-      if (in) {
-        p.revents = POLLIN;
-        ++n;
-      }
-    }
-    return n;
-  }
-
-  std::vector<Event> timeline_;
-  int seq_ = 0;
-  long polls_ = 0;
-  std::map<int, std::vector<std::string>> input_;
-  std::set<int> eof_;
-  std::map<pid_t, std::vector<int>> pipes_;
-  std::map<pid_t, ProcessEnd> ends_;
-  std::set<pid_t> gone_;
-  std::vector<int> signals_;
-  std::vector<int> accepts_;
-  int listen_fd_ = -1;
-  bool catching_ = false;
 };
 
 struct Delivery {
@@ -301,13 +110,15 @@ struct World {
     starter.started.listen_fd = 400;
     io.own(kMpirun, {300, 301});
     io.listen(400);
-    loop->shims().set_token("secret");
+    loop->shims().set_secret(kSecret);
   }
+  static constexpr const char* kSecret = "0123456789abcdef0123456789abcdef";
+  /// Rank `rank`'s shim connects at `when` and answers its challenge with the attempt's secret.
   void shim_says_hello(int rank, milliseconds when, const std::string& host) {
-    io.at(when, [this, rank, host] {
-      io.connect(link(rank));
-      io.feed(link(rank), frame(FrameType::kHello, hello_payload("secret", rank, host)));
-    });
+    io.on_challenge[link(rank)] = [this, rank, host](const std::string& challenge) {
+      io.feed(link(rank), frame(FrameType::kHello, hello_payload(rank, host, shim_answer(kSecret, challenge, rank))));
+    };
+    io.at(when, [this, rank] { io.connect(link(rank)); });
   }
   void shim_reports_exit(int rank, int code, int sig) {
     io.feed(link(rank), frame(FrameType::kExit, exit_payload(code, sig)));
@@ -641,5 +452,93 @@ TEST_CASE("mpi backend: an exit read in the drain after mpirun ended is the root
     REQUIRE(r.failure);
     CHECK(r.failure->rank == -1);
     CHECK(w.starter.deliveries.empty());
+  }
+}
+
+TEST_CASE("mpi backend: strangers on the shims' listener are closed without a word or an effect") {
+  SUBCASE("a flood, a wrong answer, a replayed hello and a second link for a linked rank") {
+    World w(2, LaunchBackend::kMpi, {{host_name(), 1}, {"hostB", 1}});
+    w.mpirun();
+    w.io.at(0ms, [&] {
+      for (int fd = 1000; fd < 1300; ++fd) w.io.connect(fd);  // 300 connections that say nothing
+    });
+    w.shim_says_hello(0, 5ms, host_name());
+    w.shim_says_hello(1, 5ms, "hostB");
+    std::string rank0_hello;
+    w.io.on_challenge[2000] = [&](const std::string&) {  // guesses
+      w.io.feed(2000, frame(FrameType::kHello, hello_payload(1, "hostC", std::string(64, '0'))));
+    };
+    w.io.on_challenge[2001] = [&](const std::string&) {  // replays rank 0's hello, overheard
+      w.io.feed(2001, rank0_hello);
+    };
+    w.io.on_challenge[2002] = [&](const std::string& challenge) {  // a second link for rank 1
+      w.io.feed(2002, frame(FrameType::kHello, hello_payload(1, "hostC", shim_answer(World::kSecret, challenge, 1))));
+    };
+    w.io.at(50ms, [&] {
+      for (const SentFrame& f : w.io.frames_of(FrameType::kChallenge))
+        if (f.fd == World::link(0))
+          rank0_hello =
+              frame(FrameType::kHello, hello_payload(0, host_name(), shim_answer(World::kSecret, f.payload, 0)));
+      w.io.connect(2000);
+      w.io.connect(2001);
+      w.io.connect(2002);
+    });
+    w.io.at(200ms, [&] {
+      w.shim_reports_exit(0, 0, 0);
+      w.shim_reports_exit(1, 0, 0);
+    });
+    w.io.on_frame = [&](const SentFrame& f) {
+      if (f.type == FrameType::kRelease) w.io.after(1ms, [&, fd = f.fd] { w.io.end_stream(fd); });
+      if (f.type == FrameType::kRelease && f.fd == World::link(1))
+        w.io.after(5ms, [&] { w.io.end(World::kMpirun, 0, 0); });
+    };
+
+    const LaunchResult r = w.run();
+
+    CHECK(r.exit_code == 0);
+    CHECK(w.notes() == std::vector<std::string>{"nano-run: turned away 303 connection(s) to the shims' listener that "
+                                                "did not answer the attempt's challenge"});
+    // Every connection got a challenge of its own.
+    std::set<std::string> challenges;
+    for (const SentFrame& f : w.io.frames_of(FrameType::kChallenge)) challenges.insert(f.payload);
+    CHECK(challenges.size() == w.io.frames_of(FrameType::kChallenge).size());
+    CHECK(challenges.size() == 300 + 2 + 3);
+    // Never more waiting for a hello than the bound (plus the two linked shims).
+    CHECK(w.io.most_accepted_open <= kMaxShimsAwaitingHello + 2);
+    // The three impostors went at once; rank 1 kept its own link.
+    for (int fd : {2000, 2001, 2002}) {
+      REQUIRE(w.io.closed_at.count(fd));
+      CHECK(w.io.closed_at[fd] < 50ms + kPollInterval);
+    }
+    CHECK(w.io.closed_at[World::link(1)] > 200ms);
+    // Nothing but the challenge went to a stranger.
+    for (const SentFrame& f : w.io.frames)
+      if (f.fd >= 1000) CHECK(f.type == FrameType::kChallenge);
+  }
+  SUBCASE("a connection that says nothing goes after kShimHelloWithin") {
+    World w(1, LaunchBackend::kMpi, {{host_name(), 1}});
+    w.mpirun();
+    w.shim_says_hello(0, 0ms, host_name());
+    w.io.at(1000ms, [&] { w.io.connect(1000); });
+    const milliseconds end = kShimHelloWithin + 5s;
+    for (milliseconds t = 5s; t < end; t += 5s)
+      w.io.at(t, [&] { w.io.feed(World::link(0), frame(FrameType::kHeartbeat)); });
+    w.io.at(end, [&] { w.shim_reports_exit(0, 0, 0); });
+    w.io.on_frame = [&](const SentFrame& f) {
+      if (f.type == FrameType::kRelease)
+        w.io.after(1ms, [&] {
+          w.io.end_stream(World::link(0));
+          w.io.end(World::kMpirun, 0, 0);
+        });
+    };
+
+    const LaunchResult r = w.run();
+
+    CHECK(r.exit_code == 0);
+    CHECK(w.notes() == std::vector<std::string>{"nano-run: turned away 1 connection(s) to the shims' listener that "
+                                                "did not answer the attempt's challenge"});
+    REQUIRE(w.io.closed_at.count(1000));
+    CHECK(w.io.closed_at[1000] >= 1000ms + kShimHelloWithin);
+    CHECK(w.io.closed_at[1000] <= 1000ms + kShimHelloWithin + kPollInterval);
   }
 }

@@ -5,7 +5,8 @@
 # CASE: env2, env3 (what reaches the ranks on each host; env2 also a stock PyTorch program's
 # @record exception on another host, and a restart), train (same weights as one host, both
 # communicators), fashion (Fashion-MNIST 2 hosts x 2 against 4 on one), torch_backend (stock
-# DDP on the nano torch backend, 2 hosts x 2 against 4 on one), busy_port (MASTER_PORT taken where rank 0 listens), slurm (a real Slurm:
+# DDP on the nano torch backend, 2 hosts x 2 against 4 on one), strangers (a third host attacks
+# every port of a running job), busy_port (MASTER_PORT taken where rank 0 listens), slurm (a real Slurm:
 # salloc, sbatch, srun), rank_killed, host_lost,
 # link_cut, launcher_killed (nano-run SIGKILLed), interrupt (Ctrl-C on the launching host). Every
 # case checks that no process and no file of the job is left on any host.
@@ -32,7 +33,7 @@ fail() {
 }
 
 hosts_needed=2
-case "$case_name" in env3 | busy_port) hosts_needed=3 ;; esac
+case "$case_name" in env3 | busy_port | strangers) hosts_needed=3 ;; esac
 bash "$testbed" up "$state" "$hosts_needed"
 rc=$?
 [ $rc -eq 77 ] && exit 77
@@ -243,6 +244,100 @@ print(max((x - y).abs().max().item() for x, y in zip(a.values(), b.values())))" 
   echo "largest weight difference between 4 ranks on one host and 2 hosts x 2: $diff"
   awk -v d="$diff" 'BEGIN { exit !(d + 0 == d && d < 1e-4) }' || fail "weights differ: $diff"
   rm -rf "$dir"
+  check_nothing_left
+  ;;
+strangers)
+  # hostA and hostB run a job; hostC, on the same network, attacks every port they listen on
+  # while it runs (tests/multihost/stranger.py: floods of connections held open, junk, a c10d
+  # TCPStore client writing keys, wrong answers to nano's challenges). A watcher lists the
+  # hosts' listeners every 0.2 s, so even a Gloo pair's, open for a moment while the ranks
+  # connect, may become a target. Each job must end as it ends unattacked: exit 0, the same weights.
+  targets=$state/targets
+  : > "$targets"
+  attack() {  # attack NAME: starts the stranger and the watcher; stop_attack ends them
+    rm -f "$state/stop"
+    bash "$testbed" run "$state" hostC /usr/bin/python3 "$here/stranger.py" "$targets" "$state/stop" "$state/report-$1" &
+    stranger_job=$!
+    (
+      while [ ! -e "$state/stop" ]; do
+        for h in hostA hostB; do
+          addr=$(awk -v h="$h" '$2 == h { print $1 }' "$state/hosts.common")
+          bash "$testbed" run "$state" "$h" ss -ltnH 2>/dev/null | awk '{ print $4 }' |
+            sed -E "s/^(0\.0\.0\.0|\*|\[::\]|\[::ffff:[0-9.]+\]):/$addr:/" | grep -E "^$addr:" || true
+        done | sort -u > "$targets.new"
+        mv "$targets.new" "$targets"
+        sleep 0.2
+      done
+    ) &
+    watcher_job=$!
+    sleep 1  # the stranger is at work before the job starts
+  }
+  stop_attack() {
+    touch "$state/stop"
+    for _ in $(seq 1 300); do  # the stranger ends its round and writes its report
+      [ -e "$state/report-$1" ] && break
+      sleep 0.1
+    done
+    kill $stranger_job $watcher_job 2> /dev/null
+    wait $stranger_job $watcher_job 2> /dev/null
+    echo "$1: what the stranger on hostC did (per target: connections made, refused or timed out, bytes back):"
+    sed 's/^/  /' "$state/report-$1" 2> /dev/null
+  }
+  # A sum of two gradients is the same in any order: both communicators give the unattacked
+  # run's weights.
+  run_a "$nano_run" -n 2 --hosts hostA:1,hostB:1 "$fault_rank" --steps 60 --print-weights
+  clean=$(grep -o 'weights [0-9a-f]*' "$out")
+  [ $rc -eq 0 ] && [ -n "$clean" ] || fail "unattacked: exit $rc: $(tail -3 "$out")"
+  for backend in gloo mpi; do
+    job=(env NANO_BACKEND=$backend "$nano_run" -n 2 --hosts hostA:1,hostB:1 "$fault_rank" --steps 60 --print-weights)
+    attack "$backend"
+    timeout 120 bash "$testbed" run "$state" hostA "${job[@]}" > "$out" 2>&1 &
+    attacked_job=$!
+    # The secret stands on no command line of any host: it is read from a rank's environment.
+    secret=""
+    for _ in $(seq 1 600); do  # while its ranks start (slowly, on a loaded machine)
+      kill -0 $attacked_job 2> /dev/null || break
+      for p in $(bash "$testbed" pids "$state" hostB); do
+        secret=$({ tr '\0' '\n' < "/proc/$p/environ"; } 2> /dev/null | sed -n 's/^NANO_JOB_SECRET=//p' | head -1)
+        [ -n "$secret" ] && break 2
+      done
+      sleep 0.05
+    done
+    [ -n "$secret" ] || fail "$backend: no rank on hostB has NANO_JOB_SECRET"
+    if [ -n "$secret" ]; then
+      for h in hostA hostB hostC; do
+        for p in $(bash "$testbed" pids "$state" "$h"); do
+          { grep -qa "$secret" "/proc/$p/cmdline"; } 2> /dev/null && fail "$backend: the secret is on $h's command line: $(tr '\0' ' ' < /proc/$p/cmdline | cut -c1-100)"
+        done
+      done
+    fi
+    wait $attacked_job
+    rc=$?
+    stop_attack "$backend"
+    attacked=$(grep -o 'weights [0-9a-f]*' "$out")
+    [ $rc -eq 0 ] || fail "$backend, attacked: exit $rc: $(tail -5 "$out")"
+    [ "$attacked" = "$clean" ] || fail "$backend: '$attacked' attacked, '$clean' unattacked"
+    grep -E "nano(-run)?: .*turned away" "$out" | sed 's/^/  /'
+    echo "$backend: $attacked attacked and unattacked"
+  done
+  if [ -d "$build/lib/nano/python/nano_torch" ]; then
+    # Stock DDP on the nano backend meeting in nano's job store (init_method="nano://").
+    dir=$(mktemp -d /tmp/nano-multihost-torch-XXXXXX)
+    train=(/usr/bin/python3 "$here/../runtime/torch_backend/ddp_train.py" --backend nano --steps 4 --init-method nano://)
+    run_a "$nano_run" -n 2 --hosts hostA:1,hostB:1 "${train[@]}" --out "$dir/clean.pt"
+    [ $rc -eq 0 ] || fail "torch backend, unattacked: exit $rc: $(tail -3 "$out")"
+    attack torch
+    run_a "$nano_run" -n 2 --hosts hostA:1,hostB:1 "${train[@]}" --out "$dir/attacked.pt"
+    stop_attack torch
+    [ $rc -eq 0 ] || fail "torch backend, attacked: exit $rc: $(tail -5 "$out")"
+    same=$(/usr/bin/python3 -c "
+import torch
+a, b = torch.load('$dir/clean.pt'), torch.load('$dir/attacked.pt')
+print(all(torch.equal(x, y) for x, y in zip(a.values(), b.values())))" 2>&1)
+    [ "$same" = True ] || fail "torch backend: the weights differ attacked and unattacked ($same)"
+    echo "torch backend (nano://): the same weights attacked and unattacked"
+    rm -rf "$dir"
+  fi
   check_nothing_left
   ;;
 busy_port)

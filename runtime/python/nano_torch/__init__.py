@@ -1,16 +1,24 @@
 """nano's collectives for stock PyTorch programs: importing this module registers a
-torch.distributed backend named "nano".
+torch.distributed backend named "nano", and a rendezvous "nano://".
 
-    import nano_torch  # registers "nano"
+    import nano_torch  # registers "nano" and "nano://"
     torch.distributed.init_process_group("nano")
 
 On one host, all_reduce, broadcast, all_gather and barrier go through shared memory; every
 other operation, and every operation across hosts, through a Gloo group the backend keeps.
 nano-run puts this package on every rank's PYTHONPATH.
+
+init_method="nano://" meets in the job's own store instead of torch's TCPStore: a file in
+/dev/shm when every rank is on one host, and across the hosts of a nano-run job nano's job
+store, which admits only ranks that know the job's secret (torch's TCPStore admits anyone who
+reaches MASTER_ADDR:MASTER_PORT). It reads RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT as
+env:// does, and works with any backend.
 """
 import atexit
 import datetime
 import inspect
+import os
+import urllib.parse
 
 import torch
 import torch.distributed as dist
@@ -34,6 +42,17 @@ def _register():
         dist.Backend.register_backend(BACKEND, _create)
 
 
+def _nano_rendezvous(url, timeout=datetime.timedelta(minutes=30), **kwargs):
+    query = dict(urllib.parse.parse_qsl(urllib.parse.urlparse(url).query))
+    rank = int(query.get("rank", os.environ.get("RANK", "-1")))
+    world_size = int(query.get("world_size", os.environ.get("WORLD_SIZE", "-1")))
+    if rank < 0 or world_size < 1:
+        raise ValueError("nano:// needs RANK and WORLD_SIZE (in the environment, as nano-run and torchrun set them)")
+    yield (_C.store(rank, world_size, timeout), rank, world_size)
+    # torch's own handlers end the same way: a store serves one rendezvous.
+    raise RuntimeError("nano:// rendezvous is done once per process group")
+
+
 def uses_shared_memory(group=None):
     """True when `group` (default: the default group) is a nano group whose collectives go
     through shared memory (every rank on this host)."""
@@ -52,4 +71,8 @@ def _drain_at_exit():
 
 
 _register()
+try:
+    dist.register_rendezvous_handler("nano", _nano_rendezvous)
+except RuntimeError:  # registered already: the module loaded twice under two names
+    pass
 atexit.register(_drain_at_exit)

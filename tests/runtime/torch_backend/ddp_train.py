@@ -1,7 +1,7 @@
 """One rank of a stock PyTorch DistributedDataParallel training on real Fashion-MNIST (Debian's
 dataset-fashion-mnist), unchanged but for the backend it names: the LeNet-style CNN of the
 benchmarks, SGD with momentum, DistributedSampler, 2048 training images. Rank 0 saves the final state_dict to --out.
-Usage: ddp_train.py --backend nano|gloo --steps K --out FILE [--hook none|fp16|powersgd]
+Usage: ddp_train.py --backend nano|gloo --steps K --out FILE [--hook none|fp16|powersgd] [--init-method URL]
 """
 import argparse
 import datetime
@@ -24,14 +24,15 @@ p.add_argument("--backend", required=True)
 p.add_argument("--steps", type=int, default=12)
 p.add_argument("--out", required=True)
 p.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
+p.add_argument("--init-method", default="env://", help="env:// (torch's TCPStore), or nano:// (nano's job store)")
 p.add_argument("--hook", choices=["none", "fp16", "powersgd"], default="none",
                help="a DDP communication hook of torch's (they run in the all-reduce futures' callbacks)")
 a = p.parse_args()
 # A rank still here after this long is stuck: every thread's stack to stderr, and out.
 faulthandler.dump_traceback_later(int(os.environ.get("DDP_TRAIN_STUCK_AFTER", "240")), exit=True)
-if a.backend == "nano":
-    import nano_torch  # noqa: F401  registers "nano"
-dist.init_process_group(a.backend, timeout=datetime.timedelta(seconds=60))
+if a.backend == "nano" or a.init_method.startswith("nano://"):
+    import nano_torch  # noqa: F401  registers "nano" and "nano://"
+dist.init_process_group(a.backend, init_method=a.init_method, timeout=datetime.timedelta(seconds=60))
 rank, world = dist.get_rank(), dist.get_world_size()
 # The model and data of scripts/bench/pytorch_ddp.py (the LeNet-style CNN of examples/): the
 # first 2048 training images.
