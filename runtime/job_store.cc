@@ -269,10 +269,8 @@ void JobStore::append(const std::string& key, const std::vector<uint8_t>& value)
 }
 #endif
 
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 5)
 c10::intrusive_ptr<c10d::Store> JobStore::clone() {
   return c10::make_intrusive<JobStore>(endpoint_.host, endpoint_.port, endpoint_.secret, timeout_, server_);
 }
-#endif
 
 }  // namespace nano

@@ -45,10 +45,9 @@ class JobStore : public c10d::Store {
   void append(const std::string& key, const std::vector<uint8_t>& value) override;
   bool hasExtendedApi() const override { return false; }
 #endif
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 5)
-  /// libtorch 2.5 asks stores for a copy a second thread may use: a second connection.
-  c10::intrusive_ptr<c10d::Store> clone() override;
-#endif
+  /// A copy a second thread may use: a second connection. Newer libtorch declares this in
+  /// c10d::Store (not 2.6), and then this overrides it; hence no `override`.
+  c10::intrusive_ptr<c10d::Store> clone();  // NOLINT(modernize-use-override)
 
   /// "host:port", as messages name the store.
   std::string where() const;
