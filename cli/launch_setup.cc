@@ -117,11 +117,12 @@ std::string nano_python_folder() {
   return !folder.empty() && stat(folder.c_str(), &st) == 0 && S_ISDIR(st.st_mode) ? folder : "";
 }
 
-ListenGuard listen_guard_for(const std::vector<std::string>& hosts, const Environment& current) {
+ListenGuard listen_guard_for(const std::vector<std::string>& hosts, const Environment& current,
+                             const std::string& nano_run) {
   ListenGuard guard;
   const auto chosen = current.find(NANO_LISTEN_GUARD_VARIABLE);
   if (chosen != current.end() && chosen->second == "off") return guard;
-  guard.library = listen_guard_library_for(self_executable());
+  guard.library = listen_guard_library_for(nano_run);
   struct stat st {};
   if (guard.library.empty() || stat(guard.library.c_str(), &st) != 0)
     throw UsageError("the listen guard " +
@@ -440,7 +441,9 @@ Setup prepare(const LaunchOptions& o, const std::vector<std::string>& argv, Purp
     std::vector<std::string> names;
     for (const auto& h : s.hosts) names.push_back(h.host);
     if (slurm.node_part) names = slurm.node_part->step_nodes;
-    s.listen_guard = listen_guard_for(names, current);
+    // Beside the nano-run that runs the shims: a program's own launch (TorchNano) is not nano-run.
+    const std::string nano_run = s.backend == LaunchBackend::kMpi ? find_shim_executable(o) : self_executable();
+    s.listen_guard = listen_guard_for(names, current, nano_run);
     inputs.listen_guard = s.listen_guard;
   }
   s.envs = make_rank_environments(world, rendezvous, inputs);

@@ -192,10 +192,12 @@ AttemptIdentity attempt_of(const Setup& s, const LaunchOptions& o);
 std::string nano_python_folder();
 
 /// The listen guard of a launch over `hosts` (the Slurm step's nodes for a node part): the
-/// library beside this executable and admitted_sources() of this host's addresses and the
-/// hosts'. NANO_LISTEN_GUARD exported by the user replaces the sources ("off": no guard).
-/// Throws UsageError when the library is missing, naming where it was looked for.
-ListenGuard listen_guard_for(const std::vector<std::string>& hosts, const Environment& current);
+/// library beside `nano_run` (the nano-run that runs the shims, or this one) and
+/// admitted_sources() of this host's addresses and the hosts'. NANO_LISTEN_GUARD exported by the
+/// user replaces the sources ("off": no guard). Throws UsageError when the library is missing,
+/// naming where it was looked for.
+ListenGuard listen_guard_for(const std::vector<std::string>& hosts, const Environment& current,
+                             const std::string& nano_run);
 
 /// The topology ranks are planned against: o.topology_xml, else o.synthetic, else this machine.
 /// The launcher and the mpi backend's rank shim both plan with it, so they agree.

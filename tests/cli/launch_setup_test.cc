@@ -416,9 +416,22 @@ TEST_CASE("the listen guard: which launches need it, its sources, its place in a
         "env LD_PRELOAD=" + guard.library + " NANO_LISTEN_GUARD=127.0.0.1,10.0.0.2 /opt/prte/bin/prted");
 
   // What the user exported decides: "off", or their own sources.
-  CHECK(listen_guard_for({"a"}, {{"NANO_LISTEN_GUARD", "off"}}).library.empty());
-  // This test's executable has no guard beside it (tests/cli/, not bin/): a launch says so.
-  CHECK_THROWS_WITH_AS(listen_guard_for({"a"}, {}),
+  CHECK(listen_guard_for({"a"}, {{"NANO_LISTEN_GUARD", "off"}}, "/opt/nano/bin/nano-run").library.empty());
+  // The build's own guard: build/lib/nano/ beside build/bin/nano-run.
+  const std::string library = NANO_LISTEN_GUARD_LIBRARY;
+  const std::string build_nano_run = library.substr(0, library.rfind("/lib/nano/")) + "/bin/nano-run";
+  const ListenGuard chosen = listen_guard_for({"a"}, {{"NANO_LISTEN_GUARD", "10.0.0.1,10.0.0.2"}}, build_nano_run);
+  CHECK(chosen.library == library);
+  CHECK(chosen.sources == std::vector<std::string>{"10.0.0.1", "10.0.0.2"});
+  CHECK_THROWS_WITH_AS(listen_guard_for({"a"}, {{"NANO_LISTEN_GUARD", "10.0.0.1,hostB"}}, build_nano_run),
+                       "bad NANO_LISTEN_GUARD='10.0.0.1,hostB': expected IPv4 addresses separated by commas, or off",
+                       UsageError);
+  CHECK_THROWS_WITH_AS(listen_guard_for({"no-such-host.invalid"}, {}, build_nano_run),
+                       "host no-such-host.invalid of hosts does not resolve here, so its ranks could not be admitted "
+                       "by the job's listeners",
+                       SettingError);
+  // No guard beside this nano-run: a launch says so.
+  CHECK_THROWS_WITH_AS(listen_guard_for({"a"}, {}, "/nonexistent/bin/nano-run"),
                        doctest::Contains("is missing: a job over several hosts preloads it into its processes"),
                        UsageError);
 }
