@@ -1,8 +1,10 @@
 #!/bin/bash
 # TorchNanoOptions' precision, channels_last and bf16 gradient exchange end to end on real
 # Fashion-MNIST with two ranks (equal batches, so each run is deterministic on its machine):
-#   - 3 epochs in bf16, and 3 epochs with bf16 gradient exchange, each end within 0.5
-#     percentage points of fp32's final test accuracy;
+#   - 1 epoch in bf16, and 1 with bf16 gradient exchange, each end within 0.5 percentage points
+#     of fp32's final test accuracy (on the development VM: 0.05 and 0.28 points apart on
+#     Debian 12, 0.34 and 0.33 on Debian 13; after 2 epochs, 0.18 and 0.32 on Debian 13, so
+#     more epochs would buy minutes of CI and no margin);
 #   - channels_last trains as the default layout does, to float tolerance: after 30 steps the
 #     same test accuracy within 0.1 points and the same loss within 0.001 (float rounding grows
 #     with the steps: after 100 the accuracies were 0.5 points apart, the losses 0.0007);
@@ -26,7 +28,7 @@ last_loss() { sed -n 's/.*epoch [0-9]*\/[0-9]*: loss \([0-9.]*\),.*/\1/p' "$work
 # within A B LIMIT: |A - B| <= LIMIT
 within() { awk -v a="$1" -v b="$2" -v l="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= l) }'; }
 
-full=(--epochs 3 --batch-size 128)
+full=(--epochs 1 --batch-size 128)
 run fp32 "${full[@]}"
 run bf16 "${full[@]}" --precision bf16
 run bf16_gradients "${full[@]}" --bf16-gradients
@@ -34,7 +36,7 @@ base=$(accuracy fp32)
 [ -n "$base" ] || { cat "$work/fp32.out"; fail "no accuracy from the fp32 run"; }
 for name in bf16 bf16_gradients; do
   a=$(accuracy $name)
-  echo "3 epochs: fp32 $base, $name $a"
+  echo "1 epoch: fp32 $base, $name $a"
   [ -n "$a" ] || { cat "$work/$name.out"; fail "no accuracy from the $name run"; }
   within "$a" "$base" 0.005 || fail "$name ended at $a, more than 0.5 points from fp32's $base"
 done
