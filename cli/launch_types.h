@@ -59,6 +59,9 @@ struct LaunchOptions {
   /// stopped as at an interruption (SIGTERM, the grace period, SIGKILL), and how the ranks end
   /// then is no failure (LaunchResult::stopped). A tuning trial ends so once it measured enough.
   std::function<bool()> stop_when;
+  /// Files of the caller's own (an in-program launch's result file) that the job's guardian
+  /// removes if the caller dies while a world runs; on any other end the caller removes them.
+  std::vector<std::string> caller_files;
 };
 
 /// nano-run's exit code when the root cause is a lost host (its shims' links closed or went

@@ -58,6 +58,7 @@ LaunchResult run_world(const LaunchOptions& options, const Setup& s, OutputRoute
     if (mkdir(s.job_dir.c_str(), 0700) != 0) throw Error("cannot create " + s.job_dir + ": " + strerror(errno));
   }
   if (!s.session_dir.empty()) guardian.remove_path(s.session_dir);  // Open MPI makes it
+  for (const std::string& file : options.caller_files) guardian.remove_path(file);
   SupervisionLoop loop(options, s, router, sink, guardian);
   std::unique_ptr<RankStarter> starter = s.backend == LaunchBackend::kMpi
                                              ? make_mpi_starter(options, s, guardian, loop.shims())

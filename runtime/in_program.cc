@@ -115,6 +115,7 @@ void Session::launch() {
   const std::string path = make_report_path();
   launch.extra_env[kMarkerVar] = std::to_string(trainings_reached());
   launch.extra_env[kResultVar] = path;
+  launch.caller_files.push_back(path);  // a SIGKILLed caller leaves no result file behind
   try {
     std::cout.flush();
     std::fflush(nullptr);

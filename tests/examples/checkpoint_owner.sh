@@ -2,8 +2,8 @@
 # One live owner per checkpoint folder, end to end on real data (fashion_mnist_nano):
 #   1. a second job started on the folder of a running one is refused in one line naming the
 #      owner (host, pid, since), exit 2, and starts nothing;
-#   2. after the owner is SIGKILLed, the next job takes the stale claim over in one line, resumes
-#      from the last checkpoint and leaves no claim behind;
+#   2. after the owner is SIGKILLed (its guardian removes its result file), the next job takes
+#      the stale claim over in one line, resumes from the last checkpoint and leaves no claim;
 #   3. a folder whose checkpoints are all damaged says in one line that training starts at 0.
 #   checkpoint_owner.sh PROGRAM
 set -u
@@ -30,9 +30,10 @@ wait_for() {  # wait_for SECONDS COMMAND...: polls every 50 ms
   done
 }
 no_process_left() { ! pgrep -f -- "--checkpoint-dir $dir" > /dev/null; }
+no_result_file() { ! compgen -G "$work/nano-in-program-*" > /dev/null; }
 
-# 1. A runs; B comes while it does.
-"$program" "${args[@]}" --max-steps-per-epoch 400 > "$work/a.out" 2>&1 &
+# 1. A runs; B comes while it does. A's in-program launch makes its result file in $TMPDIR.
+TMPDIR=$work "$program" "${args[@]}" --max-steps-per-epoch 400 > "$work/a.out" 2>&1 &
 a=$!  # the program itself (its pid is the claim's); bounded by the watchdog below
 (sleep 300; kill -KILL "$a" 2>/dev/null) > /dev/null 2>&1 &
 watchdog=$!
@@ -52,6 +53,7 @@ kill -KILL "$a"
 wait "$a" 2>/dev/null
 a=""
 wait_for 30 no_process_left || fail "job A's ranks outlived it"
+wait_for 10 no_result_file || fail "job A's result file outlived it: $(echo "$work"/nano-in-program-*)"
 test -f "$dir/.nano-owner" || fail "the SIGKILLed owner's claim vanished (nothing to take over)"
 timeout 300 "$program" "${args[@]}" --max-steps-per-epoch 60 > "$work/c.out" 2>&1
 rc=$?
