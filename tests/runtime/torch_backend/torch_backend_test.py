@@ -145,7 +145,9 @@ def torchrun(tmp):
                 "dist.init_process_group(sys.argv[1], timeout=datetime.timedelta(seconds=30))\n"
                 "t = torch.ones(100000)\ndist.all_reduce(t)\n"
                 "print('rank', dist.get_rank(), 'sum', t[0].item(), flush=True)\n")
-    env = dict(os.environ, PYTHONPATH=PYDIR, USE_LIBUV="0", OMP_NUM_THREADS="1")
+    # TMPDIR: torchrun keeps its logs in a torchelastic_* folder it never removes; in the case's
+    # own folder they go with it.
+    env = dict(os.environ, PYTHONPATH=PYDIR, USE_LIBUV="0", OMP_NUM_THREADS="1", TMPDIR=tmp)
     for backend in ("gloo", "nano"):
         argv = [ranks.PYTHON, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", "2",
                 "--master_addr", "127.0.0.1", "--master_port", str(ranks.free_port()), prog, backend]
