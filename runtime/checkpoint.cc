@@ -7,6 +7,7 @@
 #include <torch/version.h>
 
 #include <dirent.h>
+#include <sched.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
@@ -26,6 +27,7 @@
 #include "runtime/checkpoint_staging.h"
 #include "runtime/folder_claim.h"
 #include "runtime/rendezvous.h"  // first_line
+#include "runtime/serial_executor.h"
 #include "runtime/step_report.h"
 
 namespace nano {
@@ -256,7 +258,8 @@ Checkpointer::~Checkpointer() {
 }
 
 void Checkpointer::wait_writer() {
-  if (writer_.joinable()) writer_.join();
+  if (written_) written_->wait();  // the write catches its own errors: this only waits
+  written_.reset();
 }
 
 bool Checkpointer::writer_busy() const { return writing_->load(); }
@@ -441,7 +444,16 @@ void Checkpointer::save() {
   at::Tensor rng = at::empty({comm_->size(), n}, at::kByte);
   std::transform(all.begin(), all.end(), rng.data_ptr<uint8_t>(), [](double v) { return static_cast<uint8_t>(v); });
   writing_->store(true);
-  writer_ = std::thread([dir = dir_, path, staged = std::move(staged), labels = std::move(labels), rng, step = steps_,
+  if (!writer_) {
+    writer_ = std::make_unique<SerialExecutor>();
+    // A batch thread: its wake-up does not preempt training (nor the rest of this hold) on the
+    // core it lands on; it still gets its fair share of the machine to write.
+    writer_->submit([] {
+      sched_param none{};
+      sched_setscheduler(0, SCHED_BATCH, &none);
+    });
+  }
+  written_ = writer_->submit([dir = dir_, path, staged = std::move(staged), labels = std::move(labels), rng, step = steps_,
                          world = comm_->size(), keep = options_.keep, writing = writing_]() mutable {
     try {
       torch::serialize::OutputArchive archive;

@@ -9,6 +9,7 @@
 
 #include <ATen/ATen.h>
 
+#include <cstring>
 #include <sstream>
 #include <stdexcept>
 #include <typeinfo>
@@ -19,6 +20,10 @@ namespace nano {
 namespace {
 
 constexpr const char* kBytesKey = "nano|serialised";
+// Below this size a tensor is copied with memcpy on the training thread: a copy_() costs a few
+// microseconds of dispatch whatever the size, and one large enough for ATen's intra-op threads
+// (32768 elements) as much again to wake them, more than its copy at these sizes takes.
+constexpr std::size_t kBytewiseBytes = 256 * 1024;
 
 // Every state tensor slot of a known libtorch optimizer's parameter state; false for another kind.
 bool state_slots(torch::optim::OptimizerParamState& state, std::vector<at::Tensor*>& slots) {
@@ -84,7 +89,14 @@ at::Tensor staged_copy(const at::Tensor& t, std::vector<at::Tensor>& buffers, st
   at::Tensor& buffer = buffers[index];
   if (buffer.defined() && buffer.sizes() == t.sizes() && buffer.strides() == t.strides() &&
       buffer.scalar_type() == t.scalar_type()) {
-    buffer.copy_(t);
+    // A small dense tensor: its bytes at once (a model of many small tensors would otherwise be
+    // held mostly by dispatch); a large one through copy_(), on every intra-op thread.
+    if (t.nbytes() < kBytewiseBytes && t.is_contiguous() && t.device().is_cpu() && t.layout() == at::kStrided &&
+        !t.is_quantized() && !t.is_conj() && !t.is_neg()) {
+      std::memcpy(buffer.data_ptr(), t.data_ptr(), t.nbytes());
+    } else {
+      buffer.copy_(t);
+    }
   } else {
     buffer = t.clone();
   }

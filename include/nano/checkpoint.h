@@ -29,7 +29,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 namespace nano {
@@ -37,6 +36,8 @@ namespace nano {
 class Communicator;
 class AutoLr;
 class FolderClaim;
+class SerialExecutor;
+class Completion;
 
 struct CheckpointOptions {
   int64_t every_steps = 0;   ///< save every this many step() calls (0 = not by steps)
@@ -136,7 +137,10 @@ class Checkpointer {
   std::chrono::steady_clock::time_point last_save_;
   std::string last_path_;
   std::unique_ptr<FolderClaim> claim_;  // rank 0: this job owns dir_ (declared before writer_: outlives it)
-  std::thread writer_;
+  // Rank 0's background writer: one thread for the object's life (made by the first save), so a
+  // save does not pay for starting a thread; `written_` is the last write's completion.
+  std::unique_ptr<SerialExecutor> writer_;
+  std::shared_ptr<Completion> written_;
   std::shared_ptr<std::atomic<bool>> writing_ = std::make_shared<std::atomic<bool>>(false);
   int64_t waited_ = 0;
   double waited_seconds_ = 0;
