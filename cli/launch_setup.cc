@@ -127,8 +127,8 @@ ListenGuard listen_guard_for(const std::vector<std::string>& hosts, const Enviro
   if (guard.library.empty() || stat(guard.library.c_str(), &st) != 0)
     throw UsageError("the listen guard " +
                      (guard.library.empty() ? std::string("libnano_listen_guard.so") : guard.library) +
-                     " is missing: a job over several hosts preloads it into its processes so that their listeners "
-                     "admit only the job's hosts (" NANO_LISTEN_GUARD_VARIABLE "=off runs without it)");
+                     " is missing: a job over several hosts, or of the mpi backend, preloads it into its processes so that "
+                     "their listeners admit only the job's hosts (" NANO_LISTEN_GUARD_VARIABLE "=off runs without it)");
   if (chosen != current.end() && !chosen->second.empty()) {
     uint32_t parsed[NANO_MAX_SOURCES];
     if (nano_parse_sources(chosen->second.c_str(), parsed, NANO_MAX_SOURCES) < 0)
@@ -378,7 +378,12 @@ std::vector<RankEnvironment> make_rank_environments(const WorldPlan& world, cons
   return envs;
 }
 
-bool needs_listen_guard(const Setup& s) { return !s.hosts.empty() || s.group_index >= 0; }
+bool needs_listen_guard(const Setup& s) {
+  // On one host, mpirun (Open MPI 4.1's orte, 5's prte and PMIx server) binds its daemon channel
+  // to every address with no setting to narrow it: guarded, it admits this host's own addresses
+  // only, so nothing of a one-host job can be reached from another machine.
+  return !s.hosts.empty() || s.group_index >= 0 || s.backend == LaunchBackend::kMpi;
+}
 
 void stamp_attempt(Setup& s, const AttemptIdentity& attempt) {
   s.job_id = attempt.job_id;

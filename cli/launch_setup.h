@@ -70,9 +70,10 @@ struct Setup {
   /// know it, and so do the ranks to the job store of a job over several hosts. "" in a dry run.
   std::string secret;
   int restart_count = 0;  ///< this attempt's: 0, then 1, 2, ...
-  /// A job over several hosts (or a Slurm node part): every listener of its processes (mpirun,
-  /// Open MPI's daemons, the ranks) admits only its hosts (cli/listen_guard.c). None on one host,
-  /// where nothing listens off loopback, and in a dry run.
+  /// A job over several hosts (or a Slurm node part), or of the mpi backend: every listener of
+  /// its processes (mpirun, Open MPI's daemons, the ranks) admits only its hosts
+  /// (cli/listen_guard.c); on one host, this host's own addresses. None for the subprocess
+  /// backend on one host, where nothing listens off loopback, and in a dry run.
   ListenGuard listen_guard;
   /// One node's part of a world started per node (srun): these ranks are rank_offset.. of
   /// world_total, on host group_index; 0 / 0 / -1 otherwise.
@@ -165,7 +166,8 @@ struct EnvironmentInputs {
 std::vector<RankEnvironment> make_rank_environments(const WorldPlan& world, const Rendezvous& rendezvous,
                                                     const EnvironmentInputs& inputs);
 
-/// Pure: whether a launch of `s` needs the listen guard: its ranks are on several hosts.
+/// Pure: whether a launch of `s` needs the listen guard: its ranks are on several hosts, or
+/// mpirun starts them (it listens on every address, even on one host).
 bool needs_listen_guard(const Setup& s);
 
 /// Pure: stamps attempt `attempt` on `s`: its job id, run id, secret and restart count; every rank's

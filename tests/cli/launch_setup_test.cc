@@ -385,7 +385,10 @@ TEST_CASE("has_entry_with_prefix") {
 
 TEST_CASE("the listen guard: which launches need it, its sources, its place in an environment") {
   Setup s;
-  CHECK_FALSE(needs_listen_guard(s));  // one host: nothing listens off loopback
+  CHECK_FALSE(needs_listen_guard(s));  // one host, subprocess: nothing listens off loopback
+  s.backend = LaunchBackend::kMpi;
+  CHECK(needs_listen_guard(s));  // one host, mpi: mpirun listens on every address
+  s.backend = LaunchBackend::kSubprocess;
   s.hosts = {{"a", 1}, {"b", 1}};
   CHECK(needs_listen_guard(s));
   s.hosts.clear();
@@ -432,6 +435,6 @@ TEST_CASE("the listen guard: which launches need it, its sources, its place in a
                        SettingError);
   // No guard beside this nano-run: a launch says so.
   CHECK_THROWS_WITH_AS(listen_guard_for({"a"}, {}, "/nonexistent/bin/nano-run"),
-                       doctest::Contains("is missing: a job over several hosts preloads it into its processes"),
+                       doctest::Contains("is missing: a job over several hosts, or of the mpi backend, preloads it"),
                        UsageError);
 }

@@ -256,6 +256,7 @@ strangers)
   : > "$targets"
   attack() {  # attack NAME: starts the stranger and the watcher; stop_attack ends them
     rm -f "$state/stop"
+    : > "$targets"  # the last job's listeners are gone: only this one's are attacked
     bash "$testbed" run "$state" hostC /usr/bin/python3 "$here/stranger.py" "$targets" "$state/stop" "$state/report-$1" &
     stranger_job=$!
     (
@@ -318,6 +319,25 @@ strangers)
     grep -E "nano(-run)?: .*turned away" "$out" | sed 's/^/  /'
     echo "$backend: $attacked attacked and unattacked"
   done
+  # A one-host job of the mpi backend on hostA: mpirun binds its daemon channel to every address
+  # (no Open MPI setting narrows it); guarded, it admits hostA's own addresses only, so the
+  # stranger gets no connection to any port at all.
+  run_a "$nano_run" -n 2 --backend mpi "$fault_rank" --steps 600 --print-weights
+  alone=$(grep -o 'weights [0-9a-f]*' "$out")
+  [ $rc -eq 0 ] && [ -n "$alone" ] || fail "one host, unattacked: exit $rc: $(tail -3 "$out")"
+  attack one-host
+  run_a "$nano_run" -n 2 --backend mpi "$fault_rank" --steps 600 --print-weights
+  stop_attack one-host
+  attacked=$(grep -o 'weights [0-9a-f]*' "$out")
+  [ $rc -eq 0 ] || fail "one host, attacked: exit $rc: $(tail -5 "$out")"
+  [ "$attacked" = "$alone" ] || fail "one host: '$attacked' attacked, '$alone' unattacked"
+  [ -s "$state/report-one-host" ] || fail "one host: the stranger found no listener of the job to attack"
+  reached=$(awk '$3 != 0' "$state/report-one-host" 2> /dev/null)
+  if [ -n "$reached" ]; then
+    fail "one host: the stranger connected to: $(tr '\n' ';' <<< "$reached")"
+  else
+    echo "one host (mpi): nothing reachable, $attacked attacked and unattacked"
+  fi
   if [ -d "$build/lib/nano/python/nano_torch" ]; then
     # Stock DDP on the nano backend meeting in nano's job store (init_method="nano://").
     dir=$(mktemp -d /tmp/nano-multihost-torch-XXXXXX)
