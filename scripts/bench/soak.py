@@ -238,7 +238,9 @@ def soak(args, host):
     if not disk and not args.hosts:
         print("soak: no private mount namespace here: no full-disk faults")
     target = args.faults if args.minutes <= 0 else 10**9
-    steps = min(938, args.steps or max(300, 100 * min(target, 200)))  # 60000 images / 2 ranks / 32
+    # Room for the faults: an attempt trains at most 2.5 s (about 75 steps) before its fault, and
+    # loses at most the steps since its last checkpoint (10).
+    steps = min(938, args.steps or max(300, 60 * min(target, 200)))  # 60000 images / 2 ranks / 32
     env = dict(os.environ, NANO_COLLECTIVE_TIMEOUT="3", NANO_RENDEZVOUS_TIMEOUT="60")
 
     # The uninterrupted run: the weights to reach.
