@@ -125,10 +125,10 @@ ListenGuard listen_guard_for(const std::vector<std::string>& hosts, const Enviro
   guard.library = listen_guard_library_for(nano_run);
   struct stat st {};
   if (guard.library.empty() || stat(guard.library.c_str(), &st) != 0)
-    throw UsageError("the listen guard " +
-                     (guard.library.empty() ? std::string("libnano_listen_guard.so") : guard.library) +
-                     " is missing: a job over several hosts, or of the mpi backend, preloads it into its processes so that "
-                     "their listeners admit only the job's hosts (" NANO_LISTEN_GUARD_VARIABLE "=off runs without it)");
+    throw UsageError(
+        "the listen guard " + (guard.library.empty() ? std::string("libnano_listen_guard.so") : guard.library) +
+        " is missing: a job over several hosts, or of the mpi backend, preloads it into its processes so that "
+        "their listeners admit only the job's hosts (" NANO_LISTEN_GUARD_VARIABLE "=off runs without it)");
   if (chosen != current.end() && !chosen->second.empty()) {
     uint32_t parsed[NANO_MAX_SOURCES];
     if (nano_parse_sources(chosen->second.c_str(), parsed, NANO_MAX_SOURCES) < 0)

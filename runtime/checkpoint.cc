@@ -7,9 +7,9 @@
 #include <torch/version.h>
 
 #include <dirent.h>
-#include <sched.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -453,30 +453,31 @@ void Checkpointer::save() {
       sched_setscheduler(0, SCHED_BATCH, &none);
     });
   }
-  written_ = writer_->submit([dir = dir_, path, staged = std::move(staged), labels = std::move(labels), rng, step = steps_,
-                         world = comm_->size(), keep = options_.keep, writing = writing_]() mutable {
-    try {
-      torch::serialize::OutputArchive archive;
-      for (auto& [name, write] : staged) {
-        torch::serialize::OutputArchive sub(archive.compilation_unit());
-        write(sub);
-        archive.write(name, sub);
-      }
-      staged.clear();  // the copies go as soon as they are in the archive
-      for (const auto& [key, bytes] : labels) archive.write(key, bytes);
-      archive.write("nano|steps", at::full({1}, step, at::kLong));
-      archive.write("nano|rng", rng);
-      std::ostringstream payload;
-      archive.save_to(payload);
-      const std::string body = payload.str();
-      write_durable(dir, path, make_header(step, world, body) + body);
-      const auto all_files = list_checkpoints(dir);
-      for (size_t i = static_cast<size_t>(keep); i < all_files.size(); ++i) unlink(all_files[i].second.c_str());
-    } catch (const std::exception& e) {
-      std::cerr << e.what() << "; the previous checkpoints are kept and training goes on" << std::endl;
-    }
-    writing->store(false);
-  });
+  written_ =
+      writer_->submit([dir = dir_, path, staged = std::move(staged), labels = std::move(labels), rng, step = steps_,
+                       world = comm_->size(), keep = options_.keep, writing = writing_]() mutable {
+        try {
+          torch::serialize::OutputArchive archive;
+          for (auto& [name, write] : staged) {
+            torch::serialize::OutputArchive sub(archive.compilation_unit());
+            write(sub);
+            archive.write(name, sub);
+          }
+          staged.clear();  // the copies go as soon as they are in the archive
+          for (const auto& [key, bytes] : labels) archive.write(key, bytes);
+          archive.write("nano|steps", at::full({1}, step, at::kLong));
+          archive.write("nano|rng", rng);
+          std::ostringstream payload;
+          archive.save_to(payload);
+          const std::string body = payload.str();
+          write_durable(dir, path, make_header(step, world, body) + body);
+          const auto all_files = list_checkpoints(dir);
+          for (size_t i = static_cast<size_t>(keep); i < all_files.size(); ++i) unlink(all_files[i].second.c_str());
+        } catch (const std::exception& e) {
+          std::cerr << e.what() << "; the previous checkpoints are kept and training goes on" << std::endl;
+        }
+        writing->store(false);
+      });
 }
 
 std::optional<int64_t> Checkpointer::restore() {
