@@ -3,7 +3,8 @@
 # nano-run, on each backend and communicator, once it has trained and checkpointed. Every listening socket of the job's processes (nano-run, its
 # guardian, mpirun, the shims, the ranks) must be on loopback, except mpirun's own (Open MPI
 # 4.1's orte and 5's prte bind their daemon channel, and 5 its PMIx server, to every address,
-# with no setting to narrow it): those are printed as a known exception, for mpirun alone.
+# with no setting to narrow it): those are printed as a known exception, for mpirun alone, and
+# only when mpirun runs with nano's listen guard (admitting this host's own addresses only).
 #   listeners.sh NANO_RUN FAULT_RANK
 set -u
 nano_run=$1
@@ -48,13 +49,25 @@ check() {  # check BACKEND [ENV...]
     [[ $pids == *" $pid "* ]] || continue
     case "$addr" in
       127.*:* | "[::1]":*) ;;
-      *) if [ "$name" = mpirun ] || [ "$name" = prterun ]; then known+=" $name@$addr"; else bad+=" $name@$addr"; fi ;;
+      *)
+        if [ "$name" = mpirun ] || [ "$name" = prterun ]; then
+          # Guarded: its listen guard admits this host's own addresses only (multihost.strangers
+          # attacks it from another host).
+          if tr '\0' '\n' < "/proc/$pid/environ" 2>/dev/null | grep -q '^NANO_LISTEN_GUARD=127\.0\.0\.1'; then
+            known+=" $name@$addr"
+          else
+            bad+=" $name@$addr(unguarded)"
+          fi
+        else
+          bad+=" $name@$addr"
+        fi
+        ;;
     esac
   done < <(ss -ltnpH; ss -lunpH)
   kill -INT $job
   wait $job
   rm -rf "$out" "$ckpt"
-  echo "$backend ${*:-}: off loopback:${bad:- none}; known (mpirun's own):${known:- none}"
+  echo "$backend ${*:-}: off loopback:${bad:- none}; known (mpirun's own, guarded):${known:- none}"
   [ -z "$bad" ] || fail "$backend ${*:-}: listening off loopback:$bad"
 }
 
