@@ -504,8 +504,9 @@ TEST_CASE("--max-restarts: Ctrl-C is never restarted, also during the restart de
 }
 
 TEST_CASE("torchrun's whole worker environment, after a restart too; a @record exception names the root cause") {
-  // nano-run copied into a prefix of its own with nano's Python folder beside it, as installed:
-  // PREFIX/bin/nano-run and PREFIX/lib/nano/python (holding a module the program imports).
+  // nano-run copied into a prefix of its own with nano's Python folder and listen guard beside
+  // it, as installed: PREFIX/bin/nano-run, PREFIX/lib/nano/python (holding a module the program
+  // imports) and PREFIX/lib/nano/libnano_listen_guard.so (the mpi backend preloads it).
   namespace fs = std::filesystem;
   const std::string prefix = temp_dir("nano_run_test");
   const std::string folder = prefix + "/lib/nano/python", nano_run = prefix + "/bin/nano-run";
@@ -513,6 +514,8 @@ TEST_CASE("torchrun's whole worker environment, after a restart too; a @record e
   fs::create_directories(prefix + "/bin");
   std::ofstream(folder + "/nano_marker.py") << "\n";
   fs::copy_file(kNanoRun, nano_run);
+  fs::copy_file(fs::path(kNanoRun).parent_path().parent_path() / "lib/nano/libnano_listen_guard.so",
+                prefix + "/lib/nano/libnano_listen_guard.so");
   // Where the program raises, as Python's traceback names it.
   int raise_line = 0;
   {
