@@ -322,11 +322,11 @@ strangers)
   # A one-host job of the mpi backend on hostA: mpirun binds its daemon channel to every address
   # (no Open MPI setting narrows it); guarded, it admits hostA's own addresses only, so the
   # stranger gets no connection to any port at all.
-  run_a "$nano_run" -n 2 --backend mpi "$fault_rank" --steps 600 --print-weights
+  run_a "$nano_run" -n 2 --backend mpi "$fault_rank" --steps 200 --print-weights
   alone=$(grep -o 'weights [0-9a-f]*' "$out")
   [ $rc -eq 0 ] && [ -n "$alone" ] || fail "one host, unattacked: exit $rc: $(tail -3 "$out")"
   attack one-host
-  run_a "$nano_run" -n 2 --backend mpi "$fault_rank" --steps 600 --print-weights
+  run_a "$nano_run" -n 2 --backend mpi "$fault_rank" --steps 200 --print-weights
   stop_attack one-host
   attacked=$(grep -o 'weights [0-9a-f]*' "$out")
   [ $rc -eq 0 ] || fail "one host, attacked: exit $rc: $(tail -5 "$out")"
