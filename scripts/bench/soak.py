@@ -240,7 +240,7 @@ def soak(args, host):
     target = args.faults if args.minutes <= 0 else 10**9
     # Room for the faults: an attempt trains at most 2.5 s (about 75 steps) before its fault, and
     # loses at most the steps since its last checkpoint (10).
-    steps = min(938, args.steps or max(300, 60 * min(target, 200)))  # 60000 images / 2 ranks / 32
+    steps = min(938, args.steps or max(300, 100 * min(target, 200)))  # 60000 images / 2 ranks / 32
     # The uninterrupted run keeps nano's own bounds: on a loaded machine (CI runs 3 tests on 2
     # cores) a rank can start more than 3 s after its peer. The faulted run ends a SIGSTOPped
     # rank by a 3 s collective timeout, set only when SIGSTOPs are among the faults.
@@ -376,6 +376,8 @@ def soak(args, host):
         failures.append(f"final weights {final} differ from the uninterrupted run's {reference}")
     if restarts != ended:
         failures.append(f"{restarts} restarts for {ended} faults that ended an attempt")
+    if deadline is None and len(schedule) < target:
+        failures.append(f"only {len(schedule)} of {target} faults came before the training ended")
     if len({r[1] for r in schedule}) < min(4, len(kinds)) and deadline is None and target >= 6:
         failures.append(f"only {sorted({r[1] for r in schedule})} kinds of fault came up")
     time.sleep(0.5)
