@@ -241,8 +241,8 @@ def soak(args, host):
     # Room for the faults: an attempt trains at most 2.5 s (about 75 steps) before its fault, and
     # loses at most the steps since its last checkpoint (10).
     steps = min(938, args.steps or max(300, 100 * min(target, 200)))  # 60000 images / 2 ranks / 32
-    # The uninterrupted run keeps nano's own bounds: on a loaded machine (CI runs 3 tests on 2
-    # cores) a rank can start more than 3 s after its peer. The faulted run ends a SIGSTOPped
+    # The uninterrupted run keeps nano's own bounds: on a loaded machine (CI runs other tests
+    # beside this one) a rank can start more than 3 s after its peer. The faulted run ends a SIGSTOPped
     # rank by a 3 s collective timeout, set only when SIGSTOPs are among the faults.
     env = dict(os.environ, NANO_RENDEZVOUS_TIMEOUT="60")
     faulted_env = dict(env, NANO_COLLECTIVE_TIMEOUT="3") if "stop" in kinds else env
