@@ -1,0 +1,29 @@
+#!/bin/sh
+# each_backend.sh SUITE: the fault suite once per backend, both at once, each in a mount
+# namespace of its own with a private /dev/shm and /tmp (so each run's "nothing left" check sees
+# only its own jobs). The suite waits on timeouts more than it computes (alone it keeps about
+# 0.6 of a core busy), so the two halves together take about half the time on the same cores.
+# Both halves' output is printed whole; the exit code is the first failing half's.
+suite=$1
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+# half BACKEND: the suite for one backend, its output in $logs/BACKEND.
+half() {
+  NANO_FAULT_BACKEND=$1 unshare --mount --propagation private -- \
+    sh -c 'mount -t tmpfs -o mode=1777 nano-faults /dev/shm && mount -t tmpfs -o mode=1777 nano-faults /tmp && exec env -u TMPDIR "$0"' \
+    "$suite" > "$logs/$1" 2>&1
+}
+half subprocess &
+subprocess=$!
+half mpi &
+mpi=$!
+wait "$subprocess"
+rc_subprocess=$?
+wait "$mpi"
+rc_mpi=$?
+for backend in subprocess mpi; do
+  echo "=== the fault suite on the $backend backend ==="
+  cat "$logs/$backend"
+done
+[ "$rc_subprocess" -ne 0 ] && exit "$rc_subprocess"
+exit "$rc_mpi"
