@@ -7,9 +7,12 @@
 suite=$1
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
-# half BACKEND: the suite for one backend, its output in $logs/BACKEND.
+# half BACKEND (run with &): the suite for one backend, its output in $logs/BACKEND. The
+# background shell becomes the suite, which is killed if this script is (ctest's timeout), as it
+# would be had ctest started it itself.
 half() {
-  NANO_FAULT_BACKEND=$1 unshare --mount --propagation private -- \
+  export NANO_FAULT_BACKEND=$1
+  exec setpriv --pdeathsig KILL unshare --mount --propagation private -- \
     sh -c 'mount -t tmpfs -o mode=1777 nano-faults /dev/shm && mount -t tmpfs -o mode=1777 nano-faults /tmp && exec env -u TMPDIR "$0"' \
     "$suite" > "$logs/$1" 2>&1
 }
