@@ -5,8 +5,11 @@
 # 0.6 of a core busy), so the two halves together take about half the time on the same cores.
 # Both halves' output is printed whole; the exit code is the first failing half's.
 suite=$1
-logs=$(mktemp -d)
-trap 'rm -rf "$logs"' EXIT
+# In the test's own folder, not /tmp: when ctest's timeout kills this script before it prints
+# them, the halves' outputs stay there, named on the first line, to say where the suite stalled.
+logs=$PWD/fault-suite-output
+rm -rf "$logs" && mkdir "$logs" || exit 1
+echo "each_backend.sh: the halves' output is in $logs until both end"
 # half BACKEND (run with &): the suite for one backend, its output in $logs/BACKEND. The
 # background shell becomes the suite, which is killed if this script is (ctest's timeout), as it
 # would be had ctest started it itself.
@@ -28,5 +31,6 @@ for backend in subprocess mpi; do
   echo "=== the fault suite on the $backend backend ==="
   cat "$logs/$backend"
 done
+rm -rf "$logs"
 [ "$rc_subprocess" -ne 0 ] && exit "$rc_subprocess"
 exit "$rc_mpi"
