@@ -4,4 +4,4 @@
 # build-debian13. CI's second leg. Needs root. Usage: scripts/test-debian13.sh [ctest args...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-exec scripts/debian13-root.sh env NANO_BUILD_DIR=build-debian13 NANO_JOBS="${NANO_JOBS:-}" NANO_BUILD_ONLY="${NANO_BUILD_ONLY:-}" scripts/test.sh "$@"
+exec scripts/debian13-root.sh env NANO_BUILD_DIR=build-debian13 NANO_JOBS="${NANO_JOBS:-}" scripts/test.sh "$@"
