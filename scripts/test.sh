@@ -23,6 +23,6 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # "cores" of the resource spec below (tests/CMakeLists.txt: nano_tests_take_a_core). (Running
 # one test more of any kind, 3 on 2 cores, put the heaviest three at a time and time-bounded
 # ones failed: a 4 s rendezvous, the soak's 3 s collective timeout.)
-spec=$build/ctest-resources.json
+spec=$(cd "$build" && pwd)/ctest-resources.json  # absolute: ctest --test-dir changes folder first
 printf '{"version": {"major": 1, "minor": 0}, "local": [{"cores": [{"id": "0", "slots": %d}]}]}\n' "$jobs" > "$spec"
 ctest --test-dir "$build" --output-on-failure -j "$((jobs + 1))" --resource-spec-file "$spec" --timeout 600 "$@"
