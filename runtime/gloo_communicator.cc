@@ -60,9 +60,9 @@ GlooCommunicator::GlooCommunicator(const Context& context, std::size_t shm_segme
   // Gloo's own bound on each collective (c10d's default is 30 minutes).
   auto options = c10d::ProcessGroupGloo::Options::create(context.collective_timeout);
   const bool multi_host = context.local_world_size < context.world_size;
-  GlooDevice device = make_gloo_device(context.master_addr, multi_host, rank_);
-  options->devices.push_back(device.device);
-  const std::string& transport = device.description;
+  const GlooBinding where = choose_gloo_binding(context.master_addr, multi_host, rank_);
+  options->devices.push_back(make_gloo_device(where));
+  const std::string& transport = where.description;
   if (multi_host && rank_ == 0) {
     std::cerr << "nano: gloo communicator: " << context.world_size << " ranks on several hosts; TCP between and within "
               << "hosts, rank 0 through " << transport << std::endl;

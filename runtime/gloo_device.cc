@@ -2,32 +2,11 @@
 
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
-#include <cstdlib>
-
-#include <nano/error.h>
-#include "runtime/net_address.h"
-
 namespace nano {
 
-GlooDevice make_gloo_device(const std::string& master_addr, bool multi_host, int rank) {
-  using c10d::ProcessGroupGloo;
-  if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME")) {
-    return {ProcessGroupGloo::createDeviceForInterface(ifname),
-            std::string("interface ") + ifname + " (GLOO_SOCKET_IFNAME)"};
-  }
-  if (multi_host) {
-    const char* host_addr = std::getenv("NANO_HOST_ADDR");
-    const std::string address = multi_host_address(master_addr, host_addr ? host_addr : "");
-    if (address.empty()) {
-      throw Error("nano: rank " + std::to_string(rank) + " has no address that reaches " + master_addr +
-                  " (set GLOO_SOCKET_IFNAME to the interface other hosts reach this one through)");
-    }
-    const std::string name = interface_of(address);
-    return {ProcessGroupGloo::createDeviceForHostname(address), address + (name.empty() ? "" : " (" + name + ")")};
-  }
-  // One host: nothing needs to be reachable from outside it, whatever MASTER_ADDR names, so
-  // Gloo's pairs listen on loopback only.
-  return {ProcessGroupGloo::createDeviceForHostname("127.0.0.1"), ""};
+std::shared_ptr<::gloo::transport::Device> make_gloo_device(const GlooBinding& where) {
+  if (!where.interface.empty()) return c10d::ProcessGroupGloo::createDeviceForInterface(where.interface);
+  return c10d::ProcessGroupGloo::createDeviceForHostname(where.hostname);
 }
 
 }  // namespace nano

@@ -1,7 +1,6 @@
 #include "runtime/torch_backend.h"
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <ATen/ATen.h>
@@ -17,7 +16,6 @@
 
 #include <nano/error.h>
 #include "cli/job_secret.h"
-#include "runtime/gloo_device.h"
 #include "runtime/job_store.h"
 #include "runtime/rendezvous.h"
 #include "runtime/serial_executor.h"
@@ -307,20 +305,18 @@ TorchBackend::TorchBackend(const c10::intrusive_ptr<c10d::Store>& store, const O
     if (shm_) shm_->set_bound_name("the process group's timeout");
     shm_memory_ = std::move(world.memory);
   }
-  // Gloo's own bound on each of its operations is the group's timeout; on one host it listens
-  // on loopback only.
-  auto gloo_options = c10d::ProcessGroupGloo::Options::create(timeout_);
-  gloo_options->devices.push_back(make_gloo_device(options.master_addr, !one_host, rank).device);
-  gloo_options->threads = 2;
   // Across the hosts of a nano-run job, torch's own store admits whoever reaches it.
   if (!one_host && rank == 0 && !job_store_under(store) && !job_secret_from_environment().empty())
     std::cerr << "nano: this job spans hosts and meets in torch's TCPStore on " << options.master_addr
               << ", which anyone who reaches it can read and write; init_process_group(\"nano\", "
                  "init_method=\"nano://\") meets in nano's job store, which admits only this job's ranks"
               << std::endl;
+  // Gloo's own bound on each of its operations is the group's timeout; on one host it listens
+  // on loopback only.
+  const GlooBinding where = choose_gloo_binding(options.master_addr, !one_host, rank);
   try {
-    gloo_ = c10::make_intrusive<c10d::ProcessGroupGloo>(c10::make_intrusive<c10d::PrefixStore>("nano/gloo", store),
-                                                        rank, size, gloo_options);
+    gloo_ = options.make_gloo_group(c10::make_intrusive<c10d::PrefixStore>("nano/gloo", store), rank, size, timeout_,
+                                    where);
   } catch (const std::exception& e) {
     throw Error("nano: rank " + std::to_string(rank) +
                 ": the nano backend's Gloo group did not connect: " + first_line(e.what()));

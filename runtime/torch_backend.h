@@ -33,8 +33,9 @@
 #include <string>
 #include <vector>
 
+#include "runtime/gloo_binding.h"
+
 namespace c10d {
-class ProcessGroupGloo;
 class Store;
 }  // namespace c10d
 
@@ -54,6 +55,15 @@ using TorchBackendBase = c10d::Backend;
 using TorchBackendBase = c10d::ProcessGroup;
 #endif
 
+/// Makes the backend's inner Gloo group of `size` ranks on `store`, listening where `where` says,
+/// each of its operations bounded by `timeout`. Supplied by whoever builds the backend:
+/// nano_torch makes it through torch's own Python binding of ProcessGroupGloo
+/// (runtime/python/module.cc), because torch's C++ header for it needs Gloo's headers, which
+/// torch's pip wheels do not ship; so the backend builds against any torch.
+using GlooGroupFactory = std::function<c10::intrusive_ptr<TorchBackendBase>(
+    const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, std::chrono::milliseconds timeout,
+    const GlooBinding& where)>;
+
 class TorchBackend final : public TorchBackendBase {
  public:
   /// How the group's ranks meet and how long any wait may last.
@@ -65,6 +75,8 @@ class TorchBackend final : public TorchBackendBase {
     std::size_t shm_bytes = 0;
     /// The rendezvous host (MASTER_ADDR): which address the Gloo group binds across hosts.
     std::string master_addr;
+    /// Makes the inner Gloo group (required).
+    GlooGroupFactory make_gloo_group;
   };
 
   /// Joins the group through `store` (the PrefixStore torch gives each group): every rank
@@ -154,7 +166,7 @@ class TorchBackend final : public TorchBackendBase {
                        const char* what) const;
 
   std::chrono::milliseconds timeout_;
-  c10::intrusive_ptr<c10d::ProcessGroupGloo> gloo_;
+  c10::intrusive_ptr<TorchBackendBase> gloo_;  // c10d's ProcessGroupGloo
   std::unique_ptr<SharedMemory> shm_memory_;
   std::unique_ptr<ShmCollectives> shm_;
   // The first failure: the ranks' collectives are out of step after it, so every later

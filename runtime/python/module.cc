@@ -5,10 +5,35 @@
 
 #include <chrono>
 
+#include <nano/error.h>
 #include "runtime/rendezvous.h"
 #include "runtime/torch_backend.h"
 
 namespace py = pybind11;
+
+namespace {
+
+// The backend's inner Gloo group, made as a Python program makes one: through torch's binding
+// of ProcessGroupGloo, whose C++ header needs Gloo's headers (absent from torch's pip wheels).
+c10::intrusive_ptr<nano::TorchBackendBase> gloo_group(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                                      std::chrono::milliseconds timeout,
+                                                      const nano::GlooBinding& where) {
+  py::gil_scoped_acquire gil;  // the creator runs without it (the rendezvous waits)
+  try {
+    py::object gloo = py::module_::import("torch.distributed").attr("ProcessGroupGloo");
+    py::object device = where.interface.empty() ? gloo.attr("create_device")(py::arg("hostname") = where.hostname)
+                                                : gloo.attr("create_device")(py::arg("interface") = where.interface);
+    py::object options = gloo.attr("_Options")();
+    options.attr("_devices") = py::make_tuple(device);
+    options.attr("_timeout") = timeout;
+    options.attr("_threads") = 2;
+    return gloo(store, rank, size, options).cast<c10::intrusive_ptr<nano::TorchBackendBase>>();
+  } catch (const py::error_already_set& e) {
+    throw nano::Error(e.what());  // while the GIL is held: the Python error is released here
+  }
+}
+
+}  // namespace
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "nano's collectives as a torch.distributed backend";
@@ -19,8 +44,9 @@ PYBIND11_MODULE(_C, m) {
   m.def(
       "create",
       [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, std::chrono::milliseconds timeout) {
-        return c10::intrusive_ptr<nano::TorchBackendBase>(
-            c10::make_intrusive<nano::TorchBackend>(store, nano::torch_backend_options(rank, size, timeout)));
+        nano::TorchBackend::Options options = nano::torch_backend_options(rank, size, timeout);
+        options.make_gloo_group = gloo_group;
+        return c10::intrusive_ptr<nano::TorchBackendBase>(c10::make_intrusive<nano::TorchBackend>(store, options));
       },
       py::arg("store"), py::arg("rank"), py::arg("world_size"), py::arg("timeout"),
       py::call_guard<py::gil_scoped_release>(), "Joins a nano process group (the creator given to register_backend).");

@@ -14,6 +14,9 @@ Usage: torch_backend_test.py BUILD_DIR CASE
   nano_run_finds_module                    under nano-run, `import nano_torch` needs no PYTHONPATH
   torchrun                                 under plain torchrun (exit 77, skipped, where this torch's
                                            own torchrun cannot start a gloo program: Debian 12's)
+  standalone_sources                       scripts/bench/build_nano_torch.py (the build for a pip
+                                           torch, which ships no Gloo headers) lists every source the
+                                           module needs, and none of them reaches a Gloo header
 """
 import os
 import re
@@ -163,6 +166,40 @@ def torchrun(tmp):
     return 0
 
 
+def standalone_sources():
+    """The cheap half of building nano_torch against a pip wheel of torch (the real build takes a
+    minute of CPU; scripts/bench.sh scaling does it): the source list of build_nano_torch.py
+    against the files' own includes and the nano_collectives library of runtime/CMakeLists.txt."""
+    root = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
+    sys.path.insert(0, os.path.join(root, "scripts", "bench"))
+    import build_nano_torch
+    sources = set(build_nano_torch.SOURCES)
+    with open(os.path.join(root, "runtime", "CMakeLists.txt")) as f:
+        listed = re.search(r"add_library\(nano_collectives STATIC(.*?)\)", f.read(), re.S).group(1).split()
+    missing = {f"runtime/{name}" for name in listed} - {"runtime/gloo_device.cc"} - sources
+    check(not missing, f"nano_collectives' sources missing from build_nano_torch.py: {sorted(missing)}")
+    seen, todo = set(), sorted(sources)
+    while todo:  # every local file reached through "..." includes, from the listed sources
+        path = todo.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        with open(os.path.join(root, path)) as f:
+            text = f.read()
+        check(not re.search(r"#include [<\"](gloo/|torch/csrc/distributed/c10d/ProcessGroupGloo)", text),
+              f"{path} includes a Gloo header, which torch's pip wheels do not ship")
+        for inc in re.findall(r'#include "([^"]+)"', text) + re.findall(r"#include <(nano/[^>]+)>", text):
+            local = inc if os.path.exists(os.path.join(root, inc)) else os.path.join("include", inc)
+            check(os.path.exists(os.path.join(root, local)), f"{path}: {inc} not found")
+            todo.append(local)
+            cc = local[:-2] + ".cc"
+            if local.endswith(".h") and os.path.exists(os.path.join(root, cc)):
+                todo.append(cc)
+    unlisted = sorted(p for p in seen if p.endswith(".cc") and p not in sources)
+    check(not unlisted, f"sources reached by the module's includes but not built by build_nano_torch.py: {unlisted}")
+    print(f"{len(sources)} sources, {len(seen)} files reached, none includes a Gloo header")
+
+
 def main():
     before = ranks.nano_shm_entries()
     tmp = tempfile.mkdtemp(prefix="nano-torch-backend-")
@@ -213,6 +250,8 @@ def main():
             check(p.stdout.count(f"module {PYDIR}/nano_torch/__init__.py shm True") == 2, p.stdout)
         elif CASE == "torchrun":
             return torchrun(tmp)
+        elif CASE == "standalone_sources":
+            standalone_sources()
         else:
             raise Failure(f"unknown case {CASE}")
         left = sorted(set(ranks.nano_shm_entries()) - set(before))

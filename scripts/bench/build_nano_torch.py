@@ -1,0 +1,54 @@
+#!/usr/bin/env python3
+"""Builds the `nano` torch.distributed backend (nano_torch) for the Python that runs this, with
+nothing but that Python's torch and a C++ compiler: no CMake, no Debian packages, no other part
+of nano. For a machine with a pip-installed torch (a wheel carries torch's, Gloo's and pybind11's
+headers), where the CMake build (runtime/python/CMakeLists.txt) cannot run for want of nano's
+other dependencies. torch's own extension builder compiles the backend and the collectives'
+sources it uses (in parallel with ninja, MAX_JOBS at a time) with the flags that torch itself
+was built with, so torch's types cross into the module.
+
+Usage: python3 scripts/bench/build_nano_torch.py OUT_DIR
+Leaves OUT_DIR/nano_torch/{__init__.py,_C*.so}: put OUT_DIR on PYTHONPATH and `import nano_torch`.
+"""
+import glob
+import os
+import shutil
+import sys
+import tempfile
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+# The extension and what it uses of nano: the nano_collectives library of runtime/CMakeLists.txt
+# but the Gloo communicator's device (gloo_device.cc, which needs Gloo's headers), and its helpers.
+SOURCES = ["runtime/python/module.cc", "runtime/torch_backend.cc", "runtime/serial_executor.cc",
+           "runtime/store_wire.cc", "runtime/job_store_server.cc", "runtime/job_store.cc",
+           "runtime/rendezvous.cc", "runtime/net_address.cc", "runtime/shm_collectives.cc",
+           "runtime/shm_rendezvous.cc", "runtime/gloo_binding.cc", "runtime/step_report.cc",
+           "cli/job_secret.cc", "cli/sha256.cc", "env-init/parse.cc"]
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__.split("\n\n")[1])
+    out = os.path.abspath(sys.argv[1])
+    import torch
+    from torch.utils import cpp_extension
+    os.environ.setdefault("MAX_JOBS", str(len(os.sched_getaffinity(0))))
+    package = os.path.join(out, "nano_torch")
+    os.makedirs(package, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="nano-torch-build-") as work:
+        # torch names the module after `name` (TORCH_EXTENSION_NAME); module.cc defines _C.
+        cpp_extension.load(name="_C", sources=[os.path.join(ROOT, s) for s in SOURCES],
+                           extra_include_paths=[ROOT, os.path.join(ROOT, "include")],
+                           extra_cflags=["-O3", "-std=c++17"],
+                           build_directory=work, is_python_module=False, verbose=False)
+        built = glob.glob(os.path.join(work, "_C*.so"))
+        if len(built) != 1:
+            sys.exit(f"build_nano_torch.py: expected one _C*.so in {work}, found {built}")
+        # The name Python looks for (e.g. _C.cpython-312-x86_64-linux-gnu.so) or plain _C.so.
+        shutil.copy(built[0], os.path.join(package, "_C.so"))
+    shutil.copy(os.path.join(ROOT, "runtime/python/nano_torch/__init__.py"), package)
+    print(f"build_nano_torch.py: nano_torch for torch {torch.__version__} in {package}")
+
+
+if __name__ == "__main__":
+    main()
