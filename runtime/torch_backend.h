@@ -60,9 +60,9 @@ using TorchBackendBase = c10d::ProcessGroup;
 /// nano_torch makes it through torch's own Python binding of ProcessGroupGloo
 /// (runtime/python/module.cc), because torch's C++ header for it needs Gloo's headers, which
 /// torch's pip wheels do not ship; so the backend builds against any torch.
-using GlooGroupFactory = std::function<c10::intrusive_ptr<TorchBackendBase>(
-    const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, std::chrono::milliseconds timeout,
-    const GlooBinding& where)>;
+using GlooGroupFactory =
+    std::function<c10::intrusive_ptr<TorchBackendBase>(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                                       std::chrono::milliseconds timeout, const GlooBinding& where)>;
 
 class TorchBackend final : public TorchBackendBase {
  public:
