@@ -288,6 +288,7 @@ TorchBackend::Options torch_backend_options(int rank, int size, std::chrono::mil
 
 TorchBackend::TorchBackend(const c10::intrusive_ptr<c10d::Store>& store, const Options& options)
     : TorchBackendBase(options.rank, options.size), timeout_(options.timeout) {
+  if (!options.make_gloo_group) throw Error("nano: TorchBackend::Options::make_gloo_group is not set");
   const int rank = options.rank, size = options.size;
   // Which ranks share this host decides the path: shared memory only if all do.
   store->set("nano/host/" + std::to_string(rank), [] {
