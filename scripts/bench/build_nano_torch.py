@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Builds the `nano` torch.distributed backend (nano_torch) for the Python that runs this, with
 nothing but that Python's torch and a C++ compiler: no CMake, no Debian packages, no other part
-of nano. For a machine with a pip-installed torch (a wheel carries torch's, Gloo's and pybind11's
-headers), where the CMake build (runtime/python/CMakeLists.txt) cannot run for want of nano's
+of nano. For a machine with a pip-installed torch (a wheel carries torch's and pybind11's headers,
+not Gloo's, which the backend does without), where the CMake build (runtime/python/CMakeLists.txt) cannot run for want of nano's
 other dependencies. torch's own extension builder compiles the backend and the collectives'
 sources it uses (in parallel with ninja, MAX_JOBS at a time) with the flags that torch itself
 was built with, so torch's types cross into the module.

@@ -12,9 +12,9 @@ fixed), its ranks started with torchrun's environment and pinned with taskset:
           same program as one plain process on one core
 for each k on `gloo` and on `nano` (import nano_torch; init_process_group("nano")), the two in
 turn, their order alternating from repeat to repeat. Then the all-reduce itself at the largest
-k (scripts/bench/torch_allreduce.py), after the first model. Runs stop being started once --budget seconds are spent,
-so a machine lent for minutes returns what it measured; the tables are printed after every
-repeat and at the end. Every run's record goes to --json.
+k (scripts/bench/torch_allreduce.py), after the first model. Runs stop being started once
+--budget seconds are spent, so a machine lent for minutes returns what it measured; the tables
+are printed after every repeat and at the end. Every run's record goes to --json.
 Usage: scaling.py [--ranks 1,2,4,8,16] [--repeats 2] [--budget SECONDS] [--nano-torch DIR]
 """
 import argparse
@@ -36,42 +36,23 @@ def log(msg):
     print(f"scaling: {msg}", file=sys.stderr, flush=True)
 
 
-def cpus_by_core():
-    """This process's CPUs ordered by (package, core, CPU), and how many cores they span."""
+def topology():
+    """This process's CPUs as (package, core, CPU), sorted: a core's CPUs next to each other."""
     keyed = []
     for cpu in sorted(os.sched_getaffinity(0)):
         topo = f"/sys/devices/system/cpu/cpu{cpu}/topology"
         try:
-            with open(f"{topo}/physical_package_id") as f:
-                package = int(f.read())
-            with open(f"{topo}/core_id") as f:
-                core = int(f.read())
+            with open(f"{topo}/physical_package_id") as f, open(f"{topo}/core_id") as g:
+                keyed.append((int(f.read()), int(g.read()), cpu))
         except OSError:
-            package, core = 0, cpu
-        keyed.append((package, core, cpu))
-    keyed.sort()
-    return [c for _, _, c in keyed], len({(p, c) for p, c, _ in keyed})
+            keyed.append((0, cpu, cpu))
+    return sorted(keyed)
 
 
 def slices(cpus, k):
     """k equal contiguous slices of `cpus` (k must divide their number)."""
     n = len(cpus) // k
     return [cpus[i * n:(i + 1) * n] for i in range(k)]
-
-
-def first_cpu_of_each_core(cpus):
-    seen, firsts = set(), []
-    for cpu in cpus:
-        topo = f"/sys/devices/system/cpu/cpu{cpu}/topology"
-        try:
-            with open(f"{topo}/physical_package_id") as f, open(f"{topo}/core_id") as g:
-                key = (int(f.read()), int(g.read()))
-        except OSError:
-            key = (0, cpu)
-        if key not in seen:
-            seen.add(key)
-            firsts.append(cpu)
-    return firsts
 
 
 def libuv_setting(python):
@@ -88,7 +69,13 @@ class Scaling:
     def __init__(self, a):
         self.a = a
         self.t0 = time.monotonic()
-        self.cpus, self.cores = cpus_by_core()
+        keyed = topology()
+        self.cpus = [cpu for _, _, cpu in keyed]
+        firsts = {}
+        for package, core, cpu in keyed:
+            firsts.setdefault((package, core), cpu)
+        self.core_firsts = list(firsts.values())  # one CPU of each core, in core order
+        self.cores = len(self.core_firsts)
         self.records = []
         self.libuv = libuv_setting(a.python)
         self.wall = {}  # (model, layout, k, backend) -> seconds of the last such run
@@ -102,21 +89,23 @@ class Scaling:
                 "--warmup", str(warmup), "--batch-size", str(self.a.batch), "--data-dir", self.a.data_dir]
         return argv + (["--single"] if backend is None else ["--dist-backend", backend])
 
+    def ranks(self, argv, groups, **extra):
+        """One (argv, env) per CPU group: a rank pinned there with torchrun's environment."""
+        port = free_port()
+        return [(["taskset", "-c", ",".join(map(str, cpus))] + argv,
+                 clean_env(RANK=r, LOCAL_RANK=r, WORLD_SIZE=len(groups), LOCAL_WORLD_SIZE=len(groups),
+                           MASTER_ADDR="127.0.0.1", MASTER_PORT=port, OMP_NUM_THREADS=len(cpus),
+                           USE_LIBUV=self.libuv, **extra))
+                for r, cpus in enumerate(groups)]
+
     def commands(self, model, layout, k, backend):
-        if layout == "all":
-            groups = slices(self.cpus, k)
-        else:
-            groups = [[c] for c in first_cpu_of_each_core(self.cpus)[:k]]
+        groups = slices(self.cpus, k) if layout == "all" else [[c] for c in self.core_firsts[:k]]
         if backend is None:  # one plain process
             cpus = groups[0]
             return [(["taskset", "-c", ",".join(map(str, cpus))] + self.program(model, None),
                      clean_env(OMP_NUM_THREADS=len(cpus)))]
-        port = free_port()
         extra = {"PYTHONPATH": self.a.nano_torch} if backend == "nano" else {}
-        return [(["taskset", "-c", ",".join(map(str, cpus))] + self.program(model, backend),
-                 clean_env(RANK=r, LOCAL_RANK=r, WORLD_SIZE=k, LOCAL_WORLD_SIZE=k, MASTER_ADDR="127.0.0.1",
-                           MASTER_PORT=port, OMP_NUM_THREADS=len(cpus), USE_LIBUV=self.libuv, **extra))
-                for r, cpus in enumerate(groups)]
+        return self.ranks(self.program(model, backend), groups, **extra)
 
     def measure(self, model, layout, k, backend, repeat):
         key = (model, layout, k, backend)
@@ -160,13 +149,8 @@ class Scaling:
         k = max(self.a.ranks)
         if not self.a.nano_torch or k < 2 or self.left() < 30:
             return
-        port = free_port()
-        cmds = [(["taskset", "-c", ",".join(map(str, cpus)), self.a.python, os.path.join(HERE, "torch_allreduce.py"),
-                  "--sizes", self.a.allreduce_mb, "--reps", "5"],
-                 clean_env(RANK=r, LOCAL_RANK=r, WORLD_SIZE=k, LOCAL_WORLD_SIZE=k, MASTER_ADDR="127.0.0.1",
-                           MASTER_PORT=port, OMP_NUM_THREADS=len(cpus), USE_LIBUV=self.libuv,
-                           PYTHONPATH=self.a.nano_torch))
-                for r, cpus in enumerate(slices(self.cpus, k))]
+        cmds = self.ranks([self.a.python, os.path.join(HERE, "torch_allreduce.py"), "--sizes", self.a.allreduce_mb,
+                           "--reps", "5"], slices(self.cpus, k), PYTHONPATH=self.a.nano_torch)
         code, out = run_group(cmds, self.a.timeout)
         lines = [ln for ln in out.splitlines() if ln.startswith("RESULT ")]
         self.records.append({"allreduce_ranks": k, "exit_code": code, "results": lines})
