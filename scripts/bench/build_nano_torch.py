@@ -28,7 +28,8 @@ SOURCES = ["runtime/python/module.cc", "runtime/torch_backend.cc", "runtime/seri
 
 def main():
     if len(sys.argv) != 2:
-        sys.exit(__doc__.split("\n\n")[1])
+        print(__doc__.split("\n\n")[1], file=sys.stderr)
+        sys.exit(2)
     out = os.path.abspath(sys.argv[1])
     import torch
     from torch.utils import cpp_extension

@@ -214,10 +214,13 @@ def main():
     a.models = a.models.split(",")
     s = Scaling(a)
     n = len(s.cpus)
-    a.ranks = [int(k) for k in a.ranks.split(",")] if a.ranks else [k for k in (1, 2, 4, 8, 16, 32, 64, 128) if k <= n]
+    try:
+        a.ranks = [int(k) for k in a.ranks.split(",")] if a.ranks else [k for k in (1, 2, 4, 8, 16, 32, 64, 128) if k <= n]
+    except ValueError:
+        p.error(f"--ranks {a.ranks!r}: not a comma-separated list of integers")  # exit 2
     bad = [k for k in a.ranks if k < 1 or n % k]
     if bad or 1 not in a.ranks:
-        sys.exit(f"scaling.py: --ranks {a.ranks}: each must divide the {n} CPUs, and 1 must be among them")
+        p.error(f"--ranks {a.ranks}: each must divide the {n} CPUs, and 1 must be among them")  # exit 2
     print(f"scaling: {n} CPUs on {s.cores} cores, ranks {a.ranks}, USE_LIBUV={s.libuv}, "
           f"nano backend {'from ' + a.nano_torch if a.nano_torch else 'not built: Gloo only'}", flush=True)
     for repeat in range(a.repeats):  # what matters most first: a short budget still returns it
