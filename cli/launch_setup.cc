@@ -211,8 +211,7 @@ SlurmContext slurm_context_of(const LaunchOptions& o, const Environment& env) {
   return slurm;
 }
 
-LaunchBackend choose_backend(const LaunchOptions& o, const SlurmContext& slurm, bool have_mpirun,
-                             std::vector<std::string>& notes) {
+LaunchBackend choose_backend(const LaunchOptions& o, const SlurmContext& slurm, bool have_mpirun) {
   if (slurm.node_part) return LaunchBackend::kSubprocess;  // each node's nano-run starts its own ranks
   const bool wants_hosts = !o.hosts.empty() || !o.hostfile.empty() || slurm.allocation;
   // The hosts' setting as the user gave it (a Slurm allocation has none: it needs mpi like them).
@@ -230,12 +229,14 @@ LaunchBackend choose_backend(const LaunchOptions& o, const SlurmContext& slurm, 
       return LaunchBackend::kSubprocess;
     case LaunchBackend::kAutomatic: break;
   }
+  // One host: ranks forked by nano-run itself, so the job listens on nothing. mpirun's daemon
+  // binds every interface, and Open MPI's shared-memory path is no faster than nano's own
+  // (docs/benchmarks.md, "One host: subprocess or mpi"): mpi on one host only when asked for.
+  if (!wants_hosts) return LaunchBackend::kSubprocess;
   if (have_mpirun) return LaunchBackend::kMpi;
-  if (wants_hosts && slurm.allocation)
+  if (slurm.allocation)
     throw UsageError("the hosts of the Slurm allocation need Open MPI's mpirun, which is not on PATH");
-  if (wants_hosts) throw SettingError(hosts, "", hosts_placeholder + " needs Open MPI's mpirun, which is not on PATH");
-  notes.push_back("nano-run: mpirun not found on PATH; using the subprocess backend");
-  return LaunchBackend::kSubprocess;
+  throw SettingError(hosts, "", hosts_placeholder + " needs Open MPI's mpirun, which is not on PATH");
 }
 
 std::vector<HostSlots> resolve_hosts(const LaunchOptions& o, const SlurmContext& slurm,
@@ -408,7 +409,7 @@ Setup prepare(const LaunchOptions& o, const std::vector<std::string>& argv, Purp
   const Environment current = current_environment();
   Setup s;
   const SlurmContext slurm = slurm_context_of(o, current);
-  s.backend = choose_backend(o, slurm, on_path(o.mpirun, path), s.notes);
+  s.backend = choose_backend(o, slurm, on_path(o.mpirun, path));
   s.hosts = resolve_hosts(o, slurm, s.notes);
 
   s.argv = argv;

@@ -104,12 +104,11 @@ struct SlurmContext {
 /// no allocation for the subprocess backend).
 SlurmContext slurm_context_of(const LaunchOptions& o, const Environment& env);
 
-/// Pure: the backend that starts the ranks. `asked`: the option; `have_mpirun`: mpirun found on
-/// PATH; a node part always runs its own ranks (subprocess). Adds a note when the automatic
-/// choice falls back to subprocess. Throws SettingError for hosts without mpi, mpi without
-/// mpirun.
-LaunchBackend choose_backend(const LaunchOptions& o, const SlurmContext& slurm, bool have_mpirun,
-                             std::vector<std::string>& notes);
+/// Pure: the backend that starts the ranks. `o.backend`: the option; `have_mpirun`: mpirun found
+/// on PATH. Unasked, one host gets subprocess (nothing listens on the network) and several hosts
+/// mpi; a node part always runs its own ranks (subprocess). Throws SettingError for hosts
+/// without mpi, mpi without mpirun.
+LaunchBackend choose_backend(const LaunchOptions& o, const SlurmContext& slurm, bool have_mpirun);
 
 /// The hosts of the launch in Open MPI's order (this host first when it is one of them): from
 /// o.hosts, o.hostfile (read here) or the allocation; empty for one machine.
