@@ -70,7 +70,8 @@ int main(int argc, char** argv) {
     if (cmd.dry_run) return print_dry_run(cmd, cmd.launch);
     return nano::launch(cmd.launch, cmd.argv).exit_code;
   } catch (const nano::UsageError& e) {
-    std::cerr << "nano-run: " << nano::worded(e, nano::command_line_flag) << "\n";
+    std::cerr << "nano-run: " << nano::worded(e, nano::command_line_flag) << " (see "
+              << nano::docs_page_of(e, "docs/nano-run.md") << ")\n";
     return 2;
   } catch (const std::exception& e) {
     std::cerr << "nano-run: error: " << e.what() << "\n";

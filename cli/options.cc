@@ -27,7 +27,15 @@ constexpr const char* kExamples = R"(Examples:
   nano-run --tune ./train                   time ./train at each layout, store the fastest
   nano-run -n auto ./train                  run the stored fastest layout (tune first if none)
 Exit codes: 0 every rank succeeded; the failing rank's code; 128+signal when a rank was
-killed; 130 on Ctrl-C; 2 bad input (nothing started).)";
+killed; 130 on Ctrl-C; 2 bad input (nothing started).
+One host: the ranks are nano-run's own processes (--backend subprocess) unless --backend mpi.
+Docs (in nano's source, installed in share/doc/nano):
+  docs/nano-run.md          every option, the output, what a job listens on
+  docs/tuning.md            how cores are split, --tune and -n auto
+  docs/multihost.md         several machines, Slurm
+  docs/failures.md          failures, restarts, checkpoints
+  docs/torch-backend.md     stock PyTorch programs on the nano backend
+  docs/troubleshooting.md   when a run fails or is slow)";
 
 std::string flag(Setting setting) { return command_line_flag(setting); }
 
@@ -62,7 +70,7 @@ std::vector<int> parse_rank_list(Setting setting, const std::string& text) {
 struct TypedFlags {
   std::string num_processes, cpu_for_each_process, cores_per_process, threads, allocator, backend, master_port;
   std::string grace_period, heartbeat_timeout, max_restarts, restart_delay, output_ranks;
-  std::string tune_seconds, tune_steps, tune_candidates, tune_allocators, max_ranks;
+  std::string tune_seconds, tune_steps, tune_candidates, tune_allocators, max_ranks, tune_metric_per_rank;
   std::vector<std::string> env;
   bool no_tag_output = false;
   bool version = false;
@@ -93,7 +101,8 @@ void declare_flags(CLI::App& app, RunCommand& cmd, TypedFlags& raw) {
   app.add_flag(flag(Setting::kDisableOpenMp), cmd.launch.recipe.disable_openmp, "Set no OpenMP variables");
   app.add_option(flag(Setting::kThreads), raw.threads, "OMP_NUM_THREADS of every rank (default: its cores)")
       ->type_name("INT");
-  app.add_option(flag(Setting::kBackend), raw.backend, "mpi|subprocess (default: mpi when mpirun is installed)");
+  app.add_option(flag(Setting::kBackend), raw.backend,
+                 "mpi|subprocess (default: subprocess on one host, mpi across hosts)");
   app.add_option(flag(Setting::kHostfile), cmd.launch.hostfile, "Open MPI hostfile (mpi backend)")->type_name("FILE");
   app.add_option(flag(Setting::kHosts), cmd.launch.hosts, "host:slots,... (mpi backend)");
   app.add_option(flag(Setting::kMasterAddr), cmd.launch.master_addr,
@@ -139,7 +148,11 @@ void declare_flags(CLI::App& app, RunCommand& cmd, TypedFlags& raw) {
       ->type_name("LIST");
   app.add_option(flag(Setting::kTuneMetric), cmd.tune_options.metric,
                  "Time the program by its own output instead: a regex whose first group on a line of rank 0 is "
-                 "its throughput (needed for programs without nano's runtime)")
+                 "the whole job's throughput (needed for programs without nano's runtime)")
+      ->type_name("REGEX");
+  app.add_option(flag(Setting::kTuneMetricPerRank), raw.tune_metric_per_rank,
+                 "As " + flag(Setting::kTuneMetric) +
+                     ", for a program whose every rank prints its own throughput: the ranks' figures are summed")
       ->type_name("REGEX");
   app.add_option(flag(Setting::kMaxRanks), raw.max_ranks, "Try no layout of more ranks than this")->type_name("INT");
   app.add_flag("--version", raw.version, "Print the version and exit");
@@ -158,6 +171,14 @@ void apply_tune_flags(const TypedFlags& raw, TuneOptions& tune) {
   if (!raw.tune_allocators.empty()) tune.candidates.allocators = parse_allocator_list(raw.tune_allocators);
   if (!raw.max_ranks.empty())
     tune.candidates.max_ranks = parse_int(Setting::kMaxRanks, raw.max_ranks, 1, 1 << 20, "a positive integer");
+  if (!raw.tune_metric_per_rank.empty()) {
+    if (!tune.metric.empty())
+      throw SettingError(Setting::kTuneMetricPerRank, raw.tune_metric_per_rank,
+                         "give {tune_metric} (the whole job's figure) or {tune_metric_per_rank} (each rank's), "
+                         "not both");
+    tune.metric = raw.tune_metric_per_rank;
+    tune.metric_per_rank = true;
+  }
 }
 
 // The typed flags into `launch`, each parsed on its own; throws SettingError naming the flag.
@@ -239,7 +260,7 @@ RunCommand parse_run_command(const std::vector<std::string>& args) {
   if (!cmd.argv.empty() && cmd.argv.front() == "--")
     cmd.argv.erase(cmd.argv.begin());
   else if (!cmd.argv.empty() && cmd.argv.front().size() > 1 && cmd.argv.front()[0] == '-')
-    throw UsageError("unknown option " + cmd.argv.front() + " (see nano-run --help)");
+    throw UsageError("unknown option " + cmd.argv.front() + "; nano-run --help lists them");
   if (cmd.argv.empty()) throw UsageError(std::string("missing PROGRAM (usage: ") + kUsage + ")");
 
   apply_flags(raw, cmd.launch);

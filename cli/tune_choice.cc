@@ -38,9 +38,10 @@ const char* rate_unit_name(RateUnit unit) {
   switch (unit) {
     case RateUnit::kSamples: return "samples/s";
     case RateUnit::kRankSteps: return "rank-steps/s";
-    case RateUnit::kMetric: break;
+    case RateUnit::kMetric: return "job metric";
+    case RateUnit::kRankMetric: break;
   }
-  return "metric";
+  return "sum of ranks' metric";
 }
 
 StepLog steps_from_collectives(const CollectiveLog& log) {
@@ -125,6 +126,29 @@ TrialMeasure measure_metric(const std::vector<double>& values, int warmup) {
   m.noise = relative_error(kept);
   m.steps = static_cast<int>(kept.size());
   return m;
+}
+
+TrialMeasure measure_rank_metrics(const std::vector<std::vector<double>>& ranks, int warmup) {
+  TrialMeasure sum;
+  sum.unit = RateUnit::kRankMetric;
+  double noise_sq = 0;  // of the sum, in its own units
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    const TrialMeasure one = measure_metric(ranks[r], warmup);
+    if (!one.ok) {
+      sum.failure = "rank " + std::to_string(r) + ": " + one.failure;
+      return sum;
+    }
+    sum.rate += one.rate;
+    noise_sq += (one.noise * one.rate) * (one.noise * one.rate);
+    sum.steps = r == 0 ? one.steps : std::min(sum.steps, one.steps);
+  }
+  if (ranks.empty()) {
+    sum.failure = "no rank printed the metric";
+    return sum;
+  }
+  sum.ok = true;
+  sum.noise = sum.rate > 0 ? std::sqrt(noise_sq) / sum.rate : 0;
+  return sum;
 }
 
 Ranking rank_layouts(const std::vector<LayoutTrials>& layouts) {

@@ -14,11 +14,12 @@ namespace nano {
 
 /// What a layout's rate counts.
 enum class RateUnit {
-  kSamples,    ///< samples/s over the whole world (every rank told its batch)
-  kRankSteps,  ///< steps/s summed over ranks (the batch is unknown; each rank trains its own)
-  kMetric,     ///< the program's own figure (--tune-metric), higher is better
+  kSamples,     ///< samples/s over the whole world (every rank told its batch)
+  kRankSteps,   ///< steps/s summed over ranks (the batch is unknown; each rank trains its own)
+  kMetric,      ///< the program's own figure for the whole job (--tune-metric), higher is better
+  kRankMetric,  ///< the program's own figure of each rank, summed (--tune-metric-per-rank)
 };
-/// "samples/s", "rank-steps/s", "metric".
+/// "samples/s", "rank-steps/s", "job metric", "sum of ranks' metric".
 const char* rate_unit_name(RateUnit unit);
 
 /// One rank's steps in a trial: when each ended (seconds on one clock) and how many samples it
@@ -60,6 +61,11 @@ TrialMeasure measure_steps(const std::vector<StepLog>& ranks, int warmup);
 /// A trial's figures from the program's own metric values, in order, the first `warmup`
 /// discarded: their median, and its noise. Not ok without a value after the warm-up.
 TrialMeasure measure_metric(const std::vector<double>& values, int warmup);
+/// A trial's figures from each rank's own metric values (`ranks[r]`, in order, the first
+/// `warmup` of each discarded): the sum of the ranks' medians, the job's rate when every rank
+/// prints its own speed; its noise combines the ranks' (root sum of squares). Not ok when a rank
+/// has no value after the warm-up (the failure names the first such rank).
+TrialMeasure measure_rank_metrics(const std::vector<std::vector<double>>& ranks, int warmup);
 
 /// Every trial of one layout.
 struct LayoutTrials {

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
+#include <limits>
 #include <map>
 #include <regex>
 #include <set>
@@ -117,13 +118,27 @@ std::vector<double> read_metric(const std::string& log, const std::regex& patter
   return values;
 }
 
-std::regex compile_metric(const std::string& text) {
+Setting metric_setting(const TuneOptions& options) {
+  return options.metric_per_rank ? Setting::kTuneMetricPerRank : Setting::kTuneMetric;
+}
+
+std::regex compile_metric(const TuneOptions& options) {
+  const std::string& text = options.metric;
   try {
     return std::regex(text, std::regex::ECMAScript);
   } catch (const std::regex_error& e) {
-    throw SettingError(Setting::kTuneMetric, text,
-                       "{tune_metric} '" + text + "' is not a regular expression: " + e.what());
+    const Setting setting = metric_setting(options);
+    throw SettingError(
+        setting, text,
+        "{" + std::string(setting_key(setting)) + "} '" + text + "' is not a regular expression: " + e.what());
   }
+}
+
+// Every rank's metric values in a trial's log folder (rank-R.log for R < ranks).
+std::vector<std::vector<double>> read_rank_metrics(const std::string& logs, int ranks, const std::regex& pattern) {
+  std::vector<std::vector<double>> values;
+  for (int r = 0; r < ranks; ++r) values.push_back(read_metric(logs + "/rank-" + std::to_string(r) + ".log", pattern));
+  return values;
 }
 
 LaunchOptions trial_options(const LaunchOptions& base, const Layout& layout) {
@@ -183,7 +198,12 @@ TrialRun run_trial(const LaunchOptions& base, const TuneOptions& options, const 
   std::optional<Clock::time_point> warm_since;  // when the warm-up was seen to be over
   bool bounded = false;
   const auto counted = [&]() -> std::size_t {
-    if (metric) return read_metric(logs + "/rank-0.log", *metric).size();
+    if (metric && !options.metric_per_rank) return read_metric(logs + "/rank-0.log", *metric).size();
+    if (metric) {  // the slowest rank's count: every rank must have measured enough
+      std::size_t fewest = std::numeric_limits<std::size_t>::max();
+      for (const auto& v : read_rank_metrics(logs, layout.ranks, *metric)) fewest = std::min(fewest, v.size());
+      return fewest;
+    }
     return read_step_logs(steps_folder, 1).front().ends.size();
   };
   o.stop_when = [&]() {
@@ -214,7 +234,9 @@ TrialRun run_trial(const LaunchOptions& base, const TuneOptions& options, const 
     run.measure.failure = failure_text(result);
     return run;
   }
-  if (metric) {
+  if (metric && options.metric_per_rank) {
+    run.measure = measure_rank_metrics(read_rank_metrics(logs, layout.ranks, *metric), options.warmup);
+  } else if (metric) {
     run.measure = measure_metric(read_metric(logs + "/rank-0.log", *metric), options.warmup);
   } else {
     const std::vector<StepLog> steps = read_step_logs(steps_folder, layout.ranks);
@@ -237,7 +259,8 @@ std::string trial_line(const std::string& speaker, int number, const Layout& lay
     return out.str();
   }
   out << std::fixed << std::setprecision(1) << m.rate << " " << rate_unit_name(m.unit);
-  if (m.unit != RateUnit::kMetric) out << " (" << m.steps << " steps in " << seconds_text(m.seconds) << ")";
+  if (m.unit != RateUnit::kMetric && m.unit != RateUnit::kRankMetric)
+    out << " (" << m.steps << " steps in " << seconds_text(m.seconds) << ")";
   return out.str();
 }
 
@@ -318,7 +341,7 @@ std::vector<Layout> prepare_tuning(const LaunchOptions& base, const TuneOptions&
   if (options.steps == 0 && options.measure <= std::chrono::milliseconds(0))
     throw SettingError(Setting::kTuneSeconds, "0", "{tune_seconds} must be more than 0");
   if (!options.metric.empty()) {
-    compile_metric(options.metric);
+    compile_metric(options);
   } else if (program_timing(argv) == ProgramTiming::kNone) {
     const std::string name = argv.empty() ? "the program" : argv.front();
     throw SettingError(
@@ -346,7 +369,7 @@ TuneResult tune(const LaunchOptions& base, const TuneOptions& options, const std
   const auto started = Clock::now();
   TuningFolder folder;
   std::optional<std::regex> metric;
-  if (!options.metric.empty()) metric = compile_metric(options.metric);
+  if (!options.metric.empty()) metric = compile_metric(options);
   TuneResult result;
   for (const Layout& l : layouts) result.layouts.push_back({l, {}});
   std::vector<std::size_t> order(layouts.size());
@@ -392,7 +415,13 @@ std::string format_tune_table(const TuneResult& result, const TuneOptions& optio
     out << options.steps << " measured steps";
   else
     out << seconds_text(std::chrono::duration<double>(options.measure).count()) << " measured";
-  out << (options.metric.empty() ? " (the runtime's step times)" : " (the program's metric)") << "\n";
+  if (options.metric.empty())
+    out << " (the runtime's step times)";
+  else if (options.metric_per_rank)
+    out << " (the program's metric: each rank's own figure, summed over the ranks)";
+  else
+    out << " (the program's metric: the whole job's figure, from rank 0)";
+  out << "\n";
   std::size_t width = 6;
   for (const auto& l : result.layouts) width = std::max(width, layout_text(l.layout).size());
   out << "  " << std::left << std::setw(static_cast<int>(width)) << "layout" << std::right << std::setw(14)
@@ -418,7 +447,7 @@ std::string format_tune_table(const TuneResult& result, const TuneOptions& optio
     }
     out << std::fixed << std::setprecision(1) << std::setw(14) << r.rate[i] << std::setprecision(3) << std::setw(9)
         << (best > 0 ? r.rate[i] / best : 0) << std::setw(8) << good << "  ";
-    if (result.unit == RateUnit::kMetric)
+    if (result.unit == RateUnit::kMetric || result.unit == RateUnit::kRankMetric)
       out << steps << " values";
     else
       out << steps << " steps in " << seconds_text(seconds);

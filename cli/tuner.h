@@ -24,9 +24,14 @@ struct TuneOptions {
   std::chrono::milliseconds measure{std::chrono::seconds(8)};
   /// ...or this many steps (--tune-steps; 0 = by time).
   int steps = 0;
-  /// --tune-metric: a regular expression (ECMAScript) whose first group (or whole match) on a
-  /// line of rank 0's output is the program's own throughput; "" = the runtime's steps.
+  /// --tune-metric / --tune-metric-per-rank: a regular expression (ECMAScript) whose first group
+  /// (or whole match) on a line of output is the program's own throughput; "" = the runtime's
+  /// steps.
   std::string metric;
+  /// What `metric`'s figure is: false (--tune-metric), the whole job's rate, read from rank 0's
+  /// output; true (--tune-metric-per-rank), each rank's own rate, read from every rank's output
+  /// and summed. A per-rank figure read as the job's would always choose 1 rank.
+  bool metric_per_rank = false;
   /// Steps (or metric lines) of each trial left out: the first steps' page faults and lazy
   /// initialisation are no layout's speed.
   int warmup = 3;

@@ -21,6 +21,9 @@
 
 namespace {
 
+// Where every usage error points: the page that explains nano-init's flags.
+constexpr const char* kSeeDocs = " (see docs/nano-init.md)";
+
 // nano-init's command line as typed (nano::InitOptions is the runtime's, another thing).
 struct InitCommand {
   std::string shell = "bash";
@@ -97,7 +100,8 @@ void setup_init(CLI::App& app, InitCommand& o) {
       "  nano-init --show-topology                packages, NUMA nodes, cores, allowed CPUs\n"
       "  nano-init --show-topology --json         the same as one JSON object, for scripts\n"
       "  nano-init --synthetic \"pack:2 numa:2 core:8 pu:2\" --plan 4\n"
-      "                                           plan 4 ranks on a machine you don't have");
+      "                                           plan 4 ranks on a machine you don't have\n"
+      "Docs: docs/nano-init.md (in nano's source, installed in share/doc/nano)");
 }
 
 nano::Topology load_topology(const InitCommand& o) {
@@ -262,7 +266,7 @@ int main(int argc, char** argv) {
     std::cout << e.what() << '\n';
     return 0;
   } catch (const CLI::ParseError& e) {
-    std::cerr << "nano-init: " << e.what() << '\n';
+    std::cerr << "nano-init: " << e.what() << kSeeDocs << '\n';
     return 2;
   }
   // Worded here, once, as nano-run's main words its errors: "nano-init: X" for bad input
@@ -270,7 +274,7 @@ int main(int argc, char** argv) {
   try {
     return run_init(options);
   } catch (const nano::UsageError& e) {
-    std::cerr << "nano-init: " << nano::worded(e, nano_init_flag) << '\n';
+    std::cerr << "nano-init: " << nano::worded(e, nano_init_flag) << kSeeDocs << '\n';
     return 2;
   } catch (const std::exception& e) {
     std::cerr << "nano-init: error: " << e.what() << '\n';

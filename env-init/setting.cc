@@ -47,6 +47,7 @@ constexpr Known kSettings[] = {
     {Setting::kTuneCandidates, "tune_candidates", "--tune-candidates"},
     {Setting::kTuneAllocators, "tune_allocators", "--tune-allocators"},
     {Setting::kTuneMetric, "tune_metric", "--tune-metric"},
+    {Setting::kTuneMetricPerRank, "tune_metric_per_rank", "--tune-metric-per-rank"},
     {Setting::kMaxRanks, "max_ranks", "--max-ranks"},
     {Setting::kPrecision, "precision", "--precision"},
     {Setting::kChannelsLast, "channels_last", "--channels-last"},
@@ -112,6 +113,54 @@ std::string worded_text(const std::string& text, SettingNames names) { return fi
 std::string worded(const std::exception& error, SettingNames names) {
   if (const auto* setting = dynamic_cast<const SettingError*>(&error)) return setting->worded(names);
   return error.what();
+}
+
+const char* docs_page(Setting setting) {
+  switch (setting) {
+    case Setting::kNumProcesses:
+    case Setting::kCoresPerProcess:
+    case Setting::kCpuForEachProcess:
+    case Setting::kUseLogicalCores:
+    case Setting::kUseEfficiencyCores:
+    case Setting::kOversubscribe:
+    case Setting::kTopology:
+    case Setting::kSynthetic:
+    case Setting::kAllocator:
+    case Setting::kOpenMp:
+    case Setting::kDisableOpenMp:
+    case Setting::kThreads:
+    case Setting::kTune:
+    case Setting::kTuneSeconds:
+    case Setting::kTuneSteps:
+    case Setting::kTuneCandidates:
+    case Setting::kTuneAllocators:
+    case Setting::kTuneMetric:
+    case Setting::kTuneMetricPerRank:
+    case Setting::kMaxRanks: return "docs/tuning.md";
+    case Setting::kHostfile:
+    case Setting::kHosts:
+    case Setting::kMasterAddr:
+    case Setting::kMasterPort: return "docs/multihost.md";
+    case Setting::kGracePeriod:
+    case Setting::kHeartbeatTimeout:
+    case Setting::kMaxRestarts:
+    case Setting::kRestartDelay: return "docs/failures.md";
+    case Setting::kPrecision:
+    case Setting::kChannelsLast: return "docs/precision.md";
+    case Setting::kCommunicator: return "docs/cpp-api.md";
+    case Setting::kBackend:
+    case Setting::kEnv:
+    case Setting::kLogDir:
+    case Setting::kOutputRanks:
+    case Setting::kDryRun:
+    case Setting::kJson: break;
+  }
+  return "docs/nano-run.md";
+}
+
+std::string docs_page_of(const std::exception& error, const std::string& fallback) {
+  if (const auto* setting = dynamic_cast<const SettingError*>(&error)) return docs_page(setting->setting());
+  return fallback;
 }
 
 }  // namespace nano

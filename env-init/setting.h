@@ -45,6 +45,7 @@ enum class Setting {
   kTuneCandidates,
   kTuneAllocators,
   kTuneMetric,
+  kTuneMetricPerRank,
   kMaxRanks,
   kPrecision,
   kChannelsLast,
@@ -104,5 +105,13 @@ std::string worded_text(const std::string& text, SettingNames names);
 /// The message of `error` as the front end with `names` words it: a SettingError's placeholders
 /// replaced, any other error's what() as it is.
 std::string worded(const std::exception& error, SettingNames names);
+
+/// The page of nano's docs that explains `setting`, relative to the source tree (installed in
+/// share/doc/nano): "docs/tuning.md" for the core split, "docs/multihost.md" for the hosts...
+const char* docs_page(Setting setting);
+
+/// The page a usage error points to: `error`'s setting's page when it names one, else `fallback`
+/// (the front end's own page, "docs/nano-run.md").
+std::string docs_page_of(const std::exception& error, const std::string& fallback);
 
 }  // namespace nano

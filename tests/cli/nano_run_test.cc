@@ -36,6 +36,14 @@ const std::string kProbe = RANK_PROBE_PATH;
 const std::string kAllreduce = ALLREDUCE_PY_PATH;
 const std::string kTorchrunEnv = TORCHRUN_ENV_PY_PATH;
 
+// The docs page a usage error line points to: "nano-run: ... (see docs/tuning.md)\n" -> "docs/tuning.md".
+std::string docs_page_of_line(const std::string& line) {
+  const std::size_t open = line.rfind(" (see docs/");
+  const std::size_t close = line.rfind(")\n");
+  if (open == std::string::npos || close == std::string::npos || close < open) return "(no docs page)";
+  return line.substr(open + 6, close - open - 6);
+}
+
 struct Proc {
   pid_t pid = -1;
   std::string dir;
@@ -309,7 +317,7 @@ TEST_CASE("bad input: one line naming the value, exit 2, nothing started") {
       {{"--master-addr", "no-such-host.invalid", kProbe},
        "--master-addr no-such-host.invalid does not resolve: Name or service not known"},
       {{"no-such-program-on-path"}, "program not found: no-such-program-on-path"},
-      {{"--frobnicate", kProbe}, "unknown option --frobnicate (see nano-run --help)"},
+      {{"--frobnicate", kProbe}, "unknown option --frobnicate; nano-run --help lists them"},
       {{"-n", "2"}, "missing PROGRAM (usage: nano-run [options] [--] PROGRAM [ARGS...])"},
       {{"-n", "2", "--synthetic", "pack:1 core:8 pu:1", kProbe},
        "rank 0's CPUs 0-3 are not usable on this machine (allowed: 0-1); plans for other machines are for --dry-run"},
@@ -329,7 +337,8 @@ TEST_CASE("bad input: one line naming the value, exit 2, nothing started") {
       CAPTURE(backend);
       Result r = run(args);
       CHECK(r.rc == 2);
-      CHECK(r.err == "nano-run: " + row.message + "\n");
+      CHECK(r.err == "nano-run: " + row.message + " (see " + docs_page_of_line(r.err) + ")\n");
+      CHECK(std::filesystem::exists(std::string(NANO_SOURCE_DIR) + "/" + docs_page_of_line(r.err)));
       CHECK(r.out.empty());
       CHECK(slurp(pid_dir + "/rank-0.pid").empty());
       std::system(("rm -rf " + pid_dir).c_str());
@@ -364,6 +373,13 @@ TEST_CASE("dry run: JSON plan for a synthetic machine, table, help and version")
   Result help = run({"--help"});
   CHECK(help.rc == 0);
   CHECK(help.out.find("Examples:") != std::string::npos);
+  // Every docs page the help names is there.
+  for (std::size_t at = help.out.find("docs/"); at != std::string::npos; at = help.out.find("docs/", at + 1)) {
+    const std::string page = help.out.substr(at, help.out.find(".md", at) + 3 - at);
+    CAPTURE(page);
+    CHECK(std::filesystem::exists(std::string(NANO_SOURCE_DIR) + "/" + page));
+  }
+  CHECK(help.out.find("docs/nano-run.md") != std::string::npos);
   Result version = run({"--version"});
   CHECK(version.out == "nano-run 0.1.0\n");
 }

@@ -121,7 +121,7 @@ TEST_CASE("every bad option value: one line naming it") {
       {{"--grace-period", "soon", "p"}, "invalid value 'soon' for --grace-period: expected seconds >= 0"},
       {{"--output-ranks", "a", "p"}, "invalid value 'a' for --output-ranks: expected rank numbers like 0,2-3"},
       {{"--allocator", "foo", "p"}, "unknown allocator \"foo\" (choose jemalloc, tcmalloc, system or auto)"},
-      {{"--frobnicate", "p"}, "unknown option --frobnicate (see nano-run --help)"},
+      {{"--frobnicate", "p"}, "unknown option --frobnicate; nano-run --help lists them"},
       {{"-n", "2"}, "missing PROGRAM (usage: nano-run [options] [--] PROGRAM [ARGS...])"},
       {{"--num-processes"}, "--num-processes: 1 required INT|auto missing"},
       {{"--json", "p"}, "--json needs --dry-run"},
@@ -180,7 +180,11 @@ TEST_CASE("the tuning's flags: --tune, -n auto and their settings") {
   CHECK(c.tune_options.candidates.allocators == std::vector<Allocator>{Allocator::kJemalloc, Allocator::kSystem});
   CHECK(c.tune_options.candidates.max_ranks == 2);
   CHECK(c.tune_options.metric == "rate ([0-9.]+)");
+  CHECK_FALSE(c.tune_options.metric_per_rank);
   CHECK(c.argv == std::vector<std::string>{"./train", "--x"});
+  c = parse({"--tune", "--tune-metric-per-rank", "mine ([0-9.]+)", "./train"});
+  CHECK(c.tune_options.metric == "mine ([0-9.]+)");
+  CHECK(c.tune_options.metric_per_rank);
   c = parse({"-n", "auto", "--tune-seconds", "2.5", "./train"});
   CHECK(c.auto_ranks);
   CHECK(c.launch.plan.num_processes == 0);
@@ -197,6 +201,9 @@ TEST_CASE("the tuning's flags: --tune, -n auto and their settings") {
       {{"--tune", "--max-ranks", "-1", "p"}, "invalid value '-1' for --max-ranks: expected a positive integer"},
       {{"--tune", "--tune-steps", "3", "--tune-seconds", "2", "p"}, "give --tune-seconds or --tune-steps, not both"},
       {{"--tune-candidates", "1,2", "p"}, "the tuning's flags need --tune or --num-processes auto"},
+      {{"--tune-metric-per-rank", "x", "p"}, "the tuning's flags need --tune or --num-processes auto"},
+      {{"--tune", "--tune-metric", "x", "--tune-metric-per-rank", "y", "p"},
+       "give --tune-metric (the whole job's figure) or --tune-metric-per-rank (each rank's), not both"},
       {{"-n", "autox", "p"}, "invalid value 'autox' for --num-processes: expected a positive integer"},
   };
   for (const Row& row : rows) {

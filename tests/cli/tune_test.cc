@@ -186,6 +186,41 @@ TEST_CASE("a trial's figures from its step times, warm-up left out") {
   CHECK_FALSE(measure_metric({5, 6}, 3).ok);
 }
 
+TEST_CASE("measure_rank_metrics: each rank's own figure, summed") {
+  struct Row {
+    std::vector<std::vector<double>> ranks;
+    int warmup;
+    bool ok;
+    double rate;
+    int steps;
+    std::string failure;
+  };
+  const std::vector<Row> table = {
+      // One rank: its median.
+      {{{1, 100, 100, 100}}, 1, true, 100, 3, ""},
+      // Two ranks printing 90 each: the job does 180, more than one rank's 100.
+      {{{0, 90, 90, 90}, {0, 90, 90}}, 1, true, 180, 2, ""},
+      // Each rank's median, whatever the others print.
+      {{{5, 10, 30, 20}, {5, 40, 40, 41}}, 1, true, 60, 3, ""},
+      // A rank without a value after its warm-up: nothing is measured.
+      {{{0, 90, 90}, {0}}, 1, false, 0, 0, "rank 1: the metric appeared 1 times, not after the warm-up of 1"},
+      {{}, 0, false, 0, 0, "no rank printed the metric"},
+  };
+  for (const Row& row : table) {
+    CAPTURE(row.failure);
+    const TrialMeasure m = measure_rank_metrics(row.ranks, row.warmup);
+    CHECK(m.ok == row.ok);
+    CHECK(m.failure == row.failure);
+    CHECK(m.unit == RateUnit::kRankMetric);
+    if (!row.ok) continue;
+    CHECK(m.rate == doctest::Approx(row.rate));
+    CHECK(m.steps == row.steps);
+  }
+  // The noise of a sum: the ranks' own noises combined, relative to the sum.
+  const TrialMeasure noisy = measure_rank_metrics({{90, 110, 90, 110}, {100, 100, 100, 100}}, 0);
+  CHECK(noisy.noise == doctest::Approx(measure_metric({90, 110, 90, 110}, 0).noise * 100 / 200));
+}
+
 TEST_CASE("the ranking: the fastest wins, within noise the fewest ranks") {
   // Clear winner.
   std::vector<LayoutTrials> l = {layout(1, {good(100)}), layout(2, {good(180)}), layout(4, {good(150)})};

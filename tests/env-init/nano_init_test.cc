@@ -223,6 +223,6 @@ TEST_CASE("bad input: one line on stderr, exit 2, nothing on stdout") {
     const Result r = run("$NANO_INIT " + args);
     CHECK(r.rc == 2);
     CHECK(r.out == "");
-    CHECK(r.err == "nano-init: " + message + "\n");
+    CHECK(r.err == "nano-init: " + message + " (see docs/nano-init.md)\n");
   }
 }

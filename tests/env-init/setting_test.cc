@@ -2,6 +2,7 @@
 
 #include <doctest/doctest.h>
 
+#include <filesystem>
 #include <set>
 #include <string>
 #include <vector>
@@ -31,6 +32,27 @@ TEST_CASE("every setting has its own key and nano-run flag") {
   }
   CHECK(keys.size() == static_cast<size_t>(Setting::kCommunicator) + 1);
   CHECK(flags.size() == keys.size());
+}
+
+TEST_CASE("every setting's docs page is a page of docs/, and errors point to it") {
+  for (int i = 0; i <= static_cast<int>(Setting::kCommunicator); ++i) {
+    const auto setting = static_cast<Setting>(i);
+    CAPTURE(setting_key(setting));
+    CHECK(std::filesystem::exists(std::string(NANO_SOURCE_DIR) + "/" + docs_page(setting)));
+  }
+  struct Row {
+    Setting setting;
+    std::string page;
+  };
+  const std::vector<Row> table = {
+      {Setting::kThreads, "docs/tuning.md"},       {Setting::kTuneMetricPerRank, "docs/tuning.md"},
+      {Setting::kHosts, "docs/multihost.md"},      {Setting::kMaxRestarts, "docs/failures.md"},
+      {Setting::kPrecision, "docs/precision.md"},  {Setting::kBackend, "docs/nano-run.md"},
+      {Setting::kCommunicator, "docs/cpp-api.md"},
+  };
+  for (const Row& row : table) CHECK(docs_page(row.setting) == row.page);
+  CHECK(docs_page_of(SettingError(Setting::kHosts, "x", "{hosts} x"), "docs/nano-run.md") == "docs/multihost.md");
+  CHECK(docs_page_of(UsageError("program not found: x"), "docs/nano-run.md") == "docs/nano-run.md");
 }
 
 TEST_CASE("a SettingError keeps the setting and value and is worded by each front end") {
