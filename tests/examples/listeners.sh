@@ -5,6 +5,7 @@
 # 4.1's orte and 5's prte bind their daemon channel, and 5 its PMIx server, to every address,
 # with no setting to narrow it): those are printed as a known exception, for mpirun alone, and
 # only when mpirun runs with nano's listen guard (admitting this host's own addresses only).
+# Without --backend (a newcomer's first run) nothing listens off loopback at all: no mpirun.
 #   listeners.sh NANO_RUN FAULT_RANK
 set -u
 nano_run=$1
@@ -25,14 +26,16 @@ descendants() {  # the pid and every process below it
   echo $list
 }
 
-check() {  # check BACKEND [ENV...]
+check() {  # check BACKEND|default [ENV...]
   local backend=$1
   shift
+  local asked=(--backend "$backend")
+  [ "$backend" = default ] && asked=()
   local out
   out=$(mktemp)
   local ckpt
   ckpt=$(mktemp -d)
-  env "$@" "$nano_run" -n 2 --backend "$backend" "$program" --steps 1000000 --checkpoint-dir "$ckpt" \
+  env "$@" "$nano_run" -n 2 "${asked[@]}" "$program" --steps 1000000 --checkpoint-dir "$ckpt" \
     --checkpoint-every 5 > "$out" 2>&1 &
   local job=$!
   for _ in $(seq 1 600); do  # training has begun: every listener of the start is up
@@ -42,6 +45,8 @@ check() {  # check BACKEND [ENV...]
   done
   local pids bad="" known="" line addr pid name
   pids=" $(descendants $job) "
+  local commands
+  commands=$(ps -o comm= -p "$(tr -s ' ' ',' <<< "${pids# }" | sed 's/,$//')" 2>/dev/null)
   while read -r line; do
     addr=$(awk '{print $4}' <<< "$line")
     pid=$(grep -o 'pid=[0-9]*' <<< "$line" | head -1 | cut -d= -f2)
@@ -69,8 +74,13 @@ check() {  # check BACKEND [ENV...]
   rm -rf "$out" "$ckpt"
   echo "$backend ${*:-}: off loopback:${bad:- none}; known (mpirun's own, guarded):${known:- none}"
   [ -z "$bad" ] || fail "$backend ${*:-}: listening off loopback:$bad"
+  if [ "$backend" = default ] && [ -n "$known" ]; then fail "the default backend on one host started mpirun:$known"; fi
+  if [ "$backend" = default ] && grep -qE 'mpirun|prterun|orted|prted' <<< "$commands"; then
+    fail "the default backend on one host runs Open MPI: $(tr '\n' ' ' <<< "$commands")"
+  fi
 }
 
+check default
 check subprocess
 check subprocess NANO_BACKEND=gloo
 check mpi
