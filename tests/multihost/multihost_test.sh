@@ -242,7 +242,9 @@ import torch
 a, b = torch.load('$dir/one.pt'), torch.load('$dir/two.pt')
 print(max((x - y).abs().max().item() for x, y in zip(a.values(), b.values())))" 2>&1)
   echo "largest weight difference between 4 ranks on one host and 2 hosts x 2: $diff"
-  awk -v d="$diff" 'BEGIN { exit !(d + 0 == d && d < 1e-4) }' || fail "weights differ: $diff"
+  # 5e-4, as runtime.torch_backend.ddp_3_4_ranks bounds the same difference between summation
+  # orders (measured there up to about 1e-4 with torch 2.6): 1e-4 left no margin.
+  awk -v d="$diff" 'BEGIN { exit !(d + 0 == d && d < 5e-4) }' || fail "weights differ: $diff"
   rm -rf "$dir"
   check_nothing_left
   ;;

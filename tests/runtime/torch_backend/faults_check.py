@@ -3,6 +3,9 @@
   stop   SIGSTOPs itself while an all_reduce is in flight (the test ends it later)
   absent never joins: sleeps before init_process_group
 The others do the same all_reduces; their error reaches stderr (exit 1).
+Every rank that joins first waits until each joining rank has imported torch (a file each in
+NANO_TEST_SYNC_DIR): on a loaded machine one rank's imports can take seconds longer than its
+peer's, which the 3 s bound of the rendezvous would then report as a rank that did not join.
 Usage: faults_check.py kill|stop|absent
 """
 import datetime
@@ -20,6 +23,14 @@ case = sys.argv[1]
 rank = int(os.environ["RANK"])
 if case == "absent" and rank == 1:
     time.sleep(120)
+sync = os.environ["NANO_TEST_SYNC_DIR"]
+open(os.path.join(sync, f"rank-{rank}"), "w").close()
+joining = [0] if case == "absent" else range(int(os.environ["WORLD_SIZE"]))
+deadline = time.monotonic() + 60
+while not all(os.path.exists(os.path.join(sync, f"rank-{r}")) for r in joining):
+    if time.monotonic() > deadline:
+        sys.exit(f"rank {rank}: the other ranks did not import torch within 60 s")
+    time.sleep(0.01)
 dist.init_process_group("nano", timeout=datetime.timedelta(seconds=3))
 x = torch.ones(4 << 20)
 for i in range(3):

@@ -106,8 +106,16 @@ print(same, close, worst)
 
 
 def fault(case):
+    sync = tempfile.mkdtemp(prefix="nano-faults-sync-")
+    try:
+        fault_in(case, sync)
+    finally:
+        shutil.rmtree(sync, ignore_errors=True)
+
+
+def fault_in(case, sync):
     started = time.monotonic()
-    rs = ranks.start(2, [os.path.join(HERE, "faults_check.py"), case], PYDIR)
+    rs = ranks.start(2, [os.path.join(HERE, "faults_check.py"), case], PYDIR, env={"NANO_TEST_SYNC_DIR": sync})
     survivor = rs[0]
     # Reap rank 1 as soon as it ends, as a launcher does: a zombie still answers kill(pid, 0).
     if case == "kill":
