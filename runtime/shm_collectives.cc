@@ -26,14 +26,18 @@ namespace nano {
 
 namespace {
 
-// Header layout: the fence counter, then who owns the area (for noticing a dead peer).
+// Header layout: the fence counter, who owns the area (for noticing a dead peer), and the
+// owner's last two calls. Two slots, by the call number's parity: a peer can be at most one
+// collective ahead of a rank still comparing (it cannot pass that next collective's fences
+// alone), so the slot a rank reads is never the one its peer is writing.
 struct Header {
   std::atomic<uint32_t> counter;
   int32_t pid;
   uint64_t pid_namespace;      // inode of /proc/self/ns/pid; 0 when unknown
   std::atomic<uint32_t> left;  // 1: the owner's communicator is gone; it joins no more collectives
+  CollectiveSignature calls[2];
 };
-static_assert(sizeof(Header) <= ShmCollectives::kHeaderBytes, "header outgrew its cache line");
+static_assert(sizeof(Header) <= ShmCollectives::kHeaderBytes, "header outgrew its two cache lines");
 
 Header* header(char* area) { return reinterpret_cast<Header*>(area); }
 
@@ -129,6 +133,7 @@ void ShmCollectives::init_header(char* area) {
   h->pid = static_cast<int32_t>(getpid());
   h->pid_namespace = pid_namespace();
   h->left.store(0, std::memory_order_relaxed);
+  h->calls[0] = h->calls[1] = CollectiveSignature{};
   std::atomic_thread_fence(std::memory_order_release);
 }
 
@@ -168,12 +173,12 @@ void ShmCollectives::await_peer(int q) {
     // it at once.)
     if (peer->pid_namespace != 0 && peer->pid_namespace == pid_namespace() && kill(peer->pid, 0) != 0 &&
         errno == ESRCH) {
-      throw Error("nano: shared-memory all-reduce: rank " + std::to_string(q) + " (pid " + std::to_string(peer->pid) +
-                  ") exited during the collective");
+      throw Error("nano: rank " + std::to_string(q) + " (pid " + std::to_string(peer->pid) + ") exited " +
+                  waiting_for(q));
     }
     if (left && std::chrono::steady_clock::now() - left_since > std::chrono::seconds(3)) {
-      throw Error("nano: shared-memory all-reduce: rank " + std::to_string(q) + " (pid " + std::to_string(peer->pid) +
-                  ") left the world during the collective (its communicator was destroyed)");
+      throw Error("nano: rank " + std::to_string(q) + " (pid " + std::to_string(peer->pid) +
+                  ") left the world (its communicator was destroyed) " + waiting_for(q));
     }
     // A peer that is alive but does not arrive (stopped, stuck): bounded by the timeout.
     // Checked only after the first sleeps, so the clock is not read on the fast path.
@@ -184,10 +189,46 @@ void ShmCollectives::await_peer(int q) {
     } else if (now >= deadline) {
       std::ostringstream seconds;
       seconds << timeout_.count() / 1000.0;
-      throw Error("nano: shared-memory all-reduce: rank " + std::to_string(q) + " (pid " + std::to_string(peer->pid) +
+      throw Error("nano: rank " + std::to_string(q) + " (pid " + std::to_string(peer->pid) +
                   ") did not reach the collective within " + seconds.str() + " s (stopped or stuck; " + bound_name_ +
-                  " sets this bound)");
+                  " sets this bound): this rank waited in " + describe(current_) + " #" + std::to_string(seq_));
     }
+  }
+}
+
+std::string ShmCollectives::waiting_for(int q) const {
+  // The peer's last call: this one (it went during it), or an earlier one (it left early).
+  const Header* peer = header(areas_[q]);
+  const uint64_t last = std::max(peer->calls[0].seq, peer->calls[1].seq);
+  const std::string here = describe(current_) + " #" + std::to_string(seq_);
+  if (last >= seq_) return "during the collective (" + here + ")";
+  return (last == 0 ? std::string("before its first collective") : "after its collective #" + std::to_string(last)) +
+         " while this rank waited in " + here;
+}
+
+void ShmCollectives::open_call(CollectiveSignature call) {
+  if (!broken_.empty()) throw Error(broken_ + " (the group is broken since)");
+  call.seq = ++seq_;
+  current_ = call;
+  // Published by the first fence's release store of the counter, read by peers after it.
+  header(areas_[rank_])->calls[seq_ & 1] = call;
+}
+
+void ShmCollectives::agree() {
+  std::vector<CollectiveSignature> calls(areas_.size());
+  for (int q = 0; q < size(); ++q) calls[q] = q == rank_ ? current_ : header(areas_[q])->calls[seq_ & 1];
+  const int q = first_mismatch(calls);
+  if (q > 0) throw Error(mismatch_message(calls, q));
+}
+
+template <class Body>
+void ShmCollectives::run_call(const CollectiveSignature& call, Body body) {
+  open_call(call);
+  try {
+    body();
+  } catch (const std::exception& e) {
+    broken_ = e.what();
+    throw;
   }
 }
 
@@ -231,12 +272,28 @@ void ShmCollectives::all_reduce(at::Tensor& tensor, ShmReduceOp op, int average_
   if (!reducible(type)) {
     throw Error(std::string("nano: shared-memory all-reduce: unsupported dtype ") + c10::toString(type));
   }
+  CollectiveSignature call;
+  call.kind = CollectiveKind::kAllReduce;
+  call.count = tensor.numel();
+  call.dtype = static_cast<int8_t>(type);
+  call.op = static_cast<uint8_t>(op);
+  call.average = static_cast<int16_t>(average_over);
+  run_call(call, [&] { all_reduce_chunks(tensor, op, average_over); });
+}
+
+void ShmCollectives::all_reduce_chunks(at::Tensor& tensor, ShmReduceOp op, int average_over) {
+  const at::ScalarType type = tensor.scalar_type();
   const int64_t elem = static_cast<int64_t>(tensor.element_size());
   const int64_t count = tensor.numel();
   char* data = static_cast<char*>(tensor.data_ptr());
   const int n = size();
   const int64_t per_chunk = data_bytes_ / elem;
   std::vector<const char*> srcs(n);
+  if (count == 0) {  // nothing to reduce, but the ranks still agree on it
+    fence();
+    agree();
+    return;
+  }
   for (int64_t done = 0; done < count; done += per_chunk) {
     const int64_t chunk = std::min(per_chunk, count - done);
     char* mine = data + done * elem;
@@ -247,6 +304,7 @@ void ShmCollectives::all_reduce(at::Tensor& tensor, ShmReduceOp op, int average_
       if (q != rank_) std::memcpy(shared + lo(q) * elem, mine + lo(q) * elem, (lo(q + 1) - lo(q)) * elem);
     }
     fence();
+    if (done == 0) agree();  // before reading any peer's data
     const int64_t a = lo(rank_), len = lo(rank_ + 1) - a;
     for (int q = 0; q < n; ++q) srcs[q] = (q == rank_ ? mine : areas_[q] + kHeaderBytes) + a * elem;
     reduce_with(op, type, mine + a * elem, shared + a * elem, srcs.data(), n, len, average_over);
@@ -261,32 +319,63 @@ void ShmCollectives::all_reduce(at::Tensor& tensor, ShmReduceOp op, int average_
 }
 
 void ShmCollectives::broadcast(at::Tensor& tensor, int root) {
-  char* data = static_cast<char*>(tensor.data_ptr());
-  const int64_t bytes = static_cast<int64_t>(tensor.nbytes());
-  char* shared = areas_[root] + kHeaderBytes;
-  for (int64_t done = 0; done < bytes; done += data_bytes_) {
-    const int64_t chunk = std::min(data_bytes_, bytes - done);
-    if (rank_ == root) std::memcpy(shared, data + done, chunk);
-    fence();
-    if (rank_ != root) std::memcpy(data + done, shared, chunk);
-    fence();  // everyone has read the root's area before it takes the next chunk
-  }
+  CollectiveSignature call;
+  call.kind = CollectiveKind::kBroadcast;
+  call.count = tensor.numel();
+  call.dtype = static_cast<int8_t>(tensor.scalar_type());
+  call.root = static_cast<int16_t>(root);
+  run_call(call, [&] {
+    if (root < 0 || root >= size()) throw Error("nano: broadcast: bad root " + std::to_string(root));
+    char* data = static_cast<char*>(tensor.data_ptr());
+    const int64_t bytes = static_cast<int64_t>(tensor.nbytes());
+    char* shared = areas_[root] + kHeaderBytes;
+    if (bytes == 0) {
+      fence();
+      agree();
+    }
+    for (int64_t done = 0; done < bytes; done += data_bytes_) {
+      const int64_t chunk = std::min(data_bytes_, bytes - done);
+      if (rank_ == root) std::memcpy(shared, data + done, chunk);
+      fence();
+      if (done == 0) agree();
+      if (rank_ != root) std::memcpy(data + done, shared, chunk);
+      fence();  // everyone has read the root's area before it takes the next chunk
+    }
+  });
 }
 
 void ShmCollectives::all_gather(const at::Tensor& input, std::vector<at::Tensor>& outputs) {
-  const char* in = static_cast<const char*>(input.data_ptr());
-  const int64_t bytes = static_cast<int64_t>(input.nbytes());
-  for (int64_t done = 0; done < bytes; done += data_bytes_) {
-    const int64_t chunk = std::min(data_bytes_, bytes - done);
-    std::memcpy(areas_[rank_] + kHeaderBytes, in + done, chunk);
-    fence();
-    for (int q = 0; q < size(); ++q) {
-      char* out = static_cast<char*>(outputs[q].data_ptr()) + done;
-      const char* from = q == rank_ ? in + done : areas_[q] + kHeaderBytes;
-      if (out != from) std::memmove(out, from, chunk);
+  CollectiveSignature call;
+  call.kind = CollectiveKind::kAllGather;
+  call.count = input.numel();
+  call.dtype = static_cast<int8_t>(input.scalar_type());
+  run_call(call, [&] {
+    const char* in = static_cast<const char*>(input.data_ptr());
+    const int64_t bytes = static_cast<int64_t>(input.nbytes());
+    if (bytes == 0) {
+      fence();
+      agree();
     }
+    for (int64_t done = 0; done < bytes; done += data_bytes_) {
+      const int64_t chunk = std::min(data_bytes_, bytes - done);
+      std::memcpy(areas_[rank_] + kHeaderBytes, in + done, chunk);
+      fence();
+      if (done == 0) agree();
+      for (int q = 0; q < size(); ++q) {
+        char* out = static_cast<char*>(outputs[q].data_ptr()) + done;
+        const char* from = q == rank_ ? in + done : areas_[q] + kHeaderBytes;
+        if (out != from) std::memmove(out, from, chunk);
+      }
+      fence();
+    }
+  });
+}
+
+void ShmCollectives::barrier() {
+  run_call(CollectiveSignature{}, [&] {
     fence();
-  }
+    agree();
+  });
 }
 
 std::unique_ptr<SharedMemory> SharedMemory::create(const std::string& name, std::size_t bytes) {

@@ -6,6 +6,9 @@
 // is awaited on a futex, so waiting costs sleep rather than a spinning core that backward() on
 // a one-core rank needs. MpiCommunicator places the areas in an MPI shared window,
 // GlooCommunicator and the torch backend in a POSIX shared-memory object (SharedMemory).
+// Every collective first publishes its signature (runtime/collective_signature.h) and compares
+// its peers' at its first fence, before any rank reads another's data: calls that do not match
+// fail on every rank with one message naming both, and the group is broken from then on.
 #include <ATen/core/Tensor.h>
 
 #include <chrono>
@@ -16,6 +19,8 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/collective_signature.h"
+
 namespace nano {
 
 /// How all_reduce combines the ranks' values.
@@ -23,8 +28,9 @@ enum class ShmReduceOp { kSum, kProduct, kMin, kMax };
 
 class ShmCollectives {
  public:
-  /// Each area starts with this many header bytes (fence counter, owner pid).
-  static constexpr int64_t kHeaderBytes = 64;
+  /// Each area starts with this many header bytes (fence counter, owner pid, the last calls'
+  /// signatures).
+  static constexpr int64_t kHeaderBytes = 128;
   /// Below this many bytes a message-passing all-reduce's latency wins.
   static constexpr int64_t kMinBytes = 16 << 10;
   /// Default data bytes per rank's area. 1, 2, 4 and 16 MiB all-reduced 44 MB equally fast
@@ -49,11 +55,13 @@ class ShmCollectives {
   /// In place: `tensor` = op over ranks, then divided by `average_over` (floating types:
   /// multiplied by 1/average_over; integers: divided, truncating; 1 = no division; only with
   /// kSum). bfloat16 and float16 are accumulated in float and rounded once. A contiguous CPU
-  /// tensor of a reducible() dtype and the same numel on every rank; every rank calls with the
-  /// same sequence of collectives, from one thread. The sum adds the ranks' values in rank
+  /// tensor of a reducible() dtype, from one thread. The sum adds the ranks' values in rank
   /// order, so every rank gets the same bits and a run repeats exactly. Throws nano::Error
-  /// naming the peer when a peer process of this host exits while being awaited (noticed within
-  /// about 0.1 s) or does not arrive within the timeout (a stopped or stuck peer).
+  /// (and every later collective throws it again at once) when the ranks' calls do not match
+  /// (another kind, dtype, count, op or root: the message names both calls, before any data
+  /// moved), when a peer process of this host exits while being awaited (noticed within about
+  /// 0.1 s; the message says after which of its collectives), or when a peer does not arrive
+  /// within the timeout (a stopped or stuck peer).
   void all_reduce(at::Tensor& tensor, ShmReduceOp op = ShmReduceOp::kSum, int average_over = 1);
 
   /// In place: every rank's `tensor` (contiguous CPU, any dtype, the same bytes on every rank)
@@ -65,7 +73,7 @@ class ShmCollectives {
   void all_gather(const at::Tensor& input, std::vector<at::Tensor>& outputs);
 
   /// Returns when every rank has called barrier(). Errors as all_reduce.
-  void barrier() { fence(); }
+  void barrier();
 
   /// Marks this rank as gone for good (its communicator is being destroyed): a peer waiting
   /// for it in a collective fails at once with a line naming it, instead of waiting for its
@@ -78,16 +86,30 @@ class ShmCollectives {
 
   int rank() const { return rank_; }
   int size() const { return static_cast<int>(areas_.size()); }
+  /// Collectives this rank has started (the last one's number).
+  uint64_t calls() const { return seq_; }
 
  private:
   void fence();
   void await_peer(int q);
+  // Every collective: `open_call` numbers and publishes this rank's signature (throws the cause
+  // when the group is broken), `agree` compares every rank's after the first fence, and
+  // `run_call` breaks the group on any error, since the ranks' fences are out of step after it.
+  void open_call(CollectiveSignature call);
+  void all_reduce_chunks(at::Tensor& tensor, ShmReduceOp op, int average_over);
+  void agree();
+  template <class Body>
+  void run_call(const CollectiveSignature& call, Body body);
+  std::string waiting_for(int q) const;
 
   std::vector<char*> areas_;
   int64_t data_bytes_ = 0;
   int rank_ = 0;
   std::chrono::milliseconds timeout_{0};
   uint32_t epoch_ = 0;
+  uint64_t seq_ = 0;
+  CollectiveSignature current_;
+  std::string broken_;  // why the group is broken ("" = it is not)
   std::string bound_name_ = "NANO_COLLECTIVE_TIMEOUT";
 };
 

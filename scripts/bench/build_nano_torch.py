@@ -21,7 +21,8 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 # but the Gloo communicator's device (gloo_device.cc, which needs Gloo's headers), and its helpers.
 SOURCES = ["runtime/python/module.cc", "runtime/torch_backend.cc", "runtime/serial_executor.cc",
            "runtime/store_wire.cc", "runtime/job_store_server.cc", "runtime/job_store.cc",
-           "runtime/rendezvous.cc", "runtime/net_address.cc", "runtime/shm_collectives.cc",
+           "runtime/rendezvous.cc", "runtime/net_address.cc", "runtime/collective_signature.cc",
+           "runtime/shm_collectives.cc",
            "runtime/shm_rendezvous.cc", "runtime/gloo_binding.cc", "runtime/step_report.cc",
            "cli/job_secret.cc", "cli/sha256.cc", "env-init/parse.cc"]
 

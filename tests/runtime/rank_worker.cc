@@ -118,8 +118,9 @@ void scenario_peer_exits(nano::World& w) {
   } catch (const nano::Error& e) {
     message = e.what();
   }
-  check(message.rfind("nano: shared-memory all-reduce: rank 1 (pid ", 0) == 0 &&
-            message.find(") exited during the collective") != std::string::npos,
+  // It left after its last collective: said so, with the one this rank waited in.
+  check(message.rfind("nano: rank 1 (pid ", 0) == 0 && message.find(") exited ") != std::string::npos &&
+            message.find(" while this rank waited in all_reduce(float32[1048576], SUM) #") != std::string::npos,
         "expected the peer's exit to be reported, got '" + message + "'");
 }
 

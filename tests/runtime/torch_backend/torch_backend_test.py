@@ -12,6 +12,13 @@ Usage: torch_backend_test.py BUILD_DIR CASE
   ddp_comm_hooks                           torch's fp16 and PowerSGD communication hooks
   fault_kill | fault_stop | fault_absent   a rank killed / stopped inside all_reduce, or never joining
   nano_run_finds_module                    under nano-run, `import nano_torch` needs no PYTHONPATH
+  mismatch                                 collectives that do not match (size, dtype, all_gather size,
+                                           broadcast src, kind, all_reduce against barrier; mismatch_check.py),
+                                           and a DDP job logging its loss at other steps: one line naming
+                                           both calls, a failed job, no value printed, nothing left
+  leaver                                   a rank that leaves early (sys.exit(0)), and one rank's extra
+                                           collective after its peer ended normally: the one that left is
+                                           named with the collective it made last and the one waited in
   torchrun                                 under plain torchrun (exit 77, skipped, where this torch's
                                            own torchrun cannot start a gloo program: Debian 12's)
   standalone_sources                       scripts/bench/build_nano_torch.py (the build for a pip
@@ -208,6 +215,55 @@ def standalone_sources():
     print(f"{len(sources)} sources, {len(seen)} files reached, none includes a Gloo header")
 
 
+def under_nano_run(argv, timeout=120):
+    env = dict(os.environ, PYTHONPATH=PYDIR, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    return subprocess.run([NANO_RUN, "-n", "2", "--backend", "subprocess", ranks.PYTHON] + argv, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+MISMATCHES = {
+    "sizes": (r"all_reduce\(float32\[1000\], SUM\)", r"all_reduce\(float32\[1\], SUM\)"),
+    "dtypes": (r"all_reduce\(float32\[8\], SUM\)", r"all_reduce\(float64\[8\], SUM\)"),
+    "all_gather": (r"all_gather\(float32\[4\]\)", r"all_gather\(float32\[2\]\)"),
+    "src": (r"broadcast\(float32\[4\], root 0\)", r"broadcast\(float32\[4\], root 1\)"),
+    "kinds": (r"all_reduce\(float32\[16\], SUM\)", r"broadcast\(float32\[16\], root 0\)"),
+    "barrier": (r"all_reduce\(float32\[3000000\], SUM\)", r"barrier\(\)"),
+    # Rank 0 logs at step 10 while rank 1's DDP reduces its gradient bucket (4 x 8 + 4 floats).
+    "ddp_log": (r"all_reduce\(float32\[1\], SUM\)", r"all_reduce\(float32\[36\], (SUM|AVG)\)"),
+}
+
+
+def mismatch():
+    for case, (zero, one) in MISMATCHES.items():
+        p = under_nano_run([os.path.join(HERE, "mismatch_check.py"), case])
+        out = p.stdout + p.stderr
+        line = rf"nano: collective #\d+ does not match: rank 0 called {zero}, rank 1 called {one}"
+        root = [x for x in p.stderr.splitlines() if x.startswith("nano-run: root cause: ")]
+        print(f"{case}: exit {p.returncode}; {root[0] if root else p.stderr.strip()[-300:]}")
+        check(p.returncode != 0, f"{case}: the job exited 0:\n{out[-1500:]}")
+        check("VALUE" not in p.stdout, f"{case}: a rank went on with a value:\n{p.stdout[-800:]}")
+        check(root and re.search(line, root[0]), f"{case}: the root cause does not name both calls ({line!r}):\n"
+                                                  f"{p.stderr[-1500:]}")
+
+
+def leaver():
+    p = under_nano_run([os.path.join(HERE, "mismatch_check.py"), "early_exit"])
+    root = [x for x in p.stderr.splitlines() if x.startswith("nano-run: root cause: ")]
+    print(f"early_exit: exit {p.returncode}; {root[0] if root else p.stderr.strip()[-300:]}")
+    check(p.returncode != 0 and "VALUE" not in p.stdout, f"early_exit: exit {p.returncode}: {p.stdout[-400:]}")
+    check(root and re.search(r"rank 1 \(pid \d+\) (exited|left the world \(its communicator was destroyed\)) "
+                             r"after its collective #\d+ while this rank waited in all_reduce\(float32\[4\], SUM\) #\d+",
+                             root[0]), f"early_exit: rank 1's early exit is not named:\n{p.stderr[-1500:]}")
+    p = under_nano_run([os.path.join(HERE, "mismatch_check.py"), "extra"])
+    root = [x for x in p.stderr.splitlines() if x.startswith("nano-run: root cause: ")]
+    print(f"extra: exit {p.returncode}; {root[0] if root else p.stderr.strip()[-300:]}")
+    check(p.returncode != 0, f"extra: exit 0: {p.stdout[-400:]}")
+    check(root and root[0].startswith("nano-run: root cause: rank 1 ") and
+          re.search(r"rank 0 \(pid \d+\) (exited|left the world \(its communicator was destroyed\)) after its "
+                    r"collective #\d+ while this rank waited in all_reduce\(float32\[4\], SUM\) #\d+", root[0]),
+          f"extra: rank 1's extra collective is not the root cause, or rank 0 is not named as done:\n{p.stderr[-1500:]}")
+
+
 def main():
     before = ranks.nano_shm_entries()
     tmp = tempfile.mkdtemp(prefix="nano-torch-backend-")
@@ -256,6 +312,10 @@ def main():
                                capture_output=True, text=True, timeout=120)
             check(p.returncode == 0, f"nano-run exited {p.returncode}: {p.stderr[-800:]}")
             check(p.stdout.count(f"module {PYDIR}/nano_torch/__init__.py shm True") == 2, p.stdout)
+        elif CASE == "mismatch":
+            mismatch()
+        elif CASE == "leaver":
+            leaver()
         elif CASE == "torchrun":
             return torchrun(tmp)
         elif CASE == "standalone_sources":
