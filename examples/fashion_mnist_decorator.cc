@@ -106,7 +106,7 @@ double train_loop(ex::LeNet model, torch::optim::Adam& optimizer, nano::Shardabl
 
 int run(const ex::ExampleOptions& o) {
   if (!o.checkpoint_dir.empty()) nano::prepare_checkpoint_dir(o.checkpoint_dir);  // a bad folder: exit 2 now
-  torch::manual_seed(0);
+  torch::manual_seed(o.seed);
   ex::FashionMnist train_set(o.data_dir, ex::Split::kTrain);
   ex::FashionMnist test_set(o.data_dir, ex::Split::kTest);
   ex::LeNet model;

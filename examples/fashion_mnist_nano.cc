@@ -139,7 +139,7 @@ class FashionMnistNano : public nano::TorchNano {
 
 int run(const ex::ExampleOptions& o) {
   if (!o.checkpoint_dir.empty()) nano::prepare_checkpoint_dir(o.checkpoint_dir);  // a bad folder: exit 2 now
-  torch::manual_seed(0);
+  torch::manual_seed(o.seed);
   const int world = ex::planned_world_size(o);
   FashionMnistNano trainer(o, ex::rank_steps_per_epoch(o, kTrainExamples, world));
   trainer.train();

@@ -35,7 +35,7 @@ int run(const ex::ExampleOptions& o) {
   if (o.num_processes != 1)
     throw nano::UsageError("--num-processes " + std::to_string(o.num_processes) + ": " + kProgram +
                            " trains in one process; use nano-run or fashion_mnist_nano for more");
-  torch::manual_seed(0);
+  torch::manual_seed(o.seed);
   ex::FashionMnist train_set(o.data_dir, ex::Split::kTrain);
   ex::FashionMnist test_set(o.data_dir, ex::Split::kTest);
   ex::LeNet model;

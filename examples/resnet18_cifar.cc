@@ -34,7 +34,7 @@ int run(const ex::ExampleOptions& o) {
                            std::to_string(o.num_processes));
   if (!o.checkpoint_dir.empty()) nano::prepare_checkpoint_dir(o.checkpoint_dir);  // a bad folder: exit 2 now
   nano::World world = nano::init();                                               // a world of one when started plainly
-  torch::manual_seed(0);
+  torch::manual_seed(o.seed);
   ex::ResNet18 model;
   // DDP broadcasts rank 0's weights, averages gradients during backward and, before each
   // forward, copies rank 0's batch-norm statistics (as PyTorch's DDP does by default).

@@ -56,7 +56,7 @@ ParsedOptions parse_example_options(int argc, const char* const* argv, const Exa
   ExampleOptions& o = out.options;
   CLI::App app(spec.description, spec.program);
   // Values are read as strings and converted here so every bad value gets the same message.
-  std::string epochs, batch, lr, procs, max_steps, steps, test_limit, checkpoint_every, max_restarts;
+  std::string epochs, batch, lr, procs, max_steps, steps, test_limit, checkpoint_every, max_restarts, seed;
   if (spec.epochs) {
     app.add_option("--epochs", epochs, "training epochs (default " + std::to_string(o.epochs) + ")")->type_name("INT");
     app.add_option("--max-steps-per-epoch", max_steps, "stop each epoch after this many steps (0 = all)")
@@ -69,6 +69,7 @@ ParsedOptions parse_example_options(int argc, const char* const* argv, const Exa
   app.add_option("--batch-size", batch, "batch size per process (default " + std::to_string(o.batch_size) + ")")
       ->type_name("INT");
   app.add_option("--lr", lr, "base learning rate (default " + number(o.lr) + ")")->type_name("FLOAT");
+  app.add_option("--seed", seed, "torch's random seed: the initial weights (default 0)")->type_name("INT");
   app.add_option("--num-processes", procs,
                  "training processes (default " + std::to_string(o.num_processes) + ")" +
                      (spec.in_program ? "; auto = the layout nano-run --tune stored for this machine and "
@@ -142,6 +143,7 @@ ParsedOptions parse_example_options(int argc, const char* const* argv, const Exa
   to_int("--test-limit", test_limit, o.test_limit);
   to_int("--checkpoint-every", checkpoint_every, o.checkpoint_every);
   to_int("--max-restarts", max_restarts, o.max_restarts);
+  to_int("--seed", seed, o.seed);
   if (no_auto_lr) o.auto_lr = false;
   if (equal_batches) o.balance = false;
   to_int("--batch-size", batch, o.batch_size);

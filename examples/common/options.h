@@ -33,6 +33,7 @@ struct ExampleOptions {
   bool channels_last = false;          ///< --channels-last: model and 4-D inputs in channels-last format
   bool bf16_gradients = false;         ///< --bf16-gradients: gradients all-reduced as bfloat16
   bool print_weights = false;          ///< --print-weights: print a fingerprint of the trained weights
+  int64_t seed = 0;                    ///< --seed: torch's generator seed, so the initial weights
 };
 
 /// Which options a program offers.
