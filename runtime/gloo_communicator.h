@@ -2,7 +2,7 @@
 // Communicator over Debian libtorch's c10d::ProcessGroupGloo, rendezvous through the store that
 // rendezvous() chooses (a file in /dev/shm for a nano-run job on one host, else a c10d::TCPStore
 // that rank 0 hosts on MASTER_ADDR:MASTER_PORT). When every rank runs on one
-// host, all-reduces of 16 KiB and more go through a POSIX shared-memory object (ShmCollectives,
+// host, all-reduces of every size go through a POSIX shared-memory object (ShmCollectives,
 // on a thread of its own) instead of Gloo's TCP loopback, whose copies and two I/O threads
 // cost a rank bound to one core more than the reduction itself.
 #include <c10/util/intrusive_ptr.h>

@@ -9,7 +9,8 @@ class PeerCommunicator : public Communicator {
  public:
   int rank() const final { return rank_; }
   int size() const final { return size_; }
-  /// True when all-reduces of ShmCollectives::kMinBytes and more go through shared memory.
+  /// True when all-reduces go through shared memory (the MPI communicator's from
+  /// ShmCollectives::kMinBytes up, the Gloo communicator's of every size).
   virtual bool uses_shared_memory() const = 0;
 
  protected:

@@ -31,7 +31,10 @@ class ShmCollectives {
   /// Each area starts with this many header bytes (fence counter, owner pid, the last calls'
   /// signatures).
   static constexpr int64_t kHeaderBytes = 128;
-  /// Below this many bytes a message-passing all-reduce's latency wins.
+  /// Below this many bytes MPI's own all-reduce (its shared-memory transport) is faster than
+  /// three fences: the MPI communicator sends smaller ones through MPI. Gloo's goes over TCP
+  /// even on one host (0.24 ms for 4 KB against 0.01 ms for MPI's), so the Gloo communicator
+  /// sends every size through shared memory.
   static constexpr int64_t kMinBytes = 16 << 10;
   /// Default data bytes per rank's area. 1, 2, 4 and 16 MiB all-reduced 44 MB equally fast
   /// here (2 ranks); 4 MiB keeps a rank's resident share small (a tensor larger than the area
