@@ -40,6 +40,9 @@ std::string describe_raised(const RaisedError& raised) {
 
 EndReport report_end(const EndFacts& facts) {
   EndReport report;
+  // Only the attempt that ends nano-run says what nano-run exits with.
+  const std::string ending =
+      facts.restart_follows ? "; a restart follows" : "; nano-run exits with " + std::to_string(facts.exit_code);
   if (const auto& rc = facts.root_cause) {
     RankFailure f;
     f.rank = rc->rank >= 0 ? rc->rank + facts.rank_offset : rc->rank;
@@ -53,12 +56,10 @@ EndReport report_end(const EndFacts& facts) {
     if (rc->rank >= 0 && !facts.lost[static_cast<size_t>(rc->rank)].empty()) {
       f.lost = facts.lost[static_cast<size_t>(rc->rank)];
       report.lines.push_back(
-          "nano-run: root cause: " + describe_lost(rc->rank, facts.hosts, facts.lost, facts.this_host) +
-          "; nano-run exits with " + std::to_string(facts.exit_code));
+          "nano-run: root cause: " + describe_lost(rc->rank, facts.hosts, facts.lost, facts.this_host) + ending);
     } else {
       report.lines.push_back("nano-run: root cause: " + who + " on " + f.host + " " +
-                             describe_end(rc->exit_code, rc->signal) + "; nano-run exits with " +
-                             std::to_string(facts.exit_code));
+                             describe_end(rc->exit_code, rc->signal) + ending);
     }
     if (rc->rank >= 0 && !facts.error_file.empty()) {
       if (auto raised = parse_error_file(facts.error_file)) {

@@ -39,6 +39,7 @@ struct EndFacts {
   std::string this_host;                 ///< nano-run's host (mpirun's)
   std::vector<std::string> stderr_tail;  ///< the root cause's last stderr lines
   std::string error_file;                ///< the root cause's torchelastic error file (JSON); "" = none
+  bool restart_follows = false;          ///< --max-restarts starts the world again after this attempt
 };
 
 /// The failure to return and the lines nano-run prints at the end.
@@ -48,9 +49,9 @@ struct EndReport {
 };
 
 /// "nano-run: root cause: rank 1 on hostA was killed by SIGKILL; nano-run exits with 137" (or the
-/// lost-host form), then, when its error file is torch's JSON, "nano-run: rank 1 raised
-/// RuntimeError: boom (at train.py:12 in main)" (describe_raised), then "nano-run: last stderr
-/// lines of rank 1:" and "  | <line>" for each tail line; with no root cause but an interruption
+/// lost-host form; "...; a restart follows" instead when one does: nano-run does not exit), then, when its error file
+/// is torch's JSON, "nano-run: rank 1 raised RuntimeError: boom (at train.py:12 in main)" (describe_raised), then
+/// "nano-run: last stderr lines of rank 1:" and "  | <line>" for each tail line; with no root cause but an interruption
 /// "nano-run: stopped by SIGINT; exit 130"; else nothing.
 EndReport report_end(const EndFacts& facts);
 

@@ -314,6 +314,8 @@ LaunchResult SupervisionLoop::finish() {
   facts.hosts = shims_.hosts();
   facts.lost = lost_;
   facts.this_host = host_name();
+  facts.restart_follows =
+      should_restart(result.exit_code, result.interrupted_by, setup_.restart_count, options_.max_restarts);
   if (facts.root_cause) facts.stderr_tail = router_.stderr_tail(facts.root_cause->rank);
   if (facts.root_cause && facts.root_cause->rank >= 0) {
     // The root cause's torchelastic error file: read here for ranks nano-run forked; a shim

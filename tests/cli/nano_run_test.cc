@@ -565,7 +565,7 @@ TEST_CASE("torchrun's whole worker environment, after a restart too; a @record e
     CHECK(r.err.find(warning, first + 1) == std::string::npos);
     // The first attempt's root cause: rank 1's exception, read from its error file.
     CHECK(r.err.find("\nnano-run: root cause: rank 1 on " + std::string(host) +
-                     " exited with code 1; nano-run exits with 1\n"
+                     " exited with code 1; a restart follows\n"
                      "nano-run: rank 1 raised RuntimeError: boom on attempt 0 (at " +
                      kTorchrunEnv + ":" + std::to_string(raise_line) +
                      " in fail)\n"

@@ -92,6 +92,19 @@ TEST_CASE("report_end: the root cause's line, its stderr tail, and the failure r
   }
 }
 
+TEST_CASE("report_end: an attempt that a restart follows does not say what nano-run exits with") {
+  EndFacts f = two_hosts();
+  f.root_cause = RootCause{1, 3, 0};
+  f.exit_code = 3;
+  f.restart_follows = true;
+  CHECK(report_end(f).lines ==
+        std::vector<std::string>{"nano-run: root cause: rank 1 on hostB exited with code 3; a restart follows"});
+  f.lost[1] = "its shim's connection to nano-run closed";
+  CHECK(report_end(f).lines.front() ==
+        "nano-run: root cause: host hostB lost (ranks 1,3 there; rank 1: its shim's connection to nano-run closed); a "
+        "restart follows");
+}
+
 TEST_CASE("report_end: a lost host names its ranks and why") {
   EndFacts f = two_hosts();
   f.lost[1] = "no word from its shim for 30 s: a cut link or a dead host";
