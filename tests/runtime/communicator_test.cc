@@ -131,6 +131,14 @@ TEST_CASE("gloo on one host: all-reduce through shared memory, and nothing left 
       CHECK(results[r].out.find("OK peer-exits rank " + std::to_string(r) + " of 2 (gloo)") != std::string::npos);
     }
   }
+  SUBCASE("a libtorch program whose ranks all-reduce different sizes: both fail, naming both calls") {
+    auto results = run_gloo_world({kWorker, "mismatch"}, 2, {}, 60);
+    for (int r = 0; r < 2; ++r) {
+      INFO("rank " << r << ":\n" << results[r].out << results[r].err);
+      CHECK(results[r].exit_code == 0);
+      CHECK(results[r].out.find("OK mismatch rank " + std::to_string(r) + " of 2 (gloo)") != std::string::npos);
+    }
+  }
   SUBCASE("a bad NANO_SHM_BYTES stops every rank with one line naming it") {
     // Too small, above the 1 PiB cap, and beyond long long.
     for (const std::string bad : {"32", "1125899906842625", "99999999999999999999"}) {
@@ -152,6 +160,13 @@ TEST_CASE("mpi on one host: the shared window, or MPI_Allreduce when /dev/shm ca
     CHECK(result.exit_code == 0);
     CHECK(result.out.find("transport: shared memory\n") != std::string::npos);
     CHECK(result.out.find("transport: mpi\n") == std::string::npos);
+  }
+  SUBCASE("ranks that all-reduce different sizes: both fail, naming both calls") {
+    auto result = run_mpirun({kWorker, "mismatch"}, 2, {});
+    INFO("mpirun stdout:\n" << result.out << "stderr:\n" << result.err);
+    CHECK(result.exit_code == 0);
+    for (int r = 0; r < 2; ++r)
+      CHECK(result.out.find("OK mismatch rank " + std::to_string(r) + " of 2 (mpi)") != std::string::npos);
   }
   SUBCASE("a window larger than /dev/shm's free space falls back instead of aborting the job") {
     // Open MPI itself would abort every rank with MPI_ERR_INTERN here (MPI_ERRORS_ARE_FATAL).

@@ -124,6 +124,32 @@ void scenario_peer_exits(nano::World& w) {
         "expected the peer's exit to be reported, got '" + message + "'");
 }
 
+// --- mismatch: the ranks all-reduce different sizes through shared memory; both must fail ----
+// with the line naming both calls, keep their own values, and fail the next collective at once.
+void scenario_mismatch(nano::World& w) {
+  auto mine = torch::full({w.rank() == 0 ? 100000 : 50000}, float(w.rank() + 1), torch::kFloat);
+  std::string message;
+  try {
+    w.comm->all_reduce(mine);
+  } catch (const nano::Error& e) {
+    message = e.what();
+  }
+  const std::string expected =
+      "does not match: rank 0 called all_reduce(float32[100000], SUM), rank 1 called all_reduce(float32[50000], SUM)";
+  check(message.rfind("nano: collective #", 0) == 0 && message.find(expected) != std::string::npos,
+        "expected the mismatch named, got '" + message + "'");
+  check(mine[0].item<float>() == float(w.rank() + 1), "a rank's tensor changed in a collective that did not match");
+  std::string again;
+  auto next = torch::ones({100000}, torch::kFloat);
+  try {
+    w.comm->all_reduce(next);
+  } catch (const nano::Error& e) {
+    again = e.what();
+  }
+  check(again == message + " (the group is broken since)", "the next collective said '" + again + "'");
+  std::cout << "mismatch: " << message << std::endl;
+}
+
 // --- models --------------------------------------------------------------------------------
 struct NetImpl : torch::nn::Module {
   NetImpl() {
@@ -543,6 +569,8 @@ int main(int argc, char** argv) {
       scenario_balance(world);
     else if (scenario == "peer-exits")
       scenario_peer_exits(world);
+    else if (scenario == "mismatch")
+      scenario_mismatch(world);
     else {
       std::cerr << "rank_worker: unknown scenario '" << scenario << "'\n";
       return 2;

@@ -144,7 +144,9 @@ def fault_in(case, sync):
     # The bound: 3 s group timeout (+ start-up); a death is noticed within about 0.1 s.
     bound = {"kill": 15, "stop": 20, "absent": 20}[case]
     check(seconds < bound, f"rank 0 took {seconds:.1f} s (bound {bound} s)")
-    named = {"kill": r"rank 1 \(pid \d+\) exited during the collective",
+    # Killed while its all_reduce was queued or running: before or after it joined the collective.
+    named = {"kill": r"rank 1 \(pid \d+\) exited (during the collective|after its collective #\d+ while this rank "
+                     r"waited in all_reduce\(float32\[4194304\], SUM\))",
              "stop": r"rank 1 \(pid \d+\) did not reach the collective within 3 s",
              # torch 1.13's env:// store lets rank 0 through and the backend names the missing
              # rank; torch 2.x's store itself waits for every rank and counts them.
@@ -242,8 +244,10 @@ def mismatch():
         print(f"{case}: exit {p.returncode}; {root[0] if root else p.stderr.strip()[-300:]}")
         check(p.returncode != 0, f"{case}: the job exited 0:\n{out[-1500:]}")
         check("VALUE" not in p.stdout, f"{case}: a rank went on with a value:\n{p.stdout[-800:]}")
-        check(root and re.search(line, root[0]), f"{case}: the root cause does not name both calls ({line!r}):\n"
-                                                  f"{p.stderr[-1500:]}")
+        # The root cause's own lines (its last stderr lines) carry the mismatch.
+        after_root = p.stderr[p.stderr.find("nano-run: root cause: "):] if root else ""
+        check(re.search(line, after_root), f"{case}: the root cause does not name both calls ({line!r}):\n"
+                                           f"{p.stderr[-1500:]}")
 
 
 def leaver():
@@ -253,14 +257,16 @@ def leaver():
     check(p.returncode != 0 and "VALUE" not in p.stdout, f"early_exit: exit {p.returncode}: {p.stdout[-400:]}")
     check(root and re.search(r"rank 1 \(pid \d+\) (exited|left the world \(its communicator was destroyed\)) "
                              r"after its collective #\d+ while this rank waited in all_reduce\(float32\[4\], SUM\) #\d+",
-                             root[0]), f"early_exit: rank 1's early exit is not named:\n{p.stderr[-1500:]}")
+                             p.stderr[p.stderr.find("nano-run: root cause: "):]),
+          f"early_exit: rank 1's early exit is not named:\n{p.stderr[-1500:]}")
     p = under_nano_run([os.path.join(HERE, "mismatch_check.py"), "extra"])
     root = [x for x in p.stderr.splitlines() if x.startswith("nano-run: root cause: ")]
     print(f"extra: exit {p.returncode}; {root[0] if root else p.stderr.strip()[-300:]}")
     check(p.returncode != 0, f"extra: exit 0: {p.stdout[-400:]}")
     check(root and root[0].startswith("nano-run: root cause: rank 1 ") and
           re.search(r"rank 0 \(pid \d+\) (exited|left the world \(its communicator was destroyed\)) after its "
-                    r"collective #\d+ while this rank waited in all_reduce\(float32\[4\], SUM\) #\d+", root[0]),
+                    r"collective #\d+ while this rank waited in all_reduce\(float32\[4\], SUM\) #\d+",
+                    p.stderr[p.stderr.find("nano-run: root cause: "):]),
           f"extra: rank 1's extra collective is not the root cause, or rank 0 is not named as done:\n{p.stderr[-1500:]}")
 
 
