@@ -1,13 +1,18 @@
 #!/bin/bash
 # TorchNanoOptions' precision, channels_last and bf16 gradient exchange end to end on real
-# Fashion-MNIST with two ranks (equal batches, so each run is deterministic on its machine):
-#   - 1 epoch in bf16, and 1 with bf16 gradient exchange, each end within 0.5 percentage points
-#     of fp32's final test accuracy (on the development VM: 0.05 and 0.28 points apart on
-#     Debian 12, 0.34 and 0.33 on Debian 13; after 2 epochs, 0.18 and 0.32 on Debian 13, so
-#     more epochs would buy minutes of CI and no margin);
+# Fashion-MNIST with two ranks (equal batches, so each run repeats exactly on one machine; on
+# another machine, CPU or torch, bf16's rounding takes another path):
+#   - 1 epoch in bf16, and 1 with bf16 gradient exchange, each end no more than 3 percentage
+#     points below fp32's final test accuracy (ending above it is no defect). The bound comes
+#     from the spread over seeds (scripts/bench.sh precision-spread: the initial weights stand
+#     for another machine's path). Debian 12, 8 seeds: bf16 - fp32 from -1.16 to +0.92 points
+#     (standard deviation 0.6), bf16 gradients - fp32 from -0.40 to +0.63: 3 points is 2.6
+#     times the worst shortfall seen and 5 standard deviations. (The bound was 0.5 points
+#     either way: a newcomer's machine ended bf16 0.63 points *above* fp32, and seed 2 here
+#     1.16 below.)
 #   - channels_last trains as the default layout does, to float tolerance: after 30 steps the
-#     same test accuracy within 0.1 points and the same loss within 0.001 (float rounding grows
-#     with the steps: after 100 the accuracies were 0.5 points apart, the losses 0.0007);
+#     same test accuracy within 0.3 points and the same loss within 0.001 (over the same 8
+#     seeds: at most 0.06 points and 0.0001 apart);
 #   - precision 64 trains a float64 model end to end (20 steps).
 #   precision.sh PROGRAM   (fashion_mnist_nano or fashion_mnist_decorator)
 set -u
@@ -23,6 +28,8 @@ run() {
   timeout 280 "$program" --num-processes 2 --equal-batches "$@" > "$work/$name.out" 2>&1 ||
     { cat "$work/$name.out"; fail "the $name run failed"; }
 }
+# below A B LIMIT: A is no more than LIMIT below B
+below() { awk -v a="$1" -v b="$2" -v l="$3" 'BEGIN { exit !(b - a <= l) }'; }
 accuracy() { sed -n 's/.*final test accuracy \([0-9.]*\);.*/\1/p' "$work/$1.out" | tail -1; }
 last_loss() { sed -n 's/.*epoch [0-9]*\/[0-9]*: loss \([0-9.]*\),.*/\1/p' "$work/$1.out" | tail -1; }
 # within A B LIMIT: |A - B| <= LIMIT
@@ -38,7 +45,7 @@ for name in bf16 bf16_gradients; do
   a=$(accuracy $name)
   echo "1 epoch: fp32 $base, $name $a"
   [ -n "$a" ] || { cat "$work/$name.out"; fail "no accuracy from the $name run"; }
-  within "$a" "$base" 0.005 || fail "$name ended at $a, more than 0.5 points from fp32's $base"
+  below "$a" "$base" 0.03 || fail "$name ended at $a, more than 3 points below fp32's $base"
 done
 
 short=(--epochs 1 --max-steps-per-epoch 30 --batch-size 64)
@@ -46,11 +53,11 @@ run default_layout "${short[@]}"
 run channels_last "${short[@]}" --channels-last
 echo "30 steps: default layout accuracy $(accuracy default_layout) loss $(last_loss default_layout)," \
   "channels_last accuracy $(accuracy channels_last) loss $(last_loss channels_last)"
-within "$(accuracy channels_last)" "$(accuracy default_layout)" 0.001 || fail "channels_last changed the accuracy"
+within "$(accuracy channels_last)" "$(accuracy default_layout)" 0.003 || fail "channels_last changed the accuracy"
 within "$(last_loss channels_last)" "$(last_loss default_layout)" 0.001 || fail "channels_last changed the loss"
 
 run float64 --epochs 1 --max-steps-per-epoch 20 --batch-size 64 --test-limit 1000 --precision 64
 a=$(accuracy float64)
 echo "precision 64, 20 steps: accuracy $a"
 within "$a" 0.75 0.25 || { cat "$work/float64.out"; fail "the float64 model did not learn (accuracy $a)"; }
-echo "PASS: bf16 and bf16 gradient exchange within 0.5 points of fp32; channels_last as the default layout; float64 trains"
+echo "PASS: bf16 and bf16 gradient exchange no more than 3 points below fp32; channels_last as the default layout; float64 trains"
