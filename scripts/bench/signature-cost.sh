@@ -34,7 +34,7 @@ for ((t = 1; t <= turns; ++t)); do
   done
   echo "bench signature-cost: turn $t of $turns done" >&2
 done
-echo "signature check, before and after, $turns turns interleaved ($(date -u +%F), $(nproc) CPUs, torch $("$python" -c 'import torch; print(torch.__version__)'))"
+echo "signature check, before and after, $turns turns interleaved ($(date -u +%F), $(getconf _NPROCESSORS_ONLN) CPUs, torch $("$python" -c 'import torch; print(torch.__version__)'))"
 printf '%-34s %16s %16s %8s\n' "all-reduce, 2 ranks" "before us" "after us" "ratio"
 "$python" - "$results" <<'PY'
 import statistics, sys
