@@ -178,7 +178,7 @@ env2 | env3)
       --grace-period 1 /usr/bin/python3 "$script" --fail-first-attempt
     [ $rc -eq 0 ] || fail "torchrun_env.py: exit $rc: $(tail -3 "$out")"
     line=$(grep -n 'raise RuntimeError(f"boom on attempt' "$script" | cut -d: -f1)
-    expect_line "^nano-run: root cause: rank 1 on hostB exited with code 1; nano-run exits with 1$"
+    expect_line "^nano-run: root cause: rank 1 on hostB exited with code 1; a restart follows$"
     grep -qxF "nano-run: rank 1 raised RuntimeError: boom on attempt 0 (at $script:$line in fail)" "$out" ||
       fail "no line naming rank 1's exception: $(grep 'nano-run:' "$out" | head -5)"
     for r in 0 1; do
@@ -197,7 +197,8 @@ train)
   # two is the same sum in any order), on both communicators; Gloo finds its address itself
   # although each host's name resolves to 127.0.1.1 there.
   for backend in mpi gloo; do
-    run_a env NANO_BACKEND=$backend "$nano_run" -n 2 "$fault_rank" --steps 6 --print-weights
+    # One host through mpirun too (nano-run's default there is subprocess): the same launch, one host or two.
+    run_a env NANO_BACKEND=$backend "$nano_run" -n 2 --backend mpi "$fault_rank" --steps 6 --print-weights
     one=$(grep -o 'weights [0-9a-f]*' "$out")
     run_a env NANO_BACKEND=$backend "$nano_run" -n 2 --hosts hostA:1,hostB:1 "$fault_rank" --steps 6 --print-weights
     two=$(grep -o 'weights [0-9a-f]*' "$out")
@@ -217,7 +218,7 @@ fashion)
   # the accuracies must agree within 0.005 (they print the difference).
   args=(--epochs 1 --max-steps-per-epoch 24 --batch-size 32 --test-limit 1000 --equal-batches)
   for backend in mpi gloo; do
-    run_a env NANO_BACKEND=$backend "$nano_run" -n 4 --oversubscribe "$build/bin/fashion_mnist_nano" "${args[@]}"
+    run_a env NANO_BACKEND=$backend "$nano_run" -n 4 --oversubscribe --backend mpi "$build/bin/fashion_mnist_nano" "${args[@]}"
     one=$(grep -o '"accuracy": [0-9.]*' "$out" | grep -o '[0-9.]*$')
     run_a env NANO_BACKEND=$backend "$nano_run" -n 4 --hosts hostA:2,hostB:2 "$build/bin/fashion_mnist_nano" "${args[@]}"
     [ $rc -eq 0 ] || fail "$backend: exit $rc: $(tail -3 "$out")"

@@ -2,6 +2,7 @@
 dataset-fashion-mnist), unchanged but for the backend it names: the LeNet-style CNN of the
 benchmarks, SGD with momentum, DistributedSampler, 2048 training images. Rank 0 saves the final state_dict to --out.
 Usage: ddp_train.py --backend nano|gloo --steps K --out FILE [--hook none|fp16|powersgd] [--init-method URL]
+                    [--uneven]   (rank r trains K + 3r steps inside DDP's join(): uneven shards)
 """
 import argparse
 import datetime
@@ -27,6 +28,7 @@ p.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
 p.add_argument("--init-method", default="env://", help="env:// (torch's TCPStore), or nano:// (nano's job store)")
 p.add_argument("--hook", choices=["none", "fp16", "powersgd"], default="none",
                help="a DDP communication hook of torch's (they run in the all-reduce futures' callbacks)")
+p.add_argument("--uneven", action="store_true", help="rank r trains steps + 3r steps, inside DDP's join()")
 a = p.parse_args()
 # A rank still here after this long is stuck: every thread's stack to stderr, and out.
 faulthandler.dump_traceback_later(int(os.environ.get("DDP_TRAIN_STUCK_AFTER", "240")), exit=True)
@@ -52,12 +54,14 @@ elif a.hook == "powersgd":
     ddp.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
 opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
 loader = DataLoader(data, batch_size=32, sampler=DistributedSampler(data, world, rank, shuffle=True, seed=0))
-for step, (x, y) in enumerate(loader):
-    if step == a.steps:
-        break
-    opt.zero_grad()
-    F.cross_entropy(ddp(x), y).backward()
-    opt.step()
+steps = a.steps + (3 * rank if a.uneven else 0)
+with ddp.join(enable=a.uneven):
+    for step, (x, y) in enumerate(loader):
+        if step == steps:
+            break
+        opt.zero_grad()
+        F.cross_entropy(ddp(x), y).backward()
+        opt.step()
 if rank == 0:
     torch.save(model.state_dict(), a.out)
     shm = nano_torch.uses_shared_memory() if a.backend == "nano" else False

@@ -9,6 +9,7 @@ Usage: torch_backend_test.py BUILD_DIR CASE
   collectives_gloo_path                    the same with NANO_SHM_BYTES=0: all through Gloo inside
   ddp_bit_identical                        2 ranks under nano-run: nano's weights == gloo's, bit for bit
   ddp_3_4_ranks                            3 and 4 ranks: nano's weights match gloo's to float tolerance
+  ddp_join                                 uneven shards under DDP's join(): nano's weights match gloo's
   ddp_comm_hooks                           torch's fp16 and PowerSGD communication hooks
   fault_kill | fault_stop | fault_absent   a rank killed / stopped inside all_reduce, or never joining
   nano_run_finds_module                    under nano-run, `import nano_torch` needs no PYTHONPATH
@@ -67,9 +68,9 @@ def collectives(n, env, expect_shm):
         print(f"rank {r.rank}: {r.out.strip().splitlines()[-1]}")
 
 
-def train(launch, backend, n, out, steps=12, hook="none", env=None):
+def train(launch, backend, n, out, steps=12, hook="none", env=None, uneven=False):
     argv = [os.path.join(HERE, "ddp_train.py"), "--backend", backend, "--steps", str(steps), "--out", out,
-            "--hook", hook]
+            "--hook", hook] + (["--uneven"] if uneven else [])
     if launch == "nano-run":
         env = dict(os.environ, PYTHONPATH=PYDIR, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
         p = subprocess.run([NANO_RUN, "-n", str(n), "--backend", "subprocess", ranks.PYTHON] + argv, env=env,
@@ -286,6 +287,12 @@ def main():
             train("nano-run", "nano", 2, os.path.join(tmp, "nano.pt"))
             train("nano-run", "gloo", 2, os.path.join(tmp, "gloo.pt"))
             weights_compare(os.path.join(tmp, "nano.pt"), os.path.join(tmp, "gloo.pt"), exact=True)
+        elif CASE == "ddp_join":
+            # Uneven shards under DDP's join(): the joined rank shadows its peers' collectives
+            # (the same signatures), so nano trains as Gloo does.
+            train("nano-run", "nano", 2, os.path.join(tmp, "nano.pt"), uneven=True)
+            train("nano-run", "gloo", 2, os.path.join(tmp, "gloo.pt"), uneven=True)
+            weights_compare(os.path.join(tmp, "nano.pt"), os.path.join(tmp, "gloo.pt"), exact=False)
         elif CASE == "ddp_3_4_ranks":
             for n in (3, 4):
                 # Sums of 3 or 4 in another order than Gloo's: last-bit differences, which 6 steps
