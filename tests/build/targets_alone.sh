@@ -2,9 +2,10 @@
 # Each program's target, built alone in an empty build folder, brings what the program needs at
 # run time (the listen guard, the rank shim, the nano_torch package): a newcomer who builds only
 # `nano-run` (as scripts/demo.sh does) gets a nano-run that runs.
-#   - nano-run and nano-init are built alone, each in an empty folder of its own (without the
-#     torch runtime: minutes less on 2 cores), and run: nano-run on the mpi backend, which
-#     preloads the listen guard into mpirun and runs nano-run as every rank's shim;
+#   - nano-init is built alone in an empty folder (without the torch runtime: minutes less on 2
+#     cores) and run; then nano-run alone in that folder, which held nothing of nano-run's yet
+#     (nano-init needs none of cli/), and run: on the mpi backend, which preloads the listen guard
+#     into mpirun and runs nano-run as every rank's shim;
 #   - with the runtime, a dry run of ninja in an empty configured folder shows that building
 #     nano-run alone builds the guard and the nano_torch package, and that a program with an
 #     in-program launch builds nano-run (scripts/demo.sh builds and runs those for real in CI).
@@ -15,34 +16,34 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/nano-targets-alone-XXXXXX")
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
-# alone NAME TARGET CMAKE_ARGS...: configure an empty folder $work/NAME and build TARGET only.
-alone() {
-  local name=$1 target=$2
-  shift 2
-  cmake -S "$source_dir" -B "$work/$name" -G Ninja -DNANO_BUILD_TESTS=OFF "$@" > "$work/$name.configure" 2>&1 ||
-    { cat "$work/$name.configure"; fail "configuring $name"; }
-  timeout 900 cmake --build "$work/$name" -j "$(nproc)" --target "$target" > "$work/$name.build" 2>&1 ||
-    { tail -30 "$work/$name.build"; fail "building $target alone"; }
+# build TARGET: build TARGET alone in $work/light.
+build() {
+  timeout 900 cmake --build "$work/light" -j "$(nproc)" --target "$1" > "$work/$1.build" 2>&1 ||
+    { tail -30 "$work/$1.build"; fail "building $1 alone"; }
 }
 
 # Without the runtime, at -O0: this checks what is built, not how fast it runs.
-light=(-DCMAKE_BUILD_TYPE=Debug -DNANO_BUILD_RUNTIME=OFF -DNANO_BUILD_EXAMPLES=OFF)
+cmake -S "$source_dir" -B "$work/light" -G Ninja -DNANO_BUILD_TESTS=OFF -DCMAKE_BUILD_TYPE=Debug \
+  -DNANO_BUILD_RUNTIME=OFF -DNANO_BUILD_EXAMPLES=OFF > "$work/light.configure" 2>&1 ||
+  { cat "$work/light.configure"; fail "configuring an empty folder"; }
 
-alone run nano-run "${light[@]}"
-[ -f "$work/run/lib/nano/libnano_listen_guard.so" ] || fail "building nano-run did not build the listen guard"
+build nano-init
+out=$(timeout 60 "$work/light/bin/nano-init" --show-topology 2>&1) || fail "nano-init built alone: $out"
+grep -q "usable physical core" <<<"$out" || fail "nano-init --show-topology said: $out"
+[ ! -e "$work/light/lib/nano/libnano_listen_guard.so" ] && [ ! -e "$work/light/bin/nano-run" ] ||
+  fail "building nano-init built nano-run's parts: this test would not see what nano-run's target builds"
+
+build nano-run
+[ -f "$work/light/lib/nano/libnano_listen_guard.so" ] || fail "building nano-run did not build the listen guard"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 for backend in subprocess mpi; do
-  out=$(timeout 120 "$work/run/bin/nano-run" -n 2 --backend "$backend" /bin/sh -c 'echo "rank $RANK of $WORLD_SIZE"' 2>&1)
+  out=$(timeout 120 "$work/light/bin/nano-run" -n 2 --backend "$backend" /bin/sh -c 'echo "rank $RANK of $WORLD_SIZE"' 2>&1)
   code=$?
   [ $code -eq 0 ] || fail "nano-run --backend $backend built alone exited $code: $out"
   for r in 0 1; do
     grep -q "rank $r of 2" <<<"$out" || fail "nano-run --backend $backend: no line from rank $r: $out"
   done
 done
-
-alone init nano-init "${light[@]}"
-out=$(timeout 60 "$work/init/bin/nano-init" --show-topology 2>&1) || fail "nano-init built alone: $out"
-grep -q "usable physical core" <<<"$out" || fail "nano-init --show-topology said: $out"
 
 # With the runtime (when this build has it): what building each target alone would build.
 if [ "${2:-}" = with-runtime ]; then
