@@ -2,21 +2,18 @@
 
 #include <c10/core/ScalarType.h>
 
-#include <cstring>
-
 namespace nano {
 namespace {
 
-// ShmReduceOp's values (runtime/shm_collectives.h), in the order torch users name them.
-const char* op_name(uint8_t op, int16_t average) {
-  if (average > 1 && op == 0) return "AVG";
+// As torch users name the op: an average is a sum divided by the ranks.
+const char* op_name(ShmReduceOp op, int16_t average) {
   switch (op) {
-    case 0: return "SUM";
-    case 1: return "PRODUCT";
-    case 2: return "MIN";
-    case 3: return "MAX";
-    default: return "?";
+    case ShmReduceOp::kSum: return average > 1 ? "AVG" : "SUM";
+    case ShmReduceOp::kProduct: return "PRODUCT";
+    case ShmReduceOp::kMin: return "MIN";
+    case ShmReduceOp::kMax: return "MAX";
   }
+  return "?";
 }
 
 // torch's spelling of a dtype ("float32", "int64", "bfloat16").

@@ -11,6 +11,9 @@
 
 namespace nano {
 
+/// How all_reduce combines the ranks' values (runtime/shm_collectives.h).
+enum class ShmReduceOp : uint8_t { kSum, kProduct, kMin, kMax };
+
 /// The kind of a collective.
 enum class CollectiveKind : uint8_t { kAllReduce = 1, kBroadcast, kAllGather, kBarrier };
 
@@ -19,8 +22,8 @@ struct CollectiveSignature {
   uint64_t seq = 0;   ///< the group's collective number, from 1
   int64_t count = 0;  ///< elements of the tensor (all_gather: of one rank's input); 0 for a barrier
   CollectiveKind kind = CollectiveKind::kBarrier;
-  uint8_t op = 0;     ///< all_reduce: ShmReduceOp's value; 0 otherwise
-  int8_t dtype = -1;  ///< at::ScalarType's value; -1 for a barrier
+  ShmReduceOp op = ShmReduceOp::kSum;  ///< all_reduce's; kSum otherwise
+  int8_t dtype = -1;                   ///< at::ScalarType's value; -1 for a barrier
   uint8_t pad = 0;
   int16_t root = -1;    ///< broadcast's root; -1 otherwise
   int16_t average = 1;  ///< all_reduce: the divisor of an average (1 = none)

@@ -276,7 +276,7 @@ void ShmCollectives::all_reduce(at::Tensor& tensor, ShmReduceOp op, int average_
   call.kind = CollectiveKind::kAllReduce;
   call.count = tensor.numel();
   call.dtype = static_cast<int8_t>(type);
-  call.op = static_cast<uint8_t>(op);
+  call.op = op;
   call.average = static_cast<int16_t>(average_over);
   run_call(call, [&] { all_reduce_chunks(tensor, op, average_over); });
 }

@@ -23,9 +23,6 @@
 
 namespace nano {
 
-/// How all_reduce combines the ranks' values.
-enum class ShmReduceOp { kSum, kProduct, kMin, kMax };
-
 class ShmCollectives {
  public:
   /// Each area starts with this many header bytes (fence counter, owner pid, the last calls'
@@ -89,8 +86,6 @@ class ShmCollectives {
 
   int rank() const { return rank_; }
   int size() const { return static_cast<int>(areas_.size()); }
-  /// Collectives this rank has started (the last one's number).
-  uint64_t calls() const { return seq_; }
 
  private:
   void fence();

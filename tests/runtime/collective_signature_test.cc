@@ -19,7 +19,8 @@ using nano::CollectiveSignature;
 
 namespace {
 
-CollectiveSignature all_reduce(uint64_t seq, at::ScalarType type, int64_t count, uint8_t op = 0, int16_t average = 1) {
+CollectiveSignature all_reduce(uint64_t seq, at::ScalarType type, int64_t count,
+                               nano::ShmReduceOp op = nano::ShmReduceOp::kSum, int16_t average = 1) {
   CollectiveSignature s;
   s.seq = seq;
   s.kind = CollectiveKind::kAllReduce;
@@ -57,8 +58,8 @@ TEST_CASE("describe: a call in torch's words") {
   gather.kind = CollectiveKind::kAllGather;
   const std::vector<Row> table = {
       {all_reduce(1, at::kFloat, 1000), "all_reduce(float32[1000], SUM)"},
-      {all_reduce(1, at::kDouble, 1, 3), "all_reduce(float64[1], MAX)"},
-      {all_reduce(1, at::kBFloat16, 8, 0, 4), "all_reduce(bfloat16[8], AVG)"},
+      {all_reduce(1, at::kDouble, 1, nano::ShmReduceOp::kMax), "all_reduce(float64[1], MAX)"},
+      {all_reduce(1, at::kBFloat16, 8, nano::ShmReduceOp::kSum, 4), "all_reduce(bfloat16[8], AVG)"},
       {broadcast(1, at::kLong, 3, 1), "broadcast(int64[3], root 1)"},
       {gather, "all_gather(int64[3])"},
       {barrier(1), "barrier()"},
@@ -90,10 +91,10 @@ TEST_CASE("first_mismatch and its message: every rank against rank 0") {
        1,
        "nano: collective #5 does not match: rank 0 called all_reduce(float32[3000000], SUM), rank 1 called "
        "barrier()"},
-      {{barrier(9), barrier(9), barrier(9), all_reduce(9, at::kFloat, 1, 0, 4)},
+      {{barrier(9), barrier(9), barrier(9), all_reduce(9, at::kFloat, 1, nano::ShmReduceOp::kSum, 4)},
        3,
        "nano: collective #9 does not match: rank 0 called barrier(), rank 3 called all_reduce(float32[1], AVG)"},
-      {{all_reduce(4, at::kFloat, 2), all_reduce(4, at::kFloat, 2, 2)},
+      {{all_reduce(4, at::kFloat, 2), all_reduce(4, at::kFloat, 2, nano::ShmReduceOp::kMin)},
        1,
        "nano: collective #4 does not match: rank 0 called all_reduce(float32[2], SUM), rank 1 called "
        "all_reduce(float32[2], MIN)"},

@@ -68,13 +68,18 @@ def collectives(n, env, expect_shm):
         print(f"rank {r.rank}: {r.out.strip().splitlines()[-1]}")
 
 
+def under_nano_run(argv, n=2, timeout=120):
+    """`python3 ARGV` as n ranks under nano-run (subprocess backend), nano_torch on PYTHONPATH."""
+    env = dict(os.environ, PYTHONPATH=PYDIR, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    return subprocess.run([NANO_RUN, "-n", str(n), "--backend", "subprocess", ranks.PYTHON] + argv, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
 def train(launch, backend, n, out, steps=12, hook="none", env=None, uneven=False):
     argv = [os.path.join(HERE, "ddp_train.py"), "--backend", backend, "--steps", str(steps), "--out", out,
             "--hook", hook] + (["--uneven"] if uneven else [])
     if launch == "nano-run":
-        env = dict(os.environ, PYTHONPATH=PYDIR, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-        p = subprocess.run([NANO_RUN, "-n", str(n), "--backend", "subprocess", ranks.PYTHON] + argv, env=env,
-                           capture_output=True, text=True, timeout=300)
+        p = under_nano_run(argv, n=n, timeout=300)
         check(p.returncode == 0, f"nano-run {backend} exited {p.returncode}: {p.stderr[-800:]}")
         check(f"({backend}, shared memory {backend == 'nano'})" in p.stdout, p.stdout[-400:])
     elif hook == "none":
@@ -218,10 +223,10 @@ def standalone_sources():
     print(f"{len(sources)} sources, {len(seen)} files reached, none includes a Gloo header")
 
 
-def under_nano_run(argv, timeout=120):
-    env = dict(os.environ, PYTHONPATH=PYDIR, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    return subprocess.run([NANO_RUN, "-n", "2", "--backend", "subprocess", ranks.PYTHON] + argv, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+def root_cause(p):
+    """nano-run's root-cause block: its first line ("" = none) and the lines from it on."""
+    at = p.stderr.find("nano-run: root cause: ")
+    return ("", "") if at < 0 else (p.stderr[at:].splitlines()[0], p.stderr[at:])
 
 
 MISMATCHES = {
@@ -241,33 +246,32 @@ def mismatch():
         p = under_nano_run([os.path.join(HERE, "mismatch_check.py"), case])
         out = p.stdout + p.stderr
         line = rf"nano: collective #\d+ does not match: rank 0 called {zero}, rank 1 called {one}"
-        root = [x for x in p.stderr.splitlines() if x.startswith("nano-run: root cause: ")]
-        print(f"{case}: exit {p.returncode}; {root[0] if root else p.stderr.strip()[-300:]}")
+        first, block = root_cause(p)
+        print(f"{case}: exit {p.returncode}; {first or p.stderr.strip()[-300:]}")
         check(p.returncode != 0, f"{case}: the job exited 0:\n{out[-1500:]}")
         check("VALUE" not in p.stdout, f"{case}: a rank went on with a value:\n{p.stdout[-800:]}")
         # The root cause's own lines (its last stderr lines) carry the mismatch.
-        after_root = p.stderr[p.stderr.find("nano-run: root cause: "):] if root else ""
-        check(re.search(line, after_root), f"{case}: the root cause does not name both calls ({line!r}):\n"
-                                           f"{p.stderr[-1500:]}")
+        check(re.search(line, block), f"{case}: the root cause does not name both calls ({line!r}):\n"
+                                      f"{p.stderr[-1500:]}")
+
+
+# A rank that left (exited, or destroyed its group) named with its last collective and the one
+# its peer waited in.
+LEFT = (r"rank {} \(pid \d+\) (exited|left the world \(its communicator was destroyed\)) after its "
+        r"collective #\d+ while this rank waited in all_reduce\(float32\[4\], SUM\) #\d+")
 
 
 def leaver():
     p = under_nano_run([os.path.join(HERE, "mismatch_check.py"), "early_exit"])
-    root = [x for x in p.stderr.splitlines() if x.startswith("nano-run: root cause: ")]
-    print(f"early_exit: exit {p.returncode}; {root[0] if root else p.stderr.strip()[-300:]}")
+    first, block = root_cause(p)
+    print(f"early_exit: exit {p.returncode}; {first or p.stderr.strip()[-300:]}")
     check(p.returncode != 0 and "VALUE" not in p.stdout, f"early_exit: exit {p.returncode}: {p.stdout[-400:]}")
-    check(root and re.search(r"rank 1 \(pid \d+\) (exited|left the world \(its communicator was destroyed\)) "
-                             r"after its collective #\d+ while this rank waited in all_reduce\(float32\[4\], SUM\) #\d+",
-                             p.stderr[p.stderr.find("nano-run: root cause: "):]),
-          f"early_exit: rank 1's early exit is not named:\n{p.stderr[-1500:]}")
+    check(re.search(LEFT.format(1), block), f"early_exit: rank 1's early exit is not named:\n{p.stderr[-1500:]}")
     p = under_nano_run([os.path.join(HERE, "mismatch_check.py"), "extra"])
-    root = [x for x in p.stderr.splitlines() if x.startswith("nano-run: root cause: ")]
-    print(f"extra: exit {p.returncode}; {root[0] if root else p.stderr.strip()[-300:]}")
+    first, block = root_cause(p)
+    print(f"extra: exit {p.returncode}; {first or p.stderr.strip()[-300:]}")
     check(p.returncode != 0, f"extra: exit 0: {p.stdout[-400:]}")
-    check(root and root[0].startswith("nano-run: root cause: rank 1 ") and
-          re.search(r"rank 0 \(pid \d+\) (exited|left the world \(its communicator was destroyed\)) after its "
-                    r"collective #\d+ while this rank waited in all_reduce\(float32\[4\], SUM\) #\d+",
-                    p.stderr[p.stderr.find("nano-run: root cause: "):]),
+    check(first.startswith("nano-run: root cause: rank 1 ") and re.search(LEFT.format(0), block),
           f"extra: rank 1's extra collective is not the root cause, or rank 0 is not named as done:\n{p.stderr[-1500:]}")
 
 
