@@ -58,7 +58,10 @@ if [ "${2:-}" = with-runtime ]; then
     grep -q "nano_torch/__init__.py" <<<"$nano_run_plan" || fail "building nano-run alone would not copy nano_torch's Python half"
   fi
   for program in fashion_mnist_nano fashion_mnist_decorator resnet18_cifar; do
-    plan "$program" | grep -q "Linking CXX executable bin/nano-run" ||
+    # Captured before grep: `plan | grep -q` under pipefail fails when grep stops reading early
+    # and ninja dies of SIGPIPE.
+    program_plan=$(plan "$program")
+    grep -q "Linking CXX executable bin/nano-run" <<<"$program_plan" ||
       fail "building $program alone would not build nano-run, its in-program launch's rank shim"
   done
 fi
