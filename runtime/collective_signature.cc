@@ -2,6 +2,8 @@
 
 #include <c10/core/ScalarType.h>
 
+#include <nano/error.h>
+
 namespace nano {
 namespace {
 
@@ -12,6 +14,9 @@ const char* op_name(ShmReduceOp op, int16_t average) {
     case ShmReduceOp::kProduct: return "PRODUCT";
     case ShmReduceOp::kMin: return "MIN";
     case ShmReduceOp::kMax: return "MAX";
+    case ShmReduceOp::kBitAnd: return "BAND";
+    case ShmReduceOp::kBitOr: return "BOR";
+    case ShmReduceOp::kBitXor: return "BXOR";
   }
   return "?";
 }
@@ -36,6 +41,15 @@ std::string dtype_name(int8_t dtype) {
 
 }  // namespace
 
+CollectiveSignature signature(CollectiveKind kind, int8_t dtype, int64_t count, int root) {
+  CollectiveSignature call;
+  call.kind = kind;
+  call.dtype = dtype;
+  call.count = count;
+  call.root = static_cast<int16_t>(root);
+  return call;
+}
+
 bool same_call(const CollectiveSignature& a, const CollectiveSignature& b) {
   return a.seq == b.seq && a.count == b.count && a.kind == b.kind && a.op == b.op && a.dtype == b.dtype &&
          a.root == b.root && a.average == b.average;
@@ -48,6 +62,9 @@ std::string describe(const CollectiveSignature& call) {
     case CollectiveKind::kBroadcast: return "broadcast(" + tensor + ", root " + std::to_string(call.root) + ")";
     case CollectiveKind::kAllGather: return "all_gather(" + tensor + ")";
     case CollectiveKind::kBarrier: return "barrier()";
+    case CollectiveKind::kGather: return "gather(" + tensor + ", root " + std::to_string(call.root) + ")";
+    case CollectiveKind::kScatter: return "scatter(" + tensor + ", root " + std::to_string(call.root) + ")";
+    case CollectiveKind::kAllToAll: return "all_to_all(" + dtype_name(call.dtype) + ")";
   }
   return "an unknown collective";
 }
@@ -66,6 +83,23 @@ std::string mismatch_message(const std::vector<CollectiveSignature>& calls, int 
   // Out of step since earlier: a rank made more or fewer collectives than its peers.
   if (other.seq != first.seq) text += " as its collective #" + std::to_string(other.seq);
   return text;
+}
+
+void CallCheck::agree(CollectiveSignature call) {
+  if (!broken_.empty()) throw Error(broken_ + " (the group is broken since)");
+  call.seq = ++seq_;
+  std::vector<CollectiveSignature> calls;
+  try {
+    calls = exchange_(call);
+  } catch (const std::exception& e) {
+    fail(e.what());
+    throw;
+  }
+  const int q = first_mismatch(calls);
+  if (q > 0) {
+    fail(mismatch_message(calls, q));
+    throw Error(broken_);
+  }
 }
 
 }  // namespace nano

@@ -120,7 +120,11 @@ void reduce_with(ShmReduceOp op, at::ScalarType type, char* out, char* mirror, c
     case ShmReduceOp::kMax:
       return reduce_typed(
           type, out, mirror, srcs, n, count, [](auto a, auto b) { return a < b ? b : a; }, 1);
+    case ShmReduceOp::kBitAnd:
+    case ShmReduceOp::kBitOr:
+    case ShmReduceOp::kBitXor: break;  // the peer library's alone (collective_signature.h)
   }
+  throw Error("nano: shared-memory all-reduce: no bitwise reductions");
 }
 
 std::string system_reason() { return std::strerror(errno); }
@@ -371,8 +375,10 @@ void ShmCollectives::all_gather(const at::Tensor& input, std::vector<at::Tensor>
   });
 }
 
-void ShmCollectives::barrier() {
-  run_call(CollectiveSignature{}, [&] {
+void ShmCollectives::barrier() { agree_on(CollectiveSignature{}); }
+
+void ShmCollectives::agree_on(const CollectiveSignature& call) {
+  run_call(call, [&] {
     fence();
     agree();
   });

@@ -75,6 +75,12 @@ class ShmCollectives {
   /// Returns when every rank has called barrier(). Errors as all_reduce.
   void barrier();
 
+  /// For a collective whose data goes through a peer library (Gloo, MPI) beside this group:
+  /// compares every rank's `call` (its seq is set here) with one fence and no data, so one
+  /// sequence numbers every call of the group and a mismatch fails as in all_reduce. Returns
+  /// when every rank has made the same call.
+  void agree_on(const CollectiveSignature& call);
+
   /// Marks this rank as gone for good (its communicator is being destroyed): a peer waiting
   /// for it in a collective fails at once with a line naming it, instead of waiting for its
   /// exit or the timeout. Ranks that finished the same collectives are not affected.

@@ -8,6 +8,7 @@
 #include <doctest/doctest.h>
 
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -56,6 +57,12 @@ TEST_CASE("describe: a call in torch's words") {
   };
   CollectiveSignature gather = broadcast(1, at::kLong, 3, -1);
   gather.kind = CollectiveKind::kAllGather;
+  CollectiveSignature to_root = broadcast(1, at::kFloat, 4, 0);
+  to_root.kind = CollectiveKind::kGather;
+  CollectiveSignature from_root = broadcast(1, at::kFloat, 2, 1);
+  from_root.kind = CollectiveKind::kScatter;
+  CollectiveSignature exchange = broadcast(1, at::kInt, -1, -1);
+  exchange.kind = CollectiveKind::kAllToAll;
   const std::vector<Row> table = {
       {all_reduce(1, at::kFloat, 1000), "all_reduce(float32[1000], SUM)"},
       {all_reduce(1, at::kDouble, 1, nano::ShmReduceOp::kMax), "all_reduce(float64[1], MAX)"},
@@ -63,8 +70,73 @@ TEST_CASE("describe: a call in torch's words") {
       {broadcast(1, at::kLong, 3, 1), "broadcast(int64[3], root 1)"},
       {gather, "all_gather(int64[3])"},
       {barrier(1), "barrier()"},
+      {all_reduce(1, at::kInt, 2, nano::ShmReduceOp::kBitXor), "all_reduce(int32[2], BXOR)"},
+      {to_root, "gather(float32[4], root 0)"},
+      {from_root, "scatter(float32[2], root 1)"},
+      {exchange, "all_to_all(int32)"},
   };
   for (const Row& row : table) CHECK(nano::describe(row.call) == row.words);
+}
+
+TEST_CASE("CallCheck: numbers each call, compares every rank's before the body, and stays broken") {
+  // The peer's calls as an exchange would return them: rank 1 answers with `theirs`.
+  CollectiveSignature theirs;
+  int exchanges = 0;
+  nano::CallCheck check([&](const CollectiveSignature& mine) {
+    ++exchanges;
+    CollectiveSignature peer = theirs;
+    peer.seq = mine.seq;
+    return std::vector<CollectiveSignature>{mine, peer};
+  });
+  int bodies = 0;
+  theirs = all_reduce(0, at::kFloat, 1000);
+  check.run(all_reduce(0, at::kFloat, 1000), [&] { ++bodies; });
+  CHECK(check.calls() == 1);
+  CHECK(bodies == 1);
+
+  theirs = all_reduce(0, at::kFloat, 1);
+  const std::string line =
+      "nano: collective #2 does not match: rank 0 called all_reduce(float32[1000], SUM), rank 1 called "
+      "all_reduce(float32[1], SUM)";
+  std::string seen;
+  try {
+    check.run(all_reduce(0, at::kFloat, 1000), [&] { ++bodies; });
+  } catch (const std::exception& e) {
+    seen = e.what();
+  }
+  CHECK(seen == line);
+  CHECK(bodies == 1);  // no data moved
+
+  // Broken: the next call fails at once, before any exchange.
+  theirs = all_reduce(0, at::kFloat, 1000);
+  seen.clear();
+  try {
+    check.agree(all_reduce(0, at::kFloat, 1000));
+  } catch (const std::exception& e) {
+    seen = e.what();
+  }
+  CHECK(seen == line + " (the group is broken since)");
+  CHECK(exchanges == 2);
+}
+
+TEST_CASE("CallCheck: a failed exchange or body breaks the group with its own cause") {
+  bool exchange_fails = false;
+  nano::CallCheck check([&](const CollectiveSignature& mine) -> std::vector<CollectiveSignature> {
+    if (exchange_fails) throw std::runtime_error("nano: gloo: peer rank 1 closed the connection");
+    return {mine, mine};
+  });
+  SUBCASE("the body") {
+    CHECK_THROWS_WITH(check.run(barrier(0), [] { throw std::runtime_error("nano: barrier failed"); }),
+                      "nano: barrier failed");
+    CHECK_THROWS_WITH(check.agree(barrier(0)), "nano: barrier failed (the group is broken since)");
+  }
+  SUBCASE("the exchange") {
+    exchange_fails = true;
+    CHECK_THROWS_WITH(check.agree(barrier(0)), "nano: gloo: peer rank 1 closed the connection");
+    exchange_fails = false;
+    CHECK_THROWS_WITH(check.agree(barrier(0)),
+                      "nano: gloo: peer rank 1 closed the connection (the group is broken since)");
+  }
 }
 
 TEST_CASE("first_mismatch and its message: every rank against rank 0") {
