@@ -16,6 +16,7 @@
 
 #include <nano/error.h>
 #include "cli/job_secret.h"
+#include "runtime/gloo_signatures.h"
 #include "runtime/job_store.h"
 #include "runtime/rendezvous.h"
 #include "runtime/serial_executor.h"
@@ -81,6 +82,23 @@ bool shm_op(RedOp op, ShmReduceOp* out) {
     case c10d::ReduceOp::MAX: *out = ShmReduceOp::kMax; return true;
     default: return false;
   }
+}
+
+// The signature of a collective of `kind` on `tensor` (count -1: ranks may differ).
+CollectiveSignature signature_of(CollectiveKind kind, const at::Tensor& tensor, int root = -1, int64_t count = -2) {
+  return signature(kind, static_cast<int8_t>(tensor.scalar_type()), count == -2 ? tensor.numel() : count, root);
+}
+
+// An all-reduce's signature: its op as torch names it (AVG: a sum over `size` ranks).
+CollectiveSignature all_reduce_signature(const at::Tensor& tensor, RedOp op, int size) {
+  CollectiveSignature call = signature_of(CollectiveKind::kAllReduce, tensor);
+  if (!shm_op(op, &call.op)) {
+    call.op = op == c10d::ReduceOp::BAND  ? ShmReduceOp::kBitAnd
+              : op == c10d::ReduceOp::BOR ? ShmReduceOp::kBitOr
+                                          : ShmReduceOp::kBitXor;
+  }
+  if (op == c10d::ReduceOp::AVG) call.average = static_cast<int16_t>(size);
+  return call;
 }
 
 // A contiguous CPU tensor's bytes, as a uint8 tensor over the same memory: how operations that
@@ -322,6 +340,12 @@ TorchBackend::TorchBackend(const c10::intrusive_ptr<c10d::Store>& store, const O
     throw Error("nano: rank " + std::to_string(rank) +
                 ": the nano backend's Gloo group did not connect: " + first_line(e.what()));
   }
+  if (!shm_ && size > 1) {
+    // One small Gloo all-gather of every rank's signature before each collective: where no
+    // shared memory carries them, this is what keeps mismatched calls from moving data.
+    gloo_calls_ = std::make_unique<CallCheck>(
+        [this](const CollectiveSignature& mine) { return gather_signatures(*gloo_, getSize(), mine); });
+  }
   thread_ = std::make_unique<SerialExecutor>();
   std::lock_guard<std::mutex> lock(live_mutex());
   live_executors().insert(thread_.get());
@@ -405,7 +429,16 @@ void TorchBackend::gloo_wait(const c10::intrusive_ptr<c10d::Work>& work, const c
   }
 }
 
+void TorchBackend::agree_before_gloo(const CollectiveSignature& call) {
+  if (shm_) {
+    shm_->agree_on(call);
+  } else if (gloo_calls_) {
+    gloo_calls_->agree(call);
+  }
+}
+
 void TorchBackend::gloo_all_reduce(at::Tensor& tensor, RedOp op) {
+  agree_before_gloo(all_reduce_signature(tensor, op, getSize()));
   // Gloo has no AVG: a sum, divided after. Debian's Gloo has no bfloat16 reduction: a float
   // copy, rounded back once.
   const bool average = op == c10d::ReduceOp::AVG;
@@ -440,6 +473,7 @@ void TorchBackend::broadcast_now(at::Tensor& tensor, int root) {
       shm_->broadcast(t, root);
       return;
     }
+    agree_before_gloo(signature_of(CollectiveKind::kBroadcast, t, root));
     std::vector<at::Tensor> tensors{borrowed_bytes(t)};
     c10d::BroadcastOptions opts;
     opts.rootRank = root;
@@ -455,6 +489,7 @@ void TorchBackend::all_gather_now(const at::Tensor& input, std::vector<at::Tenso
   if (shm_) {
     shm_->all_gather(in, dense);
   } else {
+    agree_before_gloo(signature_of(CollectiveKind::kAllGather, in));
     std::vector<std::vector<at::Tensor>> gathered(1);
     for (auto& d : dense) gathered[0].push_back(borrowed_bytes(d));
     std::vector<at::Tensor> inputs{borrowed_bytes(in)};
@@ -470,6 +505,7 @@ void TorchBackend::barrier_now() {
     shm_->barrier();
     return;
   }
+  agree_before_gloo(CollectiveSignature{});
   gloo_wait(gloo_->barrier(), "barrier");
 }
 
@@ -648,6 +684,7 @@ c10::intrusive_ptr<c10d::Work> TorchBackend::gather(std::vector<std::vector<at::
       }
     }
     const at::Tensor dense_in = inputs[0].contiguous();
+    agree_before_gloo(signature_of(CollectiveKind::kGather, dense_in, static_cast<int>(opts.rootRank)));
     std::vector<at::Tensor> in{borrowed_bytes(dense_in)};
     gloo_wait(gloo_->gather(out, in, opts), "gather");
     for (std::size_t i = 0; i < outputs.size(); ++i) {
@@ -673,6 +710,7 @@ c10::intrusive_ptr<c10d::Work> TorchBackend::scatter(std::vector<at::Tensor>& ou
   at::Tensor output = outputs[0];
   return enqueue(c10d::OpType::SCATTER, "scatter", outputs, [this, output, inputs, opts]() mutable {
     on_contiguous(output, [&](at::Tensor& dense_out) {
+      agree_before_gloo(signature_of(CollectiveKind::kScatter, dense_out, static_cast<int>(opts.rootRank)));
       std::vector<std::vector<at::Tensor>> dense(inputs.size()), in(inputs.size());
       for (std::size_t i = 0; i < inputs.size(); ++i) {
         for (const auto& t : inputs[i]) {
@@ -776,6 +814,7 @@ c10::intrusive_ptr<c10d::Work> TorchBackend::alltoall_base(at::Tensor& output, a
   return enqueue(c10d::OpType::ALLTOALL_BASE, "all_to_all_single", {output},
                  [this, in, out, out_splits, in_splits, opts]() mutable {
                    const at::Tensor dense_in = in.contiguous();
+                   agree_before_gloo(signature_of(CollectiveKind::kAllToAll, dense_in, -1, -1));
                    on_contiguous(out, [&](at::Tensor& dense_out) {
                      at::Tensor gloo_in = borrowed(dense_in), gloo_out = borrowed(dense_out);
                      gloo_wait(gloo_->alltoall_base(gloo_out, gloo_in, out_splits, in_splits, opts),
@@ -794,6 +833,7 @@ c10::intrusive_ptr<c10d::Work> TorchBackend::alltoall(std::vector<at::Tensor>& o
   // Gloo's list form is missing in some versions: the single-tensor form over the joined
   // bytes serves every version and dtype.
   return enqueue(c10d::OpType::ALLTOALL, "all_to_all", outputs, [this, outputs, inputs, opts]() mutable {
+    agree_before_gloo(signature_of(CollectiveKind::kAllToAll, inputs[0], -1, -1));
     std::vector<at::Tensor> in_bytes;
     std::vector<int64_t> in_splits, out_splits;
     for (const auto& t : inputs) {

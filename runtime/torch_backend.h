@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/collective_signature.h"
 #include "runtime/gloo_binding.h"
 
 namespace c10d {
@@ -156,6 +157,10 @@ class TorchBackend final : public TorchBackendBase {
   // Gloo's forms, with what Debian's Gloo lacks made up for (AVG, bfloat16, any dtype for
   // the operations that only move bytes).
   void gloo_all_reduce(at::Tensor& tensor, c10d::ReduceOp::RedOpType op);
+  // Before a collective goes through Gloo: every rank's signature compared, through shared
+  // memory where the group has it (one sequence with its own collectives), else through a
+  // small Gloo all-gather. Throws the mismatch naming both calls.
+  void agree_before_gloo(const CollectiveSignature& call);
   void gloo_wait(const c10::intrusive_ptr<c10d::Work>& work, const char* what);
   // Throws nano::Error naming `what` unless `root` is a rank of the group.
   void check_root(int root, const char* what) const;
@@ -169,6 +174,7 @@ class TorchBackend final : public TorchBackendBase {
   c10::intrusive_ptr<TorchBackendBase> gloo_;  // c10d's ProcessGroupGloo
   std::unique_ptr<SharedMemory> shm_memory_;
   std::unique_ptr<ShmCollectives> shm_;
+  std::unique_ptr<CallCheck> gloo_calls_;  // where there is no shm_: signatures through Gloo
   // The first failure: the ranks' collectives are out of step after it, so every later
   // operation (queued or new) fails at once with it instead of waiting on peers that moved on.
   mutable std::mutex broken_mutex_;

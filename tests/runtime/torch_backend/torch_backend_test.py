@@ -17,9 +17,12 @@ Usage: torch_backend_test.py BUILD_DIR CASE
                                            broadcast src, kind, all_reduce against barrier; mismatch_check.py),
                                            and a DDP job logging its loss at other steps: one line naming
                                            both calls, a failed job, no value printed, nothing left
+  mismatch_gloo_path                       the same with NANO_SHM_BYTES=0: signatures through Gloo
   leaver                                   a rank that leaves early (sys.exit(0)), and one rank's extra
                                            collective after its peer ended normally: the one that left is
-                                           named with the collective it made last and the one waited in
+                                           named with the collective it made last and the one waited in,
+                                           by the rank and by nano-run, and the rank that ended normally
+                                           is not the root cause
   torchrun                                 under plain torchrun (exit 77, skipped, where this torch's
                                            own torchrun cannot start a gloo program: Debian 12's)
   standalone_sources                       scripts/bench/build_nano_torch.py (the build for a pip
@@ -68,9 +71,10 @@ def collectives(n, env, expect_shm):
         print(f"rank {r.rank}: {r.out.strip().splitlines()[-1]}")
 
 
-def under_nano_run(argv, n=2, timeout=120):
+def under_nano_run(argv, n=2, timeout=120, extra_env=None):
     """`python3 ARGV` as n ranks under nano-run (subprocess backend), nano_torch on PYTHONPATH."""
-    env = dict(os.environ, PYTHONPATH=PYDIR, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    env = dict(os.environ, PYTHONPATH=PYDIR, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               **(extra_env or {}))
     return subprocess.run([NANO_RUN, "-n", str(n), "--backend", "subprocess", ranks.PYTHON] + argv, env=env,
                           capture_output=True, text=True, timeout=timeout)
 
@@ -241,9 +245,9 @@ MISMATCHES = {
 }
 
 
-def mismatch():
+def mismatch(extra_env=None):
     for case, (zero, one) in MISMATCHES.items():
-        p = under_nano_run([os.path.join(HERE, "mismatch_check.py"), case])
+        p = under_nano_run([os.path.join(HERE, "mismatch_check.py"), case], extra_env=extra_env)
         out = p.stdout + p.stderr
         line = rf"nano: collective #\d+ does not match: rank 0 called {zero}, rank 1 called {one}"
         first, block = root_cause(p)
@@ -260,6 +264,10 @@ def mismatch():
 LEFT = (r"rank {} \(pid \d+\) (exited|left the world \(its communicator was destroyed\)) after its "
         r"collective #\d+ while this rank waited in all_reduce\(float32\[4\], SUM\) #\d+")
 
+# nano-run's line that names the leaver beside the root cause.
+NAMED = (r"nano-run: rank {0} {1} after its collective #\d+ while rank {2} waited in all_reduce\(float32\[4\], SUM\) "
+         r"#\d+: rank {0} left early, or rank {2} called one collective more")
+
 
 def leaver():
     p = under_nano_run([os.path.join(HERE, "mismatch_check.py"), "early_exit"])
@@ -267,12 +275,16 @@ def leaver():
     print(f"early_exit: exit {p.returncode}; {first or p.stderr.strip()[-300:]}")
     check(p.returncode != 0 and "VALUE" not in p.stdout, f"early_exit: exit {p.returncode}: {p.stdout[-400:]}")
     check(re.search(LEFT.format(1), block), f"early_exit: rank 1's early exit is not named:\n{p.stderr[-1500:]}")
+    check(re.search(NAMED.format(1, "exited with code 0", 0), block),
+          f"early_exit: nano-run does not name rank 1 as leaving early:\n{p.stderr[-1500:]}")
     p = under_nano_run([os.path.join(HERE, "mismatch_check.py"), "extra"])
     first, block = root_cause(p)
     print(f"extra: exit {p.returncode}; {first or p.stderr.strip()[-300:]}")
     check(p.returncode != 0, f"extra: exit 0: {p.stdout[-400:]}")
     check(first.startswith("nano-run: root cause: rank 1 ") and re.search(LEFT.format(0), block),
           f"extra: rank 1's extra collective is not the root cause, or rank 0 is not named as done:\n{p.stderr[-1500:]}")
+    check(re.search(NAMED.format(0, "exited with code 0", 1), block),
+          f"extra: nano-run does not say which rank ended first:\n{p.stderr[-1500:]}")
 
 
 def main():
@@ -331,6 +343,8 @@ def main():
             check(p.stdout.count(f"module {PYDIR}/nano_torch/__init__.py shm True") == 2, p.stdout)
         elif CASE == "mismatch":
             mismatch()
+        elif CASE == "mismatch_gloo_path":
+            mismatch({"NANO_SHM_BYTES": "0"})
         elif CASE == "leaver":
             leaver()
         elif CASE == "torchrun":
