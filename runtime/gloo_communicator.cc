@@ -13,6 +13,7 @@
 
 #include <nano/error.h>
 #include "runtime/gloo_device.h"
+#include "runtime/gloo_signatures.h"
 #include "runtime/rendezvous.h"
 #include "runtime/serial_executor.h"
 #include "runtime/shm_collectives.h"
@@ -75,6 +76,10 @@ GlooCommunicator::GlooCommunicator(const Context& context, std::size_t shm_segme
                 " failed: " + first_line(e.what()));
   }
   connect_shared_memory(context, shm_segment_bytes);
+  if (!shm_ && size_ > 1) {
+    calls_ = std::make_unique<CallCheck>(
+        [this](const CollectiveSignature& mine) { return gather_signatures(*group_, size_, mine); });
+  }
   // Every rank has connected before any returns, so rank 0's store may go away later.
   barrier();
 }
@@ -99,14 +104,33 @@ void GlooCommunicator::connect_shared_memory(const Context& context, std::size_t
   shm_thread_ = std::make_unique<SerialExecutor>();
 }
 
+// Every collective goes through shared memory when the ranks have it (one sequence of signed
+// calls, on the thread that runs the all-reduces, so they stay in order); through Gloo,
+// after its signature was compared (`checked`), otherwise.
+template <class Body>
+void GlooCommunicator::checked(const CollectiveSignature& call, Body body) {
+  if (calls_) {
+    calls_->run(call, body);
+  } else {
+    body();  // a world of one
+  }
+}
+
 void GlooCommunicator::broadcast(at::Tensor& tensor, int root) {
   check_broadcastable(tensor, root, size_);
-  // Gloo lacks some dtypes (bool, bfloat16): broadcast the bytes.
-  std::vector<at::Tensor> tensors{
-      at::from_blob(tensor.data_ptr(), {static_cast<int64_t>(tensor.nbytes())}, at::TensorOptions().dtype(at::kByte))};
-  c10d::BroadcastOptions opts;
-  opts.rootRank = root;
-  GlooWork(group_->broadcast(tensors, opts), nullptr).wait();
+  if (shm_) {
+    ShmCollectives* shm = shm_.get();
+    shm_thread_->run([shm, &tensor, root] { shm->broadcast(tensor, root); });
+    return;
+  }
+  checked(signature(CollectiveKind::kBroadcast, static_cast<int8_t>(tensor.scalar_type()), tensor.numel(), root), [&] {
+    // Gloo lacks some dtypes (bool, bfloat16): broadcast the bytes.
+    std::vector<at::Tensor> tensors{at::from_blob(tensor.data_ptr(), {static_cast<int64_t>(tensor.nbytes())},
+                                                  at::TensorOptions().dtype(at::kByte))};
+    c10d::BroadcastOptions opts;
+    opts.rootRank = root;
+    GlooWork(group_->broadcast(tensors, opts), nullptr).wait();
+  });
 }
 
 std::unique_ptr<Work> GlooCommunicator::all_reduce_async(at::Tensor& tensor, ReduceOp op) {
@@ -118,6 +142,12 @@ std::unique_ptr<Work> GlooCommunicator::all_reduce_async(at::Tensor& tensor, Red
     ShmCollectives* shm = shm_.get();
     return std::make_unique<CompletionWork>(shm_thread_->submit(
         [shm, tensor, average, size]() mutable { shm->all_reduce(tensor, ShmReduceOp::kSum, average ? size : 1); }));
+  }
+  if (calls_) {
+    CollectiveSignature call =
+        signature(CollectiveKind::kAllReduce, static_cast<int8_t>(tensor.scalar_type()), tensor.numel());
+    if (average) call.average = static_cast<int16_t>(size);
+    calls_->agree(call);
   }
   if (tensor.scalar_type() == at::kBFloat16) {
     // Debian's Gloo build has no bfloat16 reduction: reduce a float copy.
@@ -136,24 +166,38 @@ std::unique_ptr<Work> GlooCommunicator::all_reduce_async(at::Tensor& tensor, Red
   return std::make_unique<GlooWork>(work, std::move(after));
 }
 
-void GlooCommunicator::barrier() { GlooWork(group_->barrier(), nullptr).wait(); }
+void GlooCommunicator::barrier() {
+  if (shm_) {
+    ShmCollectives* shm = shm_.get();
+    shm_thread_->run([shm] { shm->barrier(); });
+    return;
+  }
+  checked(CollectiveSignature{}, [&] { GlooWork(group_->barrier(), nullptr).wait(); });
+}
 
 std::vector<double> GlooCommunicator::gather(const std::vector<double>& values) {
   auto dbl = at::TensorOptions().dtype(at::kDouble);
   at::Tensor in = at::empty({static_cast<int64_t>(values.size())}, dbl);
   std::copy(values.begin(), values.end(), in.data_ptr<double>());
-  std::vector<at::Tensor> inputs{in};
-  std::vector<std::vector<at::Tensor>> outputs;
-  if (rank_ == 0) {
-    outputs.emplace_back();
-    for (int r = 0; r < size_; ++r) outputs[0].push_back(at::empty_like(in));
+  std::vector<at::Tensor> gathered;
+  for (int r = 0; r < size_; ++r) gathered.push_back(at::empty_like(in));
+  if (shm_) {
+    // Shared memory has no gather to one rank: every rank gathers, rank 0 keeps it.
+    ShmCollectives* shm = shm_.get();
+    shm_thread_->run([shm, &in, &gathered] { shm->all_gather(in, gathered); });
+  } else {
+    checked(signature(CollectiveKind::kGather, static_cast<int8_t>(at::kDouble), in.numel(), 0), [&] {
+      std::vector<at::Tensor> inputs{in};
+      std::vector<std::vector<at::Tensor>> outputs;
+      if (rank_ == 0) outputs.push_back(gathered);
+      c10d::GatherOptions opts;
+      opts.rootRank = 0;
+      GlooWork(group_->gather(outputs, inputs, opts), nullptr).wait();
+    });
   }
-  c10d::GatherOptions opts;
-  opts.rootRank = 0;
-  GlooWork(group_->gather(outputs, inputs, opts), nullptr).wait();
   std::vector<double> result;
   if (rank_ == 0) {
-    for (auto& t : outputs[0]) result.insert(result.end(), t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
+    for (auto& t : gathered) result.insert(result.end(), t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
   }
   return result;
 }

@@ -2,14 +2,17 @@
 // Communicator over Debian libtorch's c10d::ProcessGroupGloo, rendezvous through the store that
 // rendezvous() chooses (a file in /dev/shm for a nano-run job on one host, else a c10d::TCPStore
 // that rank 0 hosts on MASTER_ADDR:MASTER_PORT). When every rank runs on one
-// host, all-reduces of every size go through a POSIX shared-memory object (ShmCollectives,
-// on a thread of its own) instead of Gloo's TCP loopback, whose copies and two I/O threads
-// cost a rank bound to one core more than the reduction itself.
+// host, every collective (all-reduces of every size, broadcast, barrier, gather) goes through a
+// POSIX shared-memory object (ShmCollectives, on a thread of its own) instead of Gloo's TCP
+// loopback, whose copies and two I/O threads cost a rank bound to one core more than the
+// reduction itself; its header carries each call's signature. Otherwise every call's signature
+// is compared through one small Gloo all-gather first (runtime/gloo_signatures.h).
 #include <c10/util/intrusive_ptr.h>
 
 #include <cstddef>
 #include <memory>
 
+#include "runtime/collective_signature.h"
 #include "runtime/peer_communicator.h"
 #include "runtime/shm_collectives.h"
 
@@ -37,11 +40,13 @@ class GlooCommunicator : public PeerCommunicator {
   std::unique_ptr<Work> all_reduce_async(at::Tensor& tensor, ReduceOp op) override;
   void barrier() override;
   std::vector<double> gather(const std::vector<double>& values) override;
-  /// True when all-reduce uses shared memory (see the file comment).
+  /// True when every collective goes through shared memory (see the file comment).
   bool uses_shared_memory() const override { return shm_ != nullptr; }
 
  private:
   void connect_shared_memory(const Context& context, std::size_t segment_bytes);
+  template <class Body>
+  void checked(const CollectiveSignature& call, Body body);
 
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> group_;
@@ -49,6 +54,8 @@ class GlooCommunicator : public PeerCommunicator {
   std::unique_ptr<SharedMemory> shm_memory_;
   std::unique_ptr<ShmCollectives> shm_;
   std::unique_ptr<SerialExecutor> shm_thread_;
+  // Without shared memory: every collective's signature compared through Gloo first.
+  std::unique_ptr<CallCheck> calls_;
 };
 
 }  // namespace nano

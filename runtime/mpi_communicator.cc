@@ -28,6 +28,7 @@
 #include <vector>
 
 #include <nano/error.h>
+#include "runtime/collective_signature.h"
 #include "runtime/rendezvous.h"
 #include "runtime/serial_executor.h"
 #include "runtime/shm_collectives.h"
@@ -276,6 +277,22 @@ std::shared_ptr<ShmArena> connect_shared_memory(MPI_Comm comm, int rank, int siz
   return arena;
 }
 
+// Run on the MPI thread before a collective whose data goes through MPI: every rank's
+// signature compared, in the shared window where the ranks have one (one sequence with the
+// all-reduces it carries), else with one small MPI_Allgather (`calls`).
+void agree_before_mpi(const std::shared_ptr<ShmArena>& shm, const std::shared_ptr<CallCheck>& calls,
+                      const CollectiveSignature& call) {
+  if (shm) {
+    shm->reduce->agree_on(call);
+  } else if (calls) {
+    calls->agree(call);
+  }
+}
+
+CollectiveSignature signature_of(CollectiveKind kind, const at::Tensor& tensor, int root = -1) {
+  return signature(kind, static_cast<int8_t>(tensor.scalar_type()), tensor.numel(), root);
+}
+
 }  // namespace
 
 MpiCommunicator::MpiCommunicator(const Context& context, std::size_t shm_segment_bytes) {
@@ -302,6 +319,16 @@ MpiCommunicator::MpiCommunicator(const Context& context, std::size_t shm_segment
   // Every rank is past MPI_Init (MPI_Comm_dup is collective): the store may go.
   store.reset();
   comm_ = reinterpret_cast<void*>(comm);
+  if (!shm_ && size_ > 1) {
+    const int size = size_;
+    calls_ = std::make_shared<CallCheck>([comm, size](const CollectiveSignature& mine) {
+      std::vector<CollectiveSignature> calls(static_cast<std::size_t>(size));
+      CollectiveSignature sent = mine;
+      const int n = static_cast<int>(sizeof(CollectiveSignature));
+      check_mpi(MPI_Allgather(&sent, n, MPI_BYTE, calls.data(), n, MPI_BYTE, comm), "MPI_Allgather");
+      return calls;
+    });
+  }
   if (rank_ != context.rank || size_ != context.world_size) {
     throw Error("nano: MPI world (rank " + std::to_string(rank_) + " of " + std::to_string(size_) +
                 ") disagrees with the environment (rank " + std::to_string(context.rank) + " of " +
@@ -323,6 +350,7 @@ void MpiCommunicator::broadcast(at::Tensor& tensor, int root) {
   MPI_Comm comm = as_comm(comm_);
   engine_->run(
       [&] {
+        agree_before_mpi(shm_, calls_, signature_of(CollectiveKind::kBroadcast, tensor, root));
         for (int64_t off = 0; off < bytes; off += kMaxCount) {
           int count = static_cast<int>(std::min(kMaxCount, bytes - off));
           check_mpi(MPI_Bcast(data + off, count, MPI_BYTE, root, comm), "MPI_Bcast");
@@ -351,6 +379,9 @@ std::unique_ptr<Work> MpiCommunicator::all_reduce_async(at::Tensor& tensor, Redu
   MPI_Comm comm = as_comm(comm_);
   const int size = size_;
   std::shared_ptr<ShmArena> shm = shm_;
+  std::shared_ptr<CallCheck> calls = calls_;
+  CollectiveSignature call = signature_of(CollectiveKind::kAllReduce, tensor);
+  if (op == ReduceOp::kAverage && size > 1) call.average = static_cast<int16_t>(size);
   // The task holds its own reference so the storage outlives the collective. The shared-memory
   // path bounds its own waits and names the late rank; the handle's bound, a little longer,
   // catches MPI_Allreduce.
@@ -362,6 +393,7 @@ std::unique_ptr<Work> MpiCommunicator::all_reduce_async(at::Tensor& tensor, Redu
       shm->reduce->all_reduce(tensor, ShmReduceOp::kSum, op == ReduceOp::kAverage ? size : 1);
       return;
     }
+    agree_before_mpi(shm, calls, call);
     for (int64_t off = 0; off < n; off += kMaxCount) {
       int count = static_cast<int>(std::min(kMaxCount, n - off));
       check_mpi(MPI_Allreduce(MPI_IN_PLACE, data + off * elem, count, type, mpi_op, comm), "MPI_Allreduce");
@@ -373,7 +405,12 @@ std::unique_ptr<Work> MpiCommunicator::all_reduce_async(at::Tensor& tensor, Redu
 
 void MpiCommunicator::barrier() {
   MPI_Comm comm = as_comm(comm_);
-  engine_->run([&] { check_mpi(MPI_Barrier(comm), "MPI_Barrier"); }, "barrier");
+  engine_->run(
+      [&] {
+        agree_before_mpi(shm_, calls_, CollectiveSignature{});
+        check_mpi(MPI_Barrier(comm), "MPI_Barrier");
+      },
+      "barrier");
 }
 
 std::vector<double> MpiCommunicator::gather(const std::vector<double>& values) {
@@ -382,6 +419,9 @@ std::vector<double> MpiCommunicator::gather(const std::vector<double>& values) {
   MPI_Comm comm = as_comm(comm_);
   engine_->run(
       [&] {
+        agree_before_mpi(
+            shm_, calls_,
+            signature(CollectiveKind::kGather, static_cast<int8_t>(at::kDouble), static_cast<int64_t>(in.size()), 0));
         check_mpi(MPI_Gather(in.data(), static_cast<int>(in.size()), MPI_DOUBLE, out.data(),
                              static_cast<int>(in.size()), MPI_DOUBLE, 0, comm),
                   "MPI_Gather");

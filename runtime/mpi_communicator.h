@@ -30,7 +30,8 @@ class MpiCommunicator : public PeerCommunicator {
   void barrier() override;
   std::vector<double> gather(const std::vector<double>& values) override;
   /// True when all-reduces of ShmCollectives::kMinBytes and more go through the shared window
-  /// (smaller ones always take MPI_Allreduce). False across hosts, with
+  /// (smaller ones, broadcast, barrier and gather take MPI's own, their signatures compared in
+  /// the window first). False across hosts, with
   /// shm_segment_bytes 0, or when the window's backing directory (Open MPI: /dev/shm) has too
   /// little free space; rank 0 then prints one line saying so and MPI_Allreduce carries them.
   bool uses_shared_memory() const override { return shm_ != nullptr; }
@@ -39,6 +40,8 @@ class MpiCommunicator : public PeerCommunicator {
   std::shared_ptr<MpiEngine> engine_;
   void* comm_ = nullptr;           // MPI_Comm, kept opaque so users need no <mpi.h>
   std::shared_ptr<ShmArena> shm_;  // null when ranks span hosts
+  // Without the shared window: every collective's signature compared through MPI first.
+  std::shared_ptr<CallCheck> calls_;
 };
 
 }  // namespace nano

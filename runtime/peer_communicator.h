@@ -9,8 +9,9 @@ class PeerCommunicator : public Communicator {
  public:
   int rank() const final { return rank_; }
   int size() const final { return size_; }
-  /// True when all-reduces go through shared memory (the MPI communicator's from
-  /// ShmCollectives::kMinBytes up, the Gloo communicator's of every size).
+  /// True when the ranks share memory: the Gloo communicator's collectives all go through it,
+  /// the MPI communicator's all-reduces from ShmCollectives::kMinBytes up; either way every
+  /// call's signature is compared there.
   virtual bool uses_shared_memory() const = 0;
 
  protected:

@@ -131,12 +131,19 @@ TEST_CASE("gloo on one host: all-reduce through shared memory, and nothing left 
       CHECK(results[r].out.find("OK peer-exits rank " + std::to_string(r) + " of 2 (gloo)") != std::string::npos);
     }
   }
-  SUBCASE("a libtorch program whose ranks all-reduce different sizes: both fail, naming both calls") {
-    auto results = run_gloo_world({kWorker, "mismatch"}, 2, {}, 60);
-    for (int r = 0; r < 2; ++r) {
-      INFO("rank " << r << ":\n" << results[r].out << results[r].err);
-      CHECK(results[r].exit_code == 0);
-      CHECK(results[r].out.find("OK mismatch rank " + std::to_string(r) + " of 2 (gloo)") != std::string::npos);
+  SUBCASE("a libtorch program whose ranks call mismatched collectives: both fail, naming both calls") {
+    // Through shared memory, and through Gloo (NANO_SHM_BYTES=0: signatures exchanged first).
+    for (const auto& [scenario, bytes] :
+         {std::pair<std::string, std::string>{"mismatch", ""}, {"mismatch-root", "0"}}) {
+      nano::test::Environment env;
+      if (!bytes.empty()) env["NANO_SHM_BYTES"] = bytes;
+      auto results = run_gloo_world({kWorker, scenario}, 2, env, 60);
+      for (int r = 0; r < 2; ++r) {
+        INFO(scenario << ", rank " << r << ":\n" << results[r].out << results[r].err);
+        CHECK(results[r].exit_code == 0);
+        CHECK(results[r].out.find("OK " + scenario + " rank " + std::to_string(r) + " of 2 (gloo)") !=
+              std::string::npos);
+      }
     }
   }
   SUBCASE("a bad NANO_SHM_BYTES stops every rank with one line naming it") {
@@ -161,12 +168,19 @@ TEST_CASE("mpi on one host: the shared window, or MPI_Allreduce when /dev/shm ca
     CHECK(result.out.find("transport: shared memory\n") != std::string::npos);
     CHECK(result.out.find("transport: mpi\n") == std::string::npos);
   }
-  SUBCASE("ranks that all-reduce different sizes: both fail, naming both calls") {
-    auto result = run_mpirun({kWorker, "mismatch"}, 2, {});
-    INFO("mpirun stdout:\n" << result.out << "stderr:\n" << result.err);
-    CHECK(result.exit_code == 0);
-    for (int r = 0; r < 2; ++r)
-      CHECK(result.out.find("OK mismatch rank " + std::to_string(r) + " of 2 (mpi)") != std::string::npos);
+  SUBCASE("ranks that call mismatched collectives: both fail, naming both calls") {
+    // The shared window's all-reduce; MPI's own small one, its signature compared in the window;
+    // and without the window (NANO_SHM_BYTES=0), signatures through MPI_Allgather.
+    for (const auto& [scenario, bytes] :
+         {std::pair<std::string, std::string>{"mismatch", ""}, {"mismatch-small", ""}, {"mismatch-root", "0"}}) {
+      nano::test::Environment env;
+      if (!bytes.empty()) env["NANO_SHM_BYTES"] = bytes;
+      auto result = run_mpirun({kWorker, scenario}, 2, env);
+      INFO(scenario << ": mpirun stdout:\n" << result.out << "stderr:\n" << result.err);
+      CHECK(result.exit_code == 0);
+      for (int r = 0; r < 2; ++r)
+        CHECK(result.out.find("OK " + scenario + " rank " + std::to_string(r) + " of 2 (mpi)") != std::string::npos);
+    }
   }
   SUBCASE("a window larger than /dev/shm's free space falls back instead of aborting the job") {
     // Open MPI itself would abort every rank with MPI_ERR_INTERN here (MPI_ERRORS_ARE_FATAL).

@@ -124,18 +124,30 @@ void scenario_peer_exits(nano::World& w) {
         "expected the peer's exit to be reported, got '" + message + "'");
 }
 
-// --- mismatch: the ranks all-reduce different sizes through shared memory; both must fail ----
+// --- mismatch: the ranks call collectives that do not match; both must fail -----------------
 // with the line naming both calls, keep their own values, and fail the next collective at once.
-void scenario_mismatch(nano::World& w) {
-  auto mine = torch::full({w.rank() == 0 ? 100000 : 50000}, float(w.rank() + 1), torch::kFloat);
+//   mismatch        all-reduces of 100000 and 50000 floats (shared memory's path when it is on)
+//   mismatch-small  all-reduces of 4 and 2 floats (MPI's own path below 16 KiB)
+//   mismatch-root   broadcasts of 4 floats from root 0 and from root 1
+void scenario_mismatch(nano::World& w, const std::string& kind) {
+  const bool root = kind == "mismatch-root";
+  const int64_t n0 = kind == "mismatch-small" ? 4 : root ? 4 : 100000;
+  const int64_t n1 = kind == "mismatch-small" ? 2 : root ? 4 : 50000;
+  auto mine = torch::full({w.rank() == 0 ? n0 : n1}, float(w.rank() + 1), torch::kFloat);
   std::string message;
   try {
-    w.comm->all_reduce(mine);
+    if (root) {
+      w.comm->broadcast(mine, w.rank());
+    } else {
+      w.comm->all_reduce(mine);
+    }
   } catch (const nano::Error& e) {
     message = e.what();
   }
   const std::string expected =
-      "does not match: rank 0 called all_reduce(float32[100000], SUM), rank 1 called all_reduce(float32[50000], SUM)";
+      root ? "does not match: rank 0 called broadcast(float32[4], root 0), rank 1 called broadcast(float32[4], root 1)"
+           : "does not match: rank 0 called all_reduce(float32[" + std::to_string(n0) +
+                 "], SUM), rank 1 called all_reduce(float32[" + std::to_string(n1) + "], SUM)";
   check(message.rfind("nano: collective #", 0) == 0 && message.find(expected) != std::string::npos,
         "expected the mismatch named, got '" + message + "'");
   check(mine[0].item<float>() == float(w.rank() + 1), "a rank's tensor changed in a collective that did not match");
@@ -147,7 +159,7 @@ void scenario_mismatch(nano::World& w) {
     again = e.what();
   }
   check(again == message + " (the group is broken since)", "the next collective said '" + again + "'");
-  std::cout << "mismatch: " << message << std::endl;
+  std::cout << kind << ": " << message << std::endl;
 }
 
 // --- models --------------------------------------------------------------------------------
@@ -569,8 +581,8 @@ int main(int argc, char** argv) {
       scenario_balance(world);
     else if (scenario == "peer-exits")
       scenario_peer_exits(world);
-    else if (scenario == "mismatch")
-      scenario_mismatch(world);
+    else if (scenario.rfind("mismatch", 0) == 0)
+      scenario_mismatch(world, scenario);
     else {
       std::cerr << "rank_worker: unknown scenario '" << scenario << "'\n";
       return 2;
