@@ -1,5 +1,7 @@
 #include "cli/root_cause.h"
 
+#include <regex>
+
 #include "cli/signals.h"
 
 namespace nano {
@@ -38,6 +40,25 @@ std::string describe_raised(const RaisedError& raised) {
   return text;
 }
 
+std::string describe_leaver(int waiter, const std::vector<std::string>& stderr_tail,
+                            const std::vector<std::string>& ends, int rank_offset) {
+  // The runtime's words (runtime/shm_collectives.cc), the last such line of the tail.
+  static const std::regex left(
+      R"(nano: rank (\d+) \(pid \d+\) (?:exited|left the world \(its communicator was destroyed\)) )"
+      R"((after its collective #\d+|before its first collective) while this rank waited in (.+ #\d+))");
+  std::smatch m;
+  for (auto line = stderr_tail.rbegin(); line != stderr_tail.rend(); ++line) {
+    if (!std::regex_search(*line, m, left)) continue;
+    const int leaver = std::stoi(m[1].str());
+    const std::size_t local = static_cast<std::size_t>(leaver - rank_offset);
+    const std::string how = leaver >= rank_offset && local < ends.size() && !ends[local].empty() ? ends[local] : "left";
+    const std::string who = "rank " + std::to_string(leaver), other = "rank " + std::to_string(waiter);
+    return who + " " + how + " " + m[2].str() + " while " + other + " waited in " + m[3].str() + ": " + who +
+           " left early, or " + other + " called one collective more";
+  }
+  return "";
+}
+
 EndReport report_end(const EndFacts& facts) {
   EndReport report;
   // Only the attempt that ends nano-run says what nano-run exits with.
@@ -60,6 +81,11 @@ EndReport report_end(const EndFacts& facts) {
     } else {
       report.lines.push_back("nano-run: root cause: " + who + " on " + f.host + " " +
                              describe_end(rc->exit_code, rc->signal) + ending);
+    }
+    if (rc->rank >= 0) {
+      const std::string leaver =
+          describe_leaver(rc->rank + facts.rank_offset, facts.stderr_tail, facts.ends, facts.rank_offset);
+      if (!leaver.empty()) report.lines.push_back("nano-run: " + leaver);
     }
     if (rc->rank >= 0 && !facts.error_file.empty()) {
       if (auto raised = parse_error_file(facts.error_file)) {

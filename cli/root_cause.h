@@ -28,6 +28,16 @@ std::string describe_lost(int rank, const std::vector<std::string>& hosts, const
 /// was raised when the traceback says.
 std::string describe_raised(const RaisedError& raised);
 
+/// When the root cause (`waiter`, world rank) failed because a peer left while it waited in a
+/// collective, as its last stderr lines say ("nano: rank 1 (pid 7) exited after its collective
+/// #5 while this rank waited in all_reduce(float32[4], SUM) #6"), the line that names the leaver:
+/// "rank 1 exited with code 0 after its collective #5 while rank 0 waited in
+/// all_reduce(float32[4], SUM) #6: rank 1 left early, or rank 0 called one collective more"
+/// (how it ended from `ends`, by world-local rank, offset by `rank_offset`; "left" when unknown).
+/// "" when the tail names no leaver.
+std::string describe_leaver(int waiter, const std::vector<std::string>& stderr_tail,
+                            const std::vector<std::string>& ends, int rank_offset);
+
 /// What the report is made from.
 struct EndFacts {
   std::optional<RootCause> root_cause;   ///< the first failure (rank -1: mpirun); none = no failure
@@ -40,6 +50,7 @@ struct EndFacts {
   std::vector<std::string> stderr_tail;  ///< the root cause's last stderr lines
   std::string error_file;                ///< the root cause's torchelastic error file (JSON); "" = none
   bool restart_follows = false;          ///< --max-restarts starts the world again after this attempt
+  std::vector<std::string> ends;         ///< by rank: how it ended (describe_end); "" = not reported
 };
 
 /// The failure to return and the lines nano-run prints at the end.
@@ -49,7 +60,8 @@ struct EndReport {
 };
 
 /// "nano-run: root cause: rank 1 on hostA was killed by SIGKILL; nano-run exits with 137" (or the
-/// lost-host form; "...; a restart follows" instead when one does: nano-run does not exit), then, when its error file
+/// lost-host form; "...; a restart follows" instead when one does: nano-run does not exit), then
+/// "nano-run: " + describe_leaver(...) when that names a peer that left early, then, when its error file
 /// is torch's JSON, "nano-run: rank 1 raised RuntimeError: boom (at train.py:12 in main)" (describe_raised), then
 /// "nano-run: last stderr lines of rank 1:" and "  | <line>" for each tail line; with no root cause but an interruption
 /// "nano-run: stopped by SIGINT; exit 130"; else nothing.

@@ -46,6 +46,7 @@ SupervisionLoop::SupervisionLoop(const LaunchOptions& o, const Setup& s, OutputR
       supervisor_(s.world_size),
       shims_(s.world_size, s.hosts.empty(), router, *this, io_),
       lost_(static_cast<size_t>(s.world_size)),
+      ends_(static_cast<size_t>(s.world_size)),
       beat_(o.heartbeat_timeout, Clock::time_point{}) {}
 
 LaunchResult SupervisionLoop::run(RankStarter& starter) {
@@ -110,6 +111,7 @@ void SupervisionLoop::apply(const Decision& d) {
 
 void SupervisionLoop::rank_ended(int rank, int code, int sig) {
   const Decision d = supervisor_.rank_exited(rank, code, sig);
+  if (rank >= 0 && static_cast<size_t>(rank) < ends_.size()) ends_[static_cast<size_t>(rank)] = describe_end(code, sig);
   if (d.announce) {
     const std::string what = lost_[static_cast<size_t>(rank)].empty()
                                  ? "rank " + std::to_string(rank + setup_.rank_offset) + " " + describe_end(code, sig)
@@ -313,6 +315,7 @@ LaunchResult SupervisionLoop::finish() {
   facts.rank_offset = setup_.rank_offset;
   facts.hosts = shims_.hosts();
   facts.lost = lost_;
+  facts.ends = ends_;
   facts.this_host = host_name();
   facts.restart_follows =
       should_restart(result.exit_code, result.interrupted_by, setup_.restart_count, options_.max_restarts);

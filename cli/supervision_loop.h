@@ -79,6 +79,7 @@ class SupervisionLoop : private ShimEvents {
   ShimChannels shims_;
   RankStarter* starter_ = nullptr;
   std::vector<std::string> lost_;  // by rank: why its host counts as lost ("" = not)
+  std::vector<std::string> ends_;  // by rank: how it ended (describe_end); "" = not yet
   Heartbeat beat_;                 // the sending side of the shims' heartbeat
   pid_t backend_pid_ = -1;         // mpirun, when the backend runs one
   std::optional<Clock::time_point> mpirun_deadline_;

@@ -254,3 +254,58 @@ TEST_CASE("describe_raised: the first line, cut when long, and where") {
     CHECK(describe_raised(c.raised) == c.text);
   }
 }
+
+TEST_CASE("describe_leaver: the peer that left while the root cause waited in a collective") {
+  const std::string waited = "while this rank waited in all_reduce(float32[4], SUM) #6";
+  struct Case {
+    const char* name;
+    int waiter;
+    std::vector<std::string> tail;
+    std::vector<std::string> ends;
+    int rank_offset;
+    std::string line;
+  };
+  const Case cases[] = {
+      {"an early exit 0",
+       0,
+       {"Traceback", "RuntimeError: nano: rank 1 (pid 19202) exited after its collective #5 " + waited},
+       {"", "exited with code 0"},
+       0,
+       "rank 1 exited with code 0 after its collective #5 while rank 0 waited in all_reduce(float32[4], SUM) #6: "
+       "rank 1 left early, or rank 0 called one collective more"},
+      {"before its first collective, on a Slurm node's part",
+       5,
+       {"nano: rank 4 (pid 7) exited before its first collective while this rank waited in barrier() #1"},
+       {"exited with code 0", ""},
+       4,
+       "rank 4 exited with code 0 before its first collective while rank 5 waited in barrier() #1: rank 4 left early, "
+       "or rank 5 called one collective more"},
+      {"a communicator destroyed, its rank's end not known (another node's rank)",
+       0,
+       {"nano: rank 3 (pid 9) left the world (its communicator was destroyed) after its collective #2 " + waited},
+       {"", ""},
+       0,
+       "rank 3 left after its collective #2 while rank 0 waited in all_reduce(float32[4], SUM) #6: rank 3 left early, "
+       "or rank 0 called one collective more"},
+      {"a peer that died during the collective is not a leaver",
+       0,
+       {"nano: rank 1 (pid 7) exited during the collective (all_reduce(float32[4], SUM) #6)"},
+       {"", "was killed by SIGKILL"},
+       0,
+       ""},
+      {"no such line", 0, {"boom"}, {"", ""}, 0, ""},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.name);
+    CHECK(describe_leaver(c.waiter, c.tail, c.ends, c.rank_offset) == c.line);
+  }
+  EndFacts f = two_hosts();
+  f.root_cause = RootCause{0, 1, 0};
+  f.exit_code = 1;
+  f.stderr_tail = cases[0].tail;
+  f.ends = {"exited with code 1", "exited with code 0", "", ""};
+  const EndReport r = report_end(f);
+  REQUIRE(r.lines.size() >= 2);
+  CHECK(r.lines[0] == "nano-run: root cause: rank 0 on hostA exited with code 1; nano-run exits with 1");
+  CHECK(r.lines[1] == "nano-run: " + cases[0].line);
+}
