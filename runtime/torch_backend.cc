@@ -232,11 +232,13 @@ JobStore* job_store_under(c10::intrusive_ptr<c10d::Store> store) {
   return dynamic_cast<JobStore*>(store.get());
 }
 
-void await_ranks(c10d::Store& store, const std::string& prefix, int rank, int size, std::chrono::milliseconds timeout) {
+// `wait_for`: what is left of `timeout`, the bound the message names (at least a last look).
+void await_ranks(c10d::Store& store, const std::string& prefix, int rank, int size, std::chrono::milliseconds timeout,
+                 std::chrono::milliseconds wait_for) {
   std::vector<std::string> keys;
   for (int r = 0; r < size; ++r) keys.push_back(prefix + std::to_string(r));
   try {
-    store.wait(keys, timeout);
+    store.wait(keys, std::max(wait_for, std::chrono::milliseconds(100)));
   } catch (const std::exception& e) {
     std::vector<int> missing;
     try {
@@ -313,7 +315,8 @@ TorchBackend::TorchBackend(const c10::intrusive_ptr<c10d::Store>& store, const O
     const std::string id = host_identity();
     return std::vector<uint8_t>(id.begin(), id.end());
   }());
-  await_ranks(*store, "nano/host/", rank, size, timeout_);
+  await_ranks(*store, "nano/host/", rank, size, timeout_,
+              options.join_within.count() >= 0 ? std::min(options.join_within, timeout_) : timeout_);
   const std::string mine = host_identity();
   bool one_host = true;
   for (int r = 0; r < size && one_host; ++r) one_host = text_of(store->get("nano/host/" + std::to_string(r))) == mine;

@@ -78,12 +78,16 @@ class TorchBackend final : public TorchBackendBase {
     std::string master_addr;
     /// Makes the inner Gloo group (required).
     GlooGroupFactory make_gloo_group;
+    /// What is left of `timeout` for the ranks to join: init_process_group may have spent
+    /// the rest in torch's own rendezvous (its TCPStore waits for the ranks first). Negative:
+    /// all of `timeout`.
+    std::chrono::milliseconds join_within{-1};
   };
 
   /// Joins the group through `store` (the PrefixStore torch gives each group): every rank
   /// announces its host, the ranks agree on shared memory when they share one, and the inner
   /// Gloo group connects. Throws nano::Error naming the ranks that did not join within
-  /// options.timeout.
+  /// options.timeout (counted from options.join_within when set).
   TorchBackend(const c10::intrusive_ptr<c10d::Store>& store, const Options& options);
   ~TorchBackend() override;
 

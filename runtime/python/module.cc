@@ -43,13 +43,17 @@ PYBIND11_MODULE(_C, m) {
   // own C++ extensions of c10d do: nothing of ours needs a Python type.
   m.def(
       "create",
-      [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, std::chrono::milliseconds timeout) {
+      [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, std::chrono::milliseconds timeout,
+         std::chrono::milliseconds join_within) {
         nano::TorchBackend::Options options = nano::torch_backend_options(rank, size, timeout);
         options.make_gloo_group = gloo_group;
+        options.join_within = join_within;
         return c10::intrusive_ptr<nano::TorchBackendBase>(c10::make_intrusive<nano::TorchBackend>(store, options));
       },
       py::arg("store"), py::arg("rank"), py::arg("world_size"), py::arg("timeout"),
-      py::call_guard<py::gil_scoped_release>(), "Joins a nano process group (the creator given to register_backend).");
+      py::arg("join_within") = std::chrono::milliseconds(-1), py::call_guard<py::gil_scoped_release>(),
+      "Joins a nano process group (the creator given to register_backend); `join_within`: what is left of "
+      "`timeout` for the ranks to join (negative: all of it).");
   m.def(
       "store",
       [](int rank, int size, std::chrono::milliseconds timeout) {

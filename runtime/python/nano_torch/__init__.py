@@ -13,11 +13,19 @@ init_method="nano://" meets in the job's own store instead of torch's TCPStore: 
 store, which admits only ranks that know the job's secret (torch's TCPStore admits anyone who
 reaches MASTER_ADDR:MASTER_PORT). It reads RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT as
 env:// does, and works with any backend.
+
+init_process_group's timeout bounds the whole join: torch's TCPStore (env://) first waits for
+the ranks on its own, so this package notes when init_process_group was called (it wraps
+torch.distributed.init_process_group, changing nothing else) and the backend waits only for
+what is left of the timeout.
 """
 import atexit
 import datetime
+import functools
 import inspect
 import os
+import threading
+import time
 import urllib.parse
 
 import torch
@@ -28,8 +36,29 @@ from . import _C
 BACKEND = "nano"
 
 
+# When each thread's init_process_group started (absent: outside one).
+_joining = {}
+
+
 def _create(store, rank, world_size, timeout):
-    return _C.create(store, rank, world_size, timeout)
+    started = _joining.get(threading.get_ident())
+    left = datetime.timedelta(milliseconds=-1)  # outside init_process_group (new_group): all of it
+    if started is not None:
+        left = max(timeout - datetime.timedelta(seconds=time.monotonic() - started), datetime.timedelta(0))
+    return _C.create(store, rank, world_size, timeout, left)
+
+
+def _timed(init_process_group):
+    @functools.wraps(init_process_group)
+    def init_process_group_timed(*args, **kwargs):
+        me = threading.get_ident()
+        _joining[me] = time.monotonic()
+        try:
+            return init_process_group(*args, **kwargs)
+        finally:
+            _joining.pop(me, None)
+    init_process_group_timed._nano_timed = True
+    return init_process_group_timed
 
 
 def _register():
@@ -71,6 +100,8 @@ def _drain_at_exit():
 
 
 _register()
+if not getattr(dist.init_process_group, "_nano_timed", False):
+    dist.init_process_group = _timed(dist.init_process_group)
 try:
     dist.register_rendezvous_handler("nano", _nano_rendezvous)
 except RuntimeError:  # registered already: the module loaded twice under two names

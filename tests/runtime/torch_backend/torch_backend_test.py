@@ -23,6 +23,9 @@ Usage: torch_backend_test.py BUILD_DIR CASE
                                            named with the collective it made last and the one waited in,
                                            by the rank and by nano-run, and the rank that ended normally
                                            is not the root cause
+  rendezvous_bound                         rank 0 of 2 alone, init_process_group's timeout 5 s: it fails
+                                           naming rank 1 within the bound plus 2.5 s (env://, where torch's
+                                           TCPStore waits first, and nano://)
   torchrun                                 under plain torchrun (exit 77, skipped, where this torch's
                                            own torchrun cannot start a gloo program: Debian 12's)
   standalone_sources                       scripts/bench/build_nano_torch.py (the build for a pip
@@ -264,6 +267,40 @@ def mismatch(extra_env=None):
 LEFT = (r"rank {} \(pid \d+\) (exited|left the world \(its communicator was destroyed\)) after its "
         r"collective #\d+ while this rank waited in all_reduce\(float32\[4\], SUM\) #\d+")
 
+# Measured on the 2-core VM: 6.1 s through env:// (torch's TCPStore spends the timeout plus its own
+# 1 s before the backend is made; the backend then waits for what is left, and a last 0.1 s
+# look), 5.0 s through nano://. The margin covers the tests ctest runs beside this one.
+RENDEZVOUS_TIMEOUT_S, RENDEZVOUS_MARGIN_S = 5, 2.5
+
+JOIN_ALONE = """
+import datetime, sys, time
+import torch.distributed as dist
+import nano_torch
+t0 = time.monotonic()
+try:
+    kwargs = {"init_method": sys.argv[1]} if sys.argv[1] != "env://" else {}
+    dist.init_process_group("nano", timeout=datetime.timedelta(seconds=%d), **kwargs)
+    print("JOINED")
+except RuntimeError as e:
+    print(f"AFTER {time.monotonic() - t0:.2f} {e}")
+""" % RENDEZVOUS_TIMEOUT_S
+
+
+def rendezvous_bound():
+    for method in ("env://", "nano://"):
+        env = dict(os.environ, PYTHONPATH=PYDIR, RANK="0", WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
+                   MASTER_PORT=str(ranks.free_port()))
+        p = subprocess.run([ranks.PYTHON, "-c", JOIN_ALONE, method], env=env, capture_output=True, text=True,
+                           timeout=60)
+        m = re.search(r"AFTER ([0-9.]+) (.*)", p.stdout)
+        check(m is not None, f"{method}: no failure reported: {p.stdout[-400:]} {p.stderr[-800:]}")
+        seconds, message = float(m.group(1)), m.group(2)
+        print(f"{method}: failed after {seconds:.2f} s: {message}")
+        check("missing: 1" in message, f"{method}: the missing rank is not named: {message}")
+        check(RENDEZVOUS_TIMEOUT_S - 0.1 <= seconds <= RENDEZVOUS_TIMEOUT_S + RENDEZVOUS_MARGIN_S,
+              f"{method}: a {RENDEZVOUS_TIMEOUT_S} s timeout ended after {seconds:.2f} s")
+
+
 # nano-run's line that names the leaver beside the root cause.
 NAMED = (r"nano-run: rank {0} {1} after its collective #\d+ while rank {2} waited in all_reduce\(float32\[4\], SUM\) "
          r"#\d+: rank {0} left early, or rank {2} called one collective more")
@@ -343,6 +380,8 @@ def main():
             check(p.stdout.count(f"module {PYDIR}/nano_torch/__init__.py shm True") == 2, p.stdout)
         elif CASE == "mismatch":
             mismatch()
+        elif CASE == "rendezvous_bound":
+            rendezvous_bound()
         elif CASE == "mismatch_gloo_path":
             mismatch({"NANO_SHM_BYTES": "0"})
         elif CASE == "leaver":
