@@ -3,7 +3,9 @@
 # without the check (BEFORE_BUILD, e.g. of the commit before it) and one with it (AFTER_BUILD),
 # interleaved in turns so that the machine's drift hits both alike. Per turn: the `nano` torch
 # backend's all_reduce of 4 bytes (2000 in a row) and of 4 MB (scripts/bench/signature_cost.py,
-# 2 ranks pinned one per core), and nano's C++ Gloo communicator over shared memory at 4 MB
+# 2 ranks pinned one per core), the same through its Gloo path (NANO_SHM_BYTES=0, as across
+# hosts: the signatures take one more small Gloo all-gather), and nano's C++ Gloo communicator
+# over shared memory at 4 MB
 # (nano_bench_allreduce). Prints each figure's median over the turns with its range, and the
 # ratio after/before. Goal: no measurable cost at 4 MB, at most 2 us more for 4 bytes.
 # Usage: scripts/bench.sh signature-cost BEFORE_BUILD AFTER_BUILD [TURNS]   (default 5)
@@ -29,6 +31,9 @@ for ((t = 1; t <= turns; ++t)); do
     [[ $side == after ]] && b=$after
     gloo_pair PYTHONPATH="$b/lib/nano/python" -- "$python" scripts/bench/signature_cost.py 5 |
       awk -v s="$side" '$1 == "RESULT" { print s, "torch-" $2, $3 }' >> "$results"
+    # The Gloo path (across hosts, or NANO_SHM_BYTES=0): signatures in one more Gloo all-gather.
+    gloo_pair NANO_SHM_BYTES=0 PYTHONPATH="$b/lib/nano/python" -- "$python" scripts/bench/signature_cost.py 5 |
+      awk -v s="$side" '$1 == "RESULT" { print s, "gloo-" $2, $3 }' >> "$results"
     gloo_pair -- "$b/runtime/nano_bench_allreduce" 4 15 |
       awk -v s="$side" '$1 == "RESULT" && $2 == "gloo" { print s, "cpp-4MB", $3 * 1000 }' >> "$results"
   done
@@ -42,8 +47,10 @@ rows = {}
 for line in open(sys.argv[1]):
     side, name, us = line.split()
     rows.setdefault(name, {}).setdefault(side, []).append(float(us))
-labels = {"torch-4B": "torch backend, 4 bytes", "torch-4MB": "torch backend, 4 MB", "cpp-4MB": "C++ Gloo communicator, 4 MB"}
-for name in ("torch-4B", "torch-4MB", "cpp-4MB"):
+labels = {"torch-4B": "torch backend, 4 bytes", "torch-4MB": "torch backend, 4 MB",
+          "gloo-4B": "torch backend via Gloo, 4 bytes", "gloo-4MB": "torch backend via Gloo, 4 MB",
+          "cpp-4MB": "C++ Gloo communicator, 4 MB"}
+for name in ("torch-4B", "torch-4MB", "gloo-4B", "gloo-4MB", "cpp-4MB"):
     b, a = rows[name]["before"], rows[name]["after"]
     mb, ma = statistics.median(b), statistics.median(a)
     print(f"{labels[name]:<34} {mb:8.2f} ({min(b):.1f}-{max(b):.1f}) {ma:8.2f} ({min(a):.1f}-{max(a):.1f}) {ma / mb:8.3f}")
