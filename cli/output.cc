@@ -99,7 +99,35 @@ OutputRouter::RankState& OutputRouter::state(int rank) {
   return ranks_[index];
 }
 
-void OutputRouter::emit(int rank, Stream stream, const std::string& line) {
+bool OutputRouter::shown(int rank) {
+  if (state(rank).hidden || !config_.terminal) return false;
+  return rank == kMpirunStream || config_.show_ranks.empty() ||
+         std::find(config_.show_ranks.begin(), config_.show_ranks.end(), rank) != config_.show_ranks.end();
+}
+
+std::string OutputRouter::tag(int rank) const {
+  if (rank == kMpirunStream) return "[mpirun] ";
+  if (config_.tag) return "[rank " + std::to_string(rank + config_.rank_offset) + "] ";
+  return "";
+}
+
+void OutputRouter::end_drawn_line() {
+  if (!drawn_.open) return;
+  drawn_.open = false;
+  sink_.write(drawn_.stream, "\n");
+}
+
+void OutputRouter::redraw(int rank, Stream stream, const std::string& text) {
+  if (!shown(rank)) return;
+  if (drawn_.open && (drawn_.rank != rank || drawn_.stream != stream)) end_drawn_line();
+  drawn_ = {true, rank, stream};
+  sink_.write(stream, "\r" + tag(rank) + text);
+}
+
+void OutputRouter::emit(int rank, Stream stream, const std::string& raw) {
+  // A redrawn line's final state: what follows its last carriage return ("\r\n" ends a line).
+  std::string line = !raw.empty() && raw.back() == '\r' ? raw.substr(0, raw.size() - 1) : raw;
+  if (const size_t cr = line.rfind('\r'); cr != std::string::npos) line.erase(0, cr + 1);
   RankState& s = state(rank);
   if (stream == Stream::kErr) {
     s.tail.push_back(line);
@@ -109,19 +137,11 @@ void OutputRouter::emit(int rank, Stream stream, const std::string& line) {
     *s.log << line << '\n';
     s.log->flush();
   }
-  bool shown = s.hidden || !config_.terminal ? false
-                                             : rank == kMpirunStream || config_.show_ranks.empty() ||
-                                                   std::find(config_.show_ranks.begin(), config_.show_ranks.end(),
-                                                             rank) != config_.show_ranks.end();
-  if (!shown) return;
-  std::string text;
-  if (rank == kMpirunStream)
-    text = "[mpirun] ";
-  else if (config_.tag)
-    text = "[rank " + std::to_string(rank + config_.rank_offset) + "] ";
-  text += line;
-  text += '\n';
-  sink_.write(stream, text);
+  if (!shown(rank)) return;
+  const bool in_place = drawn_.open && drawn_.rank == rank && drawn_.stream == stream;
+  if (!in_place) end_drawn_line();
+  drawn_.open = false;
+  sink_.write(stream, (in_place ? "\r" : "") + tag(rank) + line + "\n");
 }
 
 void OutputRouter::feed(int rank, Stream stream, const char* data, size_t size) {
@@ -139,6 +159,20 @@ void OutputRouter::feed(int rank, Stream stream, const char* data, size_t size) 
     emit(rank, stream, pending.substr(0, kMaxLine));
     pending.erase(0, kMaxLine);
   }
+  // An unfinished line redrawn with carriage returns: only its latest state is kept and drawn
+  // (when nothing follows the last '\r' yet, the state before it).
+  const size_t last = pending.rfind('\r');
+  if (last == std::string::npos) return;
+  size_t from = last;
+  if (last + 1 == pending.size()) {
+    const size_t before = last == 0 ? std::string::npos : pending.rfind('\r', last - 1);
+    from = before == std::string::npos ? 0 : before;
+  }
+  pending.erase(0, from);
+  std::string text = pending;
+  if (!text.empty() && text.front() == '\r') text.erase(0, 1);
+  if (!text.empty() && text.back() == '\r') text.pop_back();
+  if (!text.empty()) redraw(rank, stream, text);
 }
 
 void OutputRouter::finish(int rank, Stream stream) {
@@ -159,7 +193,10 @@ std::vector<std::string> OutputRouter::stderr_tail(int rank) const {
 void OutputRouter::hide(int rank) { state(rank).hidden = true; }
 
 void OutputRouter::note(const std::string& line) {
-  if (config_.terminal) sink_.write(Stream::kErr, line + "\n");
+  if (config_.terminal) {
+    end_drawn_line();
+    sink_.write(Stream::kErr, line + "\n");
+  }
   if (summary_) {
     *summary_ << line << '\n';
     summary_->flush();

@@ -1,7 +1,9 @@
 #pragma once
 // Rank output: bytes from each rank's stdout/stderr become whole, tagged lines ("[rank 3] ..."),
 // never two ranks mixed inside one line; optional per-rank log files; the last stderr lines
-// of every rank are kept for the failure summary.
+// of every rank are kept for the failure summary. A line a rank redraws with carriage returns
+// (a tqdm progress bar) moves live on the terminal: each redraw is shown as it comes, in place;
+// logs and the stderr tail keep only its final state.
 #include <chrono>
 #include <deque>
 #include <fstream>
@@ -59,7 +61,11 @@ class OutputRouter {
 
   /// Appends bytes a rank wrote; complete lines are emitted at once, the rest is kept.
   /// Lines pass whole up to 256 MiB (longer ones, binary output without newlines, are emitted
-  /// in 256 MiB pieces). `rank` may be kMpirunStream.
+  /// in 256 MiB pieces). `rank` may be kMpirunStream. A line is what follows its last '\r'
+  /// (a trailing "\r\n" ends it as "\n" does); while a line is unfinished, its text after the
+  /// latest '\r' is drawn on the terminal as "\r[rank N] text", without a newline, until the line
+  /// ends (drawn once more, in place, with its newline) or other output comes (which first ends
+  /// the drawn line with a newline).
   void feed(int rank, Stream stream, const char* data, size_t size);
   /// Emits what is left of an unterminated last line (at end of stream).
   void finish(int rank, Stream stream);
@@ -85,11 +91,25 @@ class OutputRouter {
   RankState& state(int rank);
   void open_logs(const std::string& dir);
   void emit(int rank, Stream stream, const std::string& line);
+  bool shown(int rank);
+  std::string tag(int rank) const;
+  // Draws `rank`'s unfinished line's latest state in place; ends another rank's drawn line first.
+  void redraw(int rank, Stream stream, const std::string& text);
+  // Ends the line drawn in place, if any, with a newline.
+  void end_drawn_line();
+
+  // The unfinished line drawn on the terminal without its newline, if any.
+  struct Drawn {
+    bool open = false;
+    int rank = 0;
+    Stream stream = Stream::kOut;
+  };
 
   OutputConfig config_;
   OutputSink& sink_;
   std::vector<RankState> ranks_;  // index rank+1: slot 0 is mpirun's own output
   std::unique_ptr<std::ofstream> summary_;
+  Drawn drawn_;
 };
 
 }  // namespace nano

@@ -15,6 +15,9 @@ struct Recorder : OutputSink {
   std::vector<std::string> out, err;
   void write(Stream s, const std::string& line) override { (s == Stream::kOut ? out : err).push_back(line); }
 };
+void feed(OutputRouter& r, int rank, Stream stream, const std::string& bytes) {
+  r.feed(rank, stream, bytes.data(), bytes.size());
+}
 }  // namespace
 
 TEST_CASE("whole lines, tagged, never mixed across ranks") {
@@ -85,4 +88,40 @@ TEST_CASE("an unwritable --log-dir is a usage error") {
   c.log_dir = "/proc/nano-logs";
   CHECK_THROWS_WITH_AS(OutputRouter(1, c, rec), doctest::Contains("cannot create log_dir /proc/nano-logs"),
                        SettingError);
+}
+
+TEST_CASE("a line redrawn with carriage returns (a tqdm bar) moves live, in place; logs keep its end") {
+  Recorder rec;
+  OutputRouter r(2, {}, rec);
+  feed(r, 0, Stream::kErr, "\r 10%|#");
+  feed(r, 0, Stream::kErr, "\r 20%|##\r 30%|###");
+  CHECK(rec.err == std::vector<std::string>{"\r[rank 0]  10%|#", "\r[rank 0]  30%|###"});
+  // Another rank's line ends the drawn one first; the bar is drawn again on its next update.
+  feed(r, 1, Stream::kOut, "loss 0.5\n");
+  CHECK(rec.err.back() == "\n");
+  CHECK(rec.out == std::vector<std::string>{"[rank 1] loss 0.5\n"});
+  feed(r, 0, Stream::kErr, "\r 40%|####");
+  feed(r, 0, Stream::kErr, "\r100%|##########|\n");
+  CHECK(rec.err == std::vector<std::string>{"\r[rank 0]  10%|#", "\r[rank 0]  30%|###", "\n", "\r[rank 0]  40%|####",
+                                            "\r[rank 0] 100%|##########|\n"});
+  // The stderr tail (and a log) holds the bar's final state only.
+  CHECK(r.stderr_tail(0) == std::vector<std::string>{"100%|##########|"});
+}
+
+TEST_CASE("carriage returns: CRLF line ends, a trailing '\\r', hidden ranks and nano-run's notes") {
+  Recorder rec;
+  OutputConfig c;
+  c.show_ranks = {0};
+  OutputRouter r(2, c, rec);
+  feed(r, 0, Stream::kOut, "dos line\r\n");
+  CHECK(rec.out == std::vector<std::string>{"[rank 0] dos line\n"});
+  feed(r, 1, Stream::kErr, "\r 50%|#####");  // rank 1 is not shown
+  CHECK(rec.err.empty());
+  feed(r, 0, Stream::kOut, " 5/10\r");  // nothing after the '\r' yet: its state before it
+  CHECK(rec.out.back() == "\r[rank 0]  5/10");
+  r.note("nano-run: rank 1 exited with code 1; stopping the other ranks");
+  CHECK(rec.out.back() == "\n");
+  CHECK(rec.err == std::vector<std::string>{"nano-run: rank 1 exited with code 1; stopping the other ranks\n"});
+  feed(r, 0, Stream::kOut, " 6/10\n");
+  CHECK(rec.out.back() == "[rank 0]  6/10\n");
 }
