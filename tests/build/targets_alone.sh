@@ -9,7 +9,9 @@
 #   - with the runtime, a dry run of ninja in an empty configured folder shows that building
 #     nano-run alone builds the guard and the nano_torch package, and that a program with an
 #     in-program launch builds nano-run (scripts/demo.sh builds and runs those for real in CI).
-# Usage: targets_alone.sh SOURCE_DIR   Prints "PASS: ..." or "FAIL: why" (exit 1).
+# With NANO_TARGETS_ALONE=plans (scripts/test.sh sets it on the Debian 13 leg, whose build graph
+# is the same CMake code as Debian 12's, which builds and runs them for real) only the dry runs.
+# Usage: targets_alone.sh SOURCE_DIR [with-runtime]   Prints "PASS: ..." or "FAIL: why" (exit 1).
 set -uo pipefail
 source_dir=$1
 work=$(mktemp -d "${TMPDIR:-/tmp}/nano-targets-alone-XXXXXX")
@@ -28,6 +30,7 @@ cmake -S "$source_dir" -B "$work/light" -G Ninja -DNANO_BUILD_TESTS=OFF -DCMAKE_
   -DNANO_BUILD_RUNTIME=OFF -DNANO_BUILD_EXAMPLES=OFF > "$work/light.configure" 2>&1 ||
   { cat "$work/light.configure"; fail "configuring an empty folder"; }
 
+if [ "${NANO_TARGETS_ALONE:-}" != plans ]; then
 build nano-init
 out=$(timeout 60 "$work/light/bin/nano-init" --show-topology 2>&1) || fail "nano-init built alone: $out"
 grep -q "usable physical core" <<<"$out" || fail "nano-init --show-topology said: $out"
@@ -45,6 +48,7 @@ for backend in subprocess mpi; do
     grep -q "rank $r of 2" <<<"$out" || fail "nano-run --backend $backend: no line from rank $r: $out"
   done
 done
+fi
 
 # With the runtime (when this build has it): what building each target alone would build.
 if [ "${2:-}" = with-runtime ]; then
@@ -65,4 +69,8 @@ if [ "${2:-}" = with-runtime ]; then
       fail "building $program alone would not build nano-run, its in-program launch's rank shim"
   done
 fi
-echo "PASS: nano-run and nano-init built alone run; nano-run's target brings the guard and the nano_torch package"
+if [ "${NANO_TARGETS_ALONE:-}" = plans ]; then
+  echo "PASS: (build plans only) nano-run's target brings the guard and the nano_torch package"
+else
+  echo "PASS: nano-run and nano-init built alone run; nano-run's target brings the guard and the nano_torch package"
+fi
