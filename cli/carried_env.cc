@@ -1,6 +1,7 @@
 #include "cli/carried_env.h"
 
 #include <nano/error.h>
+#include "env-init/rank_contract.h"
 #include "env-init/setting.h"
 
 namespace nano {
@@ -10,7 +11,7 @@ bool carried_name(const std::string& name) {
   for (const char* exact : {"PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "MALLOC_CONF"})
     if (name == exact) return true;
   // NANO_CPUS is each rank's own (its shim sets it from its host's plan).
-  if (name == "NANO_CPUS") return false;
+  if (name == contract::kCpus) return false;
   for (const char* prefix : {"NANO_", "OMP_", "KMP_", "GOMP_", "MKL_", "OPENBLAS_", "DNNL_", "ONEDNN_", "TORCH_",
                              "PYTORCH_", "GLOO_", "TCMALLOC_", "TORCHELASTIC_"})
     if (name.rfind(prefix, 0) == 0) return true;

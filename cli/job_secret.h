@@ -9,10 +9,12 @@
 #include <optional>
 #include <string>
 
+#include "env-init/rank_contract.h"
+
 namespace nano {
 
 /// The variable that hands the secret to shims and ranks.
-inline constexpr const char* kJobSecretVariable = "NANO_JOB_SECRET";
+inline constexpr const char* kJobSecretVariable = contract::kJobSecret;
 
 /// A new secret: 32 random bytes from the kernel, as 64 hex digits.
 std::string make_job_secret();

@@ -2,6 +2,7 @@
 
 #include "cli/torchrun_env.h"
 #include "env-init/cpulist.h"
+#include "env-init/rank_contract.h"
 
 namespace nano {
 
@@ -35,7 +36,7 @@ RankEnvironment make_rank_environment(const RankIdentity& identity, const RankPl
   env["ROLE_NAME"] = "default";
   env["MASTER_ADDR"] = identity.master_addr;
   env["MASTER_PORT"] = std::to_string(identity.master_port);
-  env["NANO_CPUS"] = format_cpu_list(plan.cpus);
+  env[contract::kCpus] = format_cpu_list(plan.cpus);
   // PyTorch 2.4+ hosts init_process_group's store on libuv by default, and a libtorch built
   // without libuv (Debian 13's 2.6) then fails every stock program's rendezvous. The classic
   // store works on every build; a value the user exported wins.

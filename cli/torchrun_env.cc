@@ -10,6 +10,7 @@
 #include <nano/error.h>
 #include "cli/job_files.h"
 #include "cli/job_secret.h"
+#include "env-init/rank_contract.h"
 
 namespace nano {
 
@@ -24,8 +25,8 @@ std::string error_file_path(const std::string& job_id, int rank) {
 Environment attempt_variables(const AttemptIdentity& attempt, int rank) {
   if (attempt.job_id.empty()) return {};
   Environment env;
-  env["NANO_JOB_ID"] = attempt.job_id;
-  env["NANO_RESTART_COUNT"] = std::to_string(attempt.restart_count);
+  env[contract::kJobId] = attempt.job_id;
+  env[contract::kRestartCount] = std::to_string(attempt.restart_count);
   env["TORCHELASTIC_RESTART_COUNT"] = std::to_string(attempt.restart_count);
   env["TORCHELASTIC_MAX_RESTARTS"] = std::to_string(attempt.max_restarts);
   env["TORCHELASTIC_RUN_ID"] = attempt.run_id;

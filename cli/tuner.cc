@@ -24,6 +24,7 @@
 #include "cli/root_cause.h"
 #include "cli/subprocess.h"
 #include "cli/timeouts.h"
+#include "env-init/rank_contract.h"
 #include "env-init/setting.h"
 
 namespace nano {
@@ -33,8 +34,8 @@ using Clock = std::chrono::steady_clock;
 
 // The step report's variables (runtime/step_report.h): the runtime of any program that links
 // it holds the first name, which is how program_timing recognises one.
-constexpr const char* kReportVar = "NANO_TUNE_REPORT";
-constexpr const char* kTrialVar = "NANO_TUNE_TRIAL";
+constexpr const char* kReportVar = contract::kTuneReport;
+constexpr const char* kTrialVar = contract::kTuneTrial;
 
 // A folder of its own for the whole tuning, gone with it however it ends.
 class TuningFolder {

@@ -13,6 +13,7 @@
 
 #include <nano/communicator.h>
 #include "env-init/parse.h"
+#include "env-init/rank_contract.h"
 #include "env-init/recipe.h"
 
 namespace nano {
@@ -68,7 +69,7 @@ Context context_from_env(const Environment& env, int affinity_cpus, const InitOp
     c.rank = static_cast<int>(parse_int(env, "RANK", 0, c.world_size - 1));
     c.local_rank = static_cast<int>(get_int(env, "LOCAL_RANK", 0, c.world_size - 1).value_or(c.rank));
     c.local_world_size = static_cast<int>(get_int(env, "LOCAL_WORLD_SIZE", 1, c.world_size).value_or(c.world_size));
-    c.launcher = find(env, "NANO_CPUS") ? Launcher::kNanoRun : Launcher::kTorchrun;
+    c.launcher = find(env, contract::kCpus) ? Launcher::kNanoRun : Launcher::kTorchrun;
   }
   if (has_mpi) {
     int size = static_cast<int>(parse_int(env, "OMPI_COMM_WORLD_SIZE", 1, INT_MAX));
@@ -90,7 +91,7 @@ Context context_from_env(const Environment& env, int affinity_cpus, const InitOp
     c.master_addr = *addr;
   }
   c.master_port = static_cast<int>(get_int(env, "MASTER_PORT", 1, 65535).value_or(0));
-  if (auto* cpus = find(env, "NANO_CPUS")) c.cpus = *cpus;
+  if (auto* cpus = find(env, contract::kCpus)) c.cpus = *cpus;
 
   if (c.launcher != Launcher::kNone) {
     if (auto threads = get_int(env, "OMP_NUM_THREADS", 1, 1 << 16)) {

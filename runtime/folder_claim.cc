@@ -1,4 +1,5 @@
 #include "runtime/folder_claim.h"
+#include "env-init/rank_contract.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -156,7 +157,7 @@ void write_whole(const std::string& path, const std::string& text) {
 
 std::string checkpoint_job_id() {
   // torchrun's run id defaults to "none" for every job: no identity at all.
-  for (const char* name : {"NANO_CHECKPOINT_JOB", "TORCHELASTIC_RUN_ID"})
+  for (const char* name : {contract::kCheckpointJob, "TORCHELASTIC_RUN_ID"})
     if (const char* v = std::getenv(name); v && *v && std::string(v) != "none") return v;
   static const std::string own =
       host_name() + "-" + std::to_string(getpid()) + "-" + std::to_string(start_ticks_of(getpid()));

@@ -15,6 +15,7 @@
 #include <torch/serialize/output-archive.h>
 #include <torch/utils.h>
 
+#include "env-init/rank_contract.h"
 #include "runtime/folder_claim.h"
 #include "runtime/in_program_launch.h"
 #include "runtime/in_program_options.h"
@@ -109,7 +110,7 @@ void Session::launch() {
     checkpoint_options_of(options_);
     prepare_checkpoint_dir(options_.checkpoint_dir);
     if (!in_tuning_trial()) claim = std::make_unique<FolderClaim>(options_.checkpoint_dir);
-    launch.extra_env["NANO_CHECKPOINT_JOB"] = checkpoint_job_id();
+    launch.extra_env[contract::kCheckpointJob] = checkpoint_job_id();
   }
   if (precision_ == Precision::kBfloat16) warn_if_slow_bf16();
   const std::string path = make_report_path();
@@ -220,7 +221,7 @@ void Session::attach(std::shared_ptr<torch::nn::Module> model, std::vector<torch
   ddp_ = std::make_unique<DistributedDataParallel>(model_, w.comm, options_.ddp);
   if (precision_ == Precision::kBfloat16) {
     // A launched rank's caller has warned already; a restart warned at its first attempt.
-    const std::string restart = env_or_empty(current_environment(), "NANO_RESTART_COUNT");
+    const std::string restart = env_or_empty(current_environment(), contract::kRestartCount);
     if (role_ == Role::kExternalRank && w.rank() == 0 && (restart.empty() || restart == "0")) warn_if_slow_bf16();
     autocast_ = std::make_unique<AutocastScope>(true);
   }

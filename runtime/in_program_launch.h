@@ -10,14 +10,15 @@
 #include <nano/in_program_error.h>
 
 #include "cli/launch_types.h"
+#include "env-init/rank_contract.h"
 
 namespace nano {
 
 namespace in_program {
 
 /// Environment variables of the in-program contract (set by the caller in every rank).
-inline constexpr const char* kMarkerVar = "NANO_IN_PROGRAM";         ///< launch index, "1"...
-inline constexpr const char* kResultVar = "NANO_IN_PROGRAM_RESULT";  ///< file rank 0 writes
+inline constexpr const char* kMarkerVar = contract::kInProgram;        ///< launch index, "1"...
+inline constexpr const char* kResultVar = contract::kInProgramResult;  ///< file rank 0 writes
 
 /// Everything launch_self() checks before it starts a rank (the plan included), starting
 /// nothing: throws UsageError. The caller runs it before it creates anything of its own.

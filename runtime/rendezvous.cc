@@ -14,6 +14,7 @@
 
 #include <nano/error.h>
 #include "cli/job_secret.h"
+#include "env-init/rank_contract.h"
 #include "runtime/job_store.h"
 #include "runtime/job_store_server.h"
 
@@ -131,7 +132,7 @@ c10::intrusive_ptr<c10d::Store> rendezvous(const Context& context, const std::st
   const auto timeout = context.rendezvous_timeout;
   const double seconds = timeout.count() / 1000.0;
   const auto deadline = Clock::now() + timeout;
-  const char* job = std::getenv("NANO_JOB_ID");
+  const char* job = std::getenv(contract::kJobId);
   const std::string file = file_store_path(job ? job : "", context, prefix);
   const std::string where = file.empty() ? context.master_addr + ":" + std::to_string(context.master_port) : file;
   c10::intrusive_ptr<c10d::Store> store;

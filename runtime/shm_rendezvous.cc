@@ -12,6 +12,7 @@
 
 #include <nano/error.h>
 #include "env-init/parse.h"
+#include "env-init/rank_contract.h"
 
 namespace nano {
 
@@ -23,7 +24,7 @@ std::vector<uint8_t> bytes_of(const std::string& text) { return std::vector<uint
 // count of worlds. The creator is the world's rank 0, which for a subgroup is not the job's.
 std::string object_name() {
   static std::atomic<int> serial{0};
-  const char* job = std::getenv("NANO_JOB_ID");
+  const char* job = std::getenv(contract::kJobId);
   const std::string owner = job && *job ? std::string(job) + "-" + std::to_string(getpid()) : std::to_string(getpid());
   return "/nano-" + owner + "-" + std::to_string(serial++);
 }

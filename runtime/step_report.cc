@@ -1,4 +1,5 @@
 #include "runtime/step_report.h"
+#include "env-init/rank_contract.h"
 
 #include <fcntl.h>
 #include <time.h>
@@ -28,14 +29,14 @@ struct Report {
 // FOLDER/rank-R.EXTENSION, opened for appending; -1 when it cannot be (a trial without its
 // figures is reported as such by nano-run).
 int open_file(const char* extension) {
-  const char* folder = std::getenv("NANO_TUNE_REPORT");
+  const char* folder = std::getenv(contract::kTuneReport);
   const char* rank = std::getenv("RANK");
   const std::string path = std::string(folder) + "/rank-" + (rank && *rank ? rank : "0") + "." + extension;
   return ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 }
 
 Report* open_report() {
-  const char* folder = std::getenv("NANO_TUNE_REPORT");
+  const char* folder = std::getenv(contract::kTuneReport);
   if (!folder || !*folder) return nullptr;
   return new Report;  // lives as long as the process: steps may end during its exit
 }
@@ -63,7 +64,7 @@ void write_step(Report& r) {
 }  // namespace
 
 bool in_tuning_trial() {
-  const char* trial = std::getenv("NANO_TUNE_TRIAL");
+  const char* trial = std::getenv(contract::kTuneTrial);
   return trial && std::strcmp(trial, "1") == 0;
 }
 
