@@ -288,8 +288,9 @@ except RuntimeError as e:
 
 def rendezvous_bound():
     for method in ("env://", "nano://"):
+        # USE_LIBUV=0: Debian's torch 2.6 has no libuv, which its TCPStore asks for by default.
         env = dict(os.environ, PYTHONPATH=PYDIR, RANK="0", WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
-                   MASTER_PORT=str(ranks.free_port()))
+                   MASTER_PORT=str(ranks.free_port()), USE_LIBUV="0")
         p = subprocess.run([ranks.PYTHON, "-c", JOIN_ALONE, method], env=env, capture_output=True, text=True,
                            timeout=60)
         m = re.search(r"AFTER ([0-9.]+) (.*)", p.stdout)
