@@ -1,5 +1,6 @@
 #include "runtime/collective_signature.h"
 
+#include <ATen/core/Tensor.h>
 #include <c10/core/ScalarType.h>
 
 #include <nano/error.h>
@@ -48,6 +49,10 @@ CollectiveSignature signature(CollectiveKind kind, int8_t dtype, int64_t count, 
   call.count = count;
   call.root = static_cast<int16_t>(root);
   return call;
+}
+
+CollectiveSignature signature_of(CollectiveKind kind, const at::Tensor& tensor, int root) {
+  return signature(kind, static_cast<int8_t>(tensor.scalar_type()), tensor.numel(), root);
 }
 
 bool same_call(const CollectiveSignature& a, const CollectiveSignature& b) {

@@ -12,6 +12,10 @@
 #include <string>
 #include <vector>
 
+namespace at {
+class Tensor;
+}  // namespace at
+
 namespace nano {
 
 /// How all_reduce combines the ranks' values: the first four in shared memory
@@ -38,6 +42,8 @@ static_assert(sizeof(CollectiveSignature) == 24, "a signature is three words in 
 /// A call of `kind` on `count` elements of `dtype` (at::ScalarType's value) with `root` (-1:
 /// none); seq 0 (numbered when made), op kSum.
 CollectiveSignature signature(CollectiveKind kind, int8_t dtype, int64_t count, int root = -1);
+/// The same for a call on `tensor`: its dtype and element count.
+CollectiveSignature signature_of(CollectiveKind kind, const at::Tensor& tensor, int root = -1);
 
 /// Whether two calls are the same collective (every field, the sequence number included).
 bool same_call(const CollectiveSignature& a, const CollectiveSignature& b);

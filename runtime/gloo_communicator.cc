@@ -123,7 +123,7 @@ void GlooCommunicator::broadcast(at::Tensor& tensor, int root) {
     shm_thread_->run([shm, &tensor, root] { shm->broadcast(tensor, root); });
     return;
   }
-  checked(signature(CollectiveKind::kBroadcast, static_cast<int8_t>(tensor.scalar_type()), tensor.numel(), root), [&] {
+  checked(signature_of(CollectiveKind::kBroadcast, tensor, root), [&] {
     // Gloo lacks some dtypes (bool, bfloat16): broadcast the bytes.
     std::vector<at::Tensor> tensors{at::from_blob(tensor.data_ptr(), {static_cast<int64_t>(tensor.nbytes())},
                                                   at::TensorOptions().dtype(at::kByte))};
@@ -144,8 +144,7 @@ std::unique_ptr<Work> GlooCommunicator::all_reduce_async(at::Tensor& tensor, Red
         [shm, tensor, average, size]() mutable { shm->all_reduce(tensor, ShmReduceOp::kSum, average ? size : 1); }));
   }
   if (calls_) {
-    CollectiveSignature call =
-        signature(CollectiveKind::kAllReduce, static_cast<int8_t>(tensor.scalar_type()), tensor.numel());
+    CollectiveSignature call = signature_of(CollectiveKind::kAllReduce, tensor);
     if (average) call.average = static_cast<int16_t>(size);
     calls_->agree(call);
   }

@@ -6,7 +6,7 @@
 // POSIX shared-memory object (ShmCollectives, on a thread of its own) instead of Gloo's TCP
 // loopback, whose copies and two I/O threads cost a rank bound to one core more than the
 // reduction itself; its header carries each call's signature. Otherwise every call's signature
-// is compared through one small Gloo all-gather first (runtime/gloo_signatures.h).
+// is compared through one small Gloo all-reduce first (runtime/gloo_signatures.h).
 #include <c10/util/intrusive_ptr.h>
 
 #include <cstddef>

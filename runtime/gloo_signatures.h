@@ -1,6 +1,6 @@
 #pragma once
 // CallCheck's exchange over Gloo (runtime/collective_signature.h): where no shared memory joins
-// a group's ranks, every rank's signature travels in one small all-gather of the group's own
+// a group's ranks, every rank's signature is compared in one small all-reduce of the group's own
 // Gloo before the collective it describes. For the Gloo communicator and the torch backend.
 #include <ATen/ATen.h>
 #include <torch/csrc/distributed/c10d/Types.hpp>

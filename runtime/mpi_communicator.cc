@@ -289,10 +289,6 @@ void agree_before_mpi(const std::shared_ptr<ShmArena>& shm, const std::shared_pt
   }
 }
 
-CollectiveSignature signature_of(CollectiveKind kind, const at::Tensor& tensor, int root = -1) {
-  return signature(kind, static_cast<int8_t>(tensor.scalar_type()), tensor.numel(), root);
-}
-
 }  // namespace
 
 MpiCommunicator::MpiCommunicator(const Context& context, std::size_t shm_segment_bytes) {

@@ -276,10 +276,7 @@ void ShmCollectives::all_reduce(at::Tensor& tensor, ShmReduceOp op, int average_
   if (!reducible(type)) {
     throw Error(std::string("nano: shared-memory all-reduce: unsupported dtype ") + c10::toString(type));
   }
-  CollectiveSignature call;
-  call.kind = CollectiveKind::kAllReduce;
-  call.count = tensor.numel();
-  call.dtype = static_cast<int8_t>(type);
+  CollectiveSignature call = signature_of(CollectiveKind::kAllReduce, tensor);
   call.op = op;
   call.average = static_cast<int16_t>(average_over);
   run_call(call, [&] { all_reduce_chunks(tensor, op, average_over); });
@@ -323,12 +320,7 @@ void ShmCollectives::all_reduce_chunks(at::Tensor& tensor, ShmReduceOp op, int a
 }
 
 void ShmCollectives::broadcast(at::Tensor& tensor, int root) {
-  CollectiveSignature call;
-  call.kind = CollectiveKind::kBroadcast;
-  call.count = tensor.numel();
-  call.dtype = static_cast<int8_t>(tensor.scalar_type());
-  call.root = static_cast<int16_t>(root);
-  run_call(call, [&] {
+  run_call(signature_of(CollectiveKind::kBroadcast, tensor, root), [&] {
     if (root < 0 || root >= size()) throw Error("nano: broadcast: bad root " + std::to_string(root));
     char* data = static_cast<char*>(tensor.data_ptr());
     const int64_t bytes = static_cast<int64_t>(tensor.nbytes());
@@ -349,11 +341,7 @@ void ShmCollectives::broadcast(at::Tensor& tensor, int root) {
 }
 
 void ShmCollectives::all_gather(const at::Tensor& input, std::vector<at::Tensor>& outputs) {
-  CollectiveSignature call;
-  call.kind = CollectiveKind::kAllGather;
-  call.count = input.numel();
-  call.dtype = static_cast<int8_t>(input.scalar_type());
-  run_call(call, [&] {
+  run_call(signature_of(CollectiveKind::kAllGather, input), [&] {
     const char* in = static_cast<const char*>(input.data_ptr());
     const int64_t bytes = static_cast<int64_t>(input.nbytes());
     if (bytes == 0) {

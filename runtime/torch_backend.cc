@@ -84,9 +84,11 @@ bool shm_op(RedOp op, ShmReduceOp* out) {
   }
 }
 
-// The signature of a collective of `kind` on `tensor` (count -1: ranks may differ).
-CollectiveSignature signature_of(CollectiveKind kind, const at::Tensor& tensor, int root = -1, int64_t count = -2) {
-  return signature(kind, static_cast<int8_t>(tensor.scalar_type()), count == -2 ? tensor.numel() : count, root);
+// An all_to_all's signature: its dtype only (each rank's counts may differ).
+CollectiveSignature all_to_all_signature(const at::Tensor& input) {
+  CollectiveSignature call = signature_of(CollectiveKind::kAllToAll, input);
+  call.count = -1;
+  return call;
 }
 
 // An all-reduce's signature: its op as torch names it (AVG: a sum over `size` ranks).
@@ -817,7 +819,7 @@ c10::intrusive_ptr<c10d::Work> TorchBackend::alltoall_base(at::Tensor& output, a
   return enqueue(c10d::OpType::ALLTOALL_BASE, "all_to_all_single", {output},
                  [this, in, out, out_splits, in_splits, opts]() mutable {
                    const at::Tensor dense_in = in.contiguous();
-                   agree_before_gloo(signature_of(CollectiveKind::kAllToAll, dense_in, -1, -1));
+                   agree_before_gloo(all_to_all_signature(dense_in));
                    on_contiguous(out, [&](at::Tensor& dense_out) {
                      at::Tensor gloo_in = borrowed(dense_in), gloo_out = borrowed(dense_out);
                      gloo_wait(gloo_->alltoall_base(gloo_out, gloo_in, out_splits, in_splits, opts),
@@ -836,7 +838,7 @@ c10::intrusive_ptr<c10d::Work> TorchBackend::alltoall(std::vector<at::Tensor>& o
   // Gloo's list form is missing in some versions: the single-tensor form over the joined
   // bytes serves every version and dtype.
   return enqueue(c10d::OpType::ALLTOALL, "all_to_all", outputs, [this, outputs, inputs, opts]() mutable {
-    agree_before_gloo(signature_of(CollectiveKind::kAllToAll, inputs[0], -1, -1));
+    agree_before_gloo(all_to_all_signature(inputs[0]));
     std::vector<at::Tensor> in_bytes;
     std::vector<int64_t> in_splits, out_splits;
     for (const auto& t : inputs) {
