@@ -1,11 +1,15 @@
 // nano_torch._C: the creator that torch.distributed.Backend.register_backend calls for "nano"
-// (nano_torch/__init__.py registers it), and a probe of the path a group took.
+// (nano_torch/__init__.py registers it), a probe of the path a group took, and the Python
+// API's launch (launch.h).
 #include <pybind11/chrono.h>
 #include <torch/csrc/utils/pybind.h>  // c10::intrusive_ptr as a holder, shared with torch's bindings
 
 #include <chrono>
 
 #include <nano/error.h>
+#ifndef NANO_TORCH_WITHOUT_LAUNCH  // the build for a pip torch alone (scripts/bench/build_nano_torch.py)
+#include "runtime/python/launch.h"
+#endif
 #include "runtime/rendezvous.h"
 #include "runtime/torch_backend.h"
 
@@ -75,4 +79,7 @@ PYBIND11_MODULE(_C, m) {
         return nano_backend != nullptr && nano_backend->uses_shared_memory();
       },
       "True when this nano backend's collectives go through shared memory.");
+#ifndef NANO_TORCH_WITHOUT_LAUNCH
+  nano::python::bind_launch(m);
+#endif
 }

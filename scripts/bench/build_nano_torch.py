@@ -8,7 +8,9 @@ sources it uses (in parallel with ninja, MAX_JOBS at a time) with the flags that
 was built with, so torch's types cross into the module.
 
 Usage: python3 scripts/bench/build_nano_torch.py OUT_DIR
-Leaves OUT_DIR/nano_torch/{__init__.py,_C*.so}: put OUT_DIR on PYTHONPATH and `import nano_torch`.
+Leaves OUT_DIR/nano_torch/{*.py,_C*.so}: put OUT_DIR on PYTHONPATH and `import nano_torch`.
+This build has the backend but not the launcher (it needs hwloc): TorchNano and @nano run there
+under nano-run, torchrun or mpirun, or at num_processes=1.
 """
 import glob
 import os
@@ -41,14 +43,15 @@ def main():
         # torch names the module after `name` (TORCH_EXTENSION_NAME); module.cc defines _C.
         cpp_extension.load(name="_C", sources=[os.path.join(ROOT, s) for s in SOURCES],
                            extra_include_paths=[ROOT, os.path.join(ROOT, "include")],
-                           extra_cflags=["-O3", "-std=c++17"],
+                           extra_cflags=["-O3", "-std=c++17", "-DNANO_TORCH_WITHOUT_LAUNCH"],
                            build_directory=work, is_python_module=False, verbose=False)
         built = glob.glob(os.path.join(work, "_C*.so"))
         if len(built) != 1:
             sys.exit(f"build_nano_torch.py: expected one _C*.so in {work}, found {built}")
         # The name Python looks for (e.g. _C.cpython-312-x86_64-linux-gnu.so) or plain _C.so.
         shutil.copy(built[0], os.path.join(package, "_C.so"))
-    shutil.copy(os.path.join(ROOT, "runtime/python/nano_torch/__init__.py"), package)
+    for py in glob.glob(os.path.join(ROOT, "runtime/python/nano_torch/*.py")):
+        shutil.copy(py, package)
     print(f"build_nano_torch.py: nano_torch for torch {torch.__version__} in {package}")
 
 

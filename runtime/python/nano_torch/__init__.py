@@ -107,3 +107,6 @@ try:
 except RuntimeError:  # registered already: the module loaded twice under two names
     pass
 atexit.register(_drain_at_exit)
+
+# BigDL-Nano's Python API (lite.py). Imported last: it uses the backend registered above.
+from .lite import RankFailedError, TorchNano, nano  # noqa: E402

@@ -1,0 +1,135 @@
+"""The caller's side of a Python launch: the training (the function, its arguments, the
+TorchNano instance) shipped by value to the ranks, the ranks started through the extension
+(nano's launcher), and rank 0's result brought back: its return value and the trained state of
+every model and optimizer the caller handed over, loaded into the caller's own objects."""
+import os
+import shutil
+import signal
+import sys
+import tempfile
+
+import torch
+
+from . import _C
+
+PAYLOAD = "payload.pkl"
+RESULT = "result.pkl"
+
+
+class RankFailedError(RuntimeError):
+    """A rank of a TorchNano training or an @nano call failed; the other ranks were stopped.
+    rank, host, exc_type ("ValueError"), message and traceback (the rank's, as text) say what
+    happened; exc_type is "" when the rank died without raising (a signal, an exit)."""
+
+    def __init__(self, rank, host, exc_type, message, traceback, exit_code=None, signal_number=0):
+        where = f"rank {rank}" + (f" (host {host})" if host else "")
+        if exc_type:
+            text = f"{where} raised {exc_type}: {message}"
+        elif signal_number:
+            text = f"{where} was killed by {signal.Signals(signal_number).name}"
+        else:
+            text = f"{where} exited with code {exit_code}" + (f": {message}" if message else "")
+        super().__init__(text + (f"\n\nThe rank's traceback:\n{traceback}" if traceback else ""))
+        self.rank, self.host, self.exc_type, self.message = rank, host, exc_type, message
+        self.traceback, self.exit_code, self.signal = traceback, exit_code, signal_number
+
+
+def shipped(payload):
+    """Pure: {path: object} of the models and optimizers in what the caller hands the ranks (the
+    arguments, the keyword arguments, the TorchNano instance's attributes; one list or tuple deep).
+    Computed on both sides before training, so a path names the same object in the caller and in
+    the ranks."""
+    found = {}
+
+    def visit(path, value, deeper):
+        if isinstance(value, (torch.nn.Module, torch.optim.Optimizer)):
+            found[path] = value
+        elif deeper and isinstance(value, (list, tuple)):
+            for i, item in enumerate(value):
+                visit(path + (i,), item, False)
+
+    for i, value in enumerate(payload.get("args", ())):
+        visit(("arg", i), value, True)
+    for key, value in payload.get("kwargs", {}).items():
+        visit(("kwarg", key), value, True)
+    target = payload.get("target")
+    if target is not None:
+        for key, value in vars(target).items():
+            visit(("attr", key), value, True)
+    return found
+
+
+def states_of(objects):
+    """{path: state_dict} of shipped objects, in a form that crosses processes."""
+    return {path: obj.state_dict() for path, obj in objects.items()}
+
+
+def load_states(objects, states):
+    """The ranks' trained states into the caller's objects: the models first, then the optimizers
+    (whose state refers to the models' parameters)."""
+    for kinds in (torch.nn.Module, torch.optim.Optimizer):
+        for path, state in states.items():
+            if isinstance(objects.get(path), kinds):
+                objects[path].load_state_dict(state)
+
+
+def _dumps(payload, what):
+    import cloudpickle  # by value: functions and classes of __main__, stdin and notebooks reach the ranks
+    try:
+        return cloudpickle.dumps(payload)
+    except Exception as e:  # noqa: BLE001 - pickling raises many types; all mean the same to the caller
+        raise TypeError(f"nano_torch: cannot send {what} to the ranks: {type(e).__name__}: {e}") from None
+
+
+def _failure(job, result):
+    rank = result.get("rank", -1)
+    error = os.path.join(job, f"error.{rank}")
+    if rank >= 0 and os.path.exists(error):
+        import cloudpickle
+        with open(error, "rb") as f:
+            raised = cloudpickle.load(f)
+        return RankFailedError(rank, result.get("host", ""), raised["type"], raised["message"], raised["traceback"],
+                               result.get("rank_exit_code"))
+    if rank < 0:
+        return RankFailedError(rank, "", "", "the launch failed before any rank did", "", result["exit_code"])
+    return RankFailedError(rank, result.get("host", ""), "", result.get("lost", ""), "",
+                           result.get("rank_exit_code"), result.get("signal", 0))
+
+
+def launch(payload, what, options):
+    """Runs `payload` (see _rank.py) in options.num_processes ranks and returns rank 0's value,
+    with the shipped models and optimizers of the caller holding rank 0's trained state.
+    Raises RankFailedError when a rank failed, KeyboardInterrupt when the caller was interrupted."""
+    if not hasattr(_C, "launch"):
+        raise RuntimeError("nano_torch: this nano_torch was built without nano's launcher (for a pip torch, by "
+                           "build_nano_torch.py): run the program under nano-run, torchrun or mpirun, or with "
+                           "num_processes=1")
+    objects = shipped(payload)
+    data = _dumps(dict(payload, options=options), what)
+    job = tempfile.mkdtemp(prefix="nano-python-")
+    try:
+        with open(os.path.join(job, PAYLOAD), "wb") as f:
+            f.write(data)
+        del data
+        package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        # The ranks import what the caller can: the same sys.path (the script's folder included).
+        path = os.pathsep.join([package] + [p or os.getcwd() for p in sys.path])
+        sys.stdout.flush()
+        sys.stderr.flush()
+        result = _C.launch(options.launch, list(options.output_ranks),
+                           [sys.executable, "-m", "nano_torch._rank", job],
+                           {"PYTHONPATH": path}, [job])
+        if result["exit_code"] != 0:
+            if result["interrupted_by"] == signal.SIGINT:
+                raise KeyboardInterrupt
+            raise _failure(job, result)
+        import cloudpickle
+        with open(os.path.join(job, RESULT), "rb") as f:
+            out = cloudpickle.load(f)
+    finally:
+        shutil.rmtree(job, ignore_errors=True)
+    load_states(objects, out["states"])
+    value = out["value"]
+    if isinstance(value, tuple) and len(value) == 2 and value[0] == "nano_torch.shipped":
+        value = objects[value[1]]
+    return value

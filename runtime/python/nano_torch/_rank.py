@@ -1,0 +1,82 @@
+"""One rank of a Python launch: `python -m nano_torch._rank JOB`, started by nano's launcher
+(_launch.py). It joins the ranks' process group, runs the shipped training and, on rank 0,
+writes the result (the return value and the shipped models' and optimizers' trained state).
+A rank that raises writes what it raised for the caller and exits 1; the launcher stops the
+others."""
+import os
+import sys
+import traceback
+
+import torch.distributed as dist
+
+from . import _launch
+
+
+def _world(options):
+    from ._setup import World
+    return World(rank=int(os.environ["RANK"]), world_size=int(os.environ["WORLD_SIZE"]),
+                 local_rank=int(os.environ.get("LOCAL_RANK", "0")), options=options)
+
+
+def run_payload(payload, world):
+    """Runs the training of `payload` in this process as `world`; its return value."""
+    if payload["kind"] == "lite":
+        target = payload["target"]
+        target._nano_world = world
+        return payload["train"](target, *payload["args"], **payload["kwargs"])
+    from .lite import call_decorated
+    return call_decorated(payload["function"], payload["args"], payload["kwargs"], world)
+
+
+def _write(path, value):
+    import cloudpickle
+    with open(path + ".part", "wb") as f:
+        cloudpickle.dump(value, f)
+    os.replace(path + ".part", path)
+
+
+def _own_traceback(error):
+    """The traceback from the first frame outside nano_torch on: the user's code's."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    tb = error.__traceback__
+    while tb is not None and os.path.dirname(os.path.abspath(tb.tb_frame.f_code.co_filename)) == here:
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(error), error, tb or error.__traceback__))
+
+
+def main(job):
+    import cloudpickle
+    rank = int(os.environ.get("RANK", "-1"))
+    try:
+        with open(os.path.join(job, _launch.PAYLOAD), "rb") as f:
+            payload = cloudpickle.load(f)
+        options = payload["options"]
+        world = _world(options)
+        objects = _launch.shipped(payload)
+        if world.world_size > 1:
+            from . import BACKEND  # noqa: F401 - importing the package registers "nano" and "nano://"
+            dist.init_process_group(options.process_group_backend, init_method="nano://", rank=world.rank,
+                                    world_size=world.world_size, timeout=options.timeout)
+        value = run_payload(payload, world)
+        if world.rank == 0:
+            for path, obj in objects.items():
+                if value is obj or getattr(value, "_nano_module", None) is obj:
+                    value = ("nano_torch.shipped", path)
+            _write(os.path.join(job, _launch.RESULT), {"value": value, "states": _launch.states_of(objects)})
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    except BaseException as e:  # noqa: BLE001 - whatever ends the rank is reported to the caller
+        text = _own_traceback(e)
+        sys.stderr.write(text)
+        sys.stderr.flush()
+        try:
+            _write(os.path.join(job, f"error.{rank}"),
+                   {"type": type(e).__name__, "message": str(e), "traceback": text})
+        except Exception:  # noqa: BLE001 - the launcher still reports the exit
+            pass
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))

@@ -1,0 +1,166 @@
+"""What setup() does inside a rank (and in the caller's own process at num_processes=1): the
+model in DDP on the job's process group, in the options' precision and memory format; auto_lr
+on the optimizers; each DataLoader sharded across the ranks, every rank keeping the batch size
+it was given (BigDL-Nano's semantics: the global batch grows N-fold)."""
+import contextlib
+import dataclasses
+
+import torch
+import torch.distributed as dist
+from torch.utils.data import DataLoader, DistributedSampler, IterableDataset, RandomSampler
+
+
+@dataclasses.dataclass
+class World:
+    """This process's place among the ranks of one training."""
+    rank: int
+    world_size: int
+    local_rank: int
+    options: object  # _options.Options
+
+    @property
+    def distributed(self):
+        return self.world_size > 1 and dist.is_initialized()
+
+
+def autocast(options):
+    """The context the ranks' forward runs in: CPU autocast to bfloat16 for precision "bf16"."""
+    if options.precision == "bf16":
+        return torch.autocast("cpu", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+class NanoModule(torch.nn.Module):
+    """The model setup() hands back: calls go through DDP (and autocast); state_dict() and
+    load_state_dict() are the user's module's own, without DDP's "module." prefix; any other
+    attribute is the user's module's."""
+
+    def __init__(self, module, forward_module, options):
+        super().__init__()
+        self._forward_module = forward_module
+        object.__setattr__(self, "_nano_module", module)  # not a second registered child
+        self._nano_options = options
+
+    @property
+    def module(self):
+        return self._nano_module
+
+    def forward(self, *args, **kwargs):
+        with autocast(self._nano_options):
+            return self._forward_module(*args, **kwargs)
+
+    def state_dict(self, *args, **kwargs):
+        return self._nano_module.state_dict(*args, **kwargs)
+
+    def load_state_dict(self, *args, **kwargs):
+        return self._nano_module.load_state_dict(*args, **kwargs)
+
+    def __getattr__(self, name):
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return getattr(self._nano_module, name)
+
+
+def format_module(module, options):
+    if options.precision == "64":
+        module.double()
+    if options.channels_last:
+        module.to(memory_format=torch.channels_last)
+    return module
+
+
+def format_batch(batch, options):
+    """The batch in the options' precision ("64": floating tensors in float64) and memory format
+    (channels_last: 4-D tensors), as the model expects it."""
+    if isinstance(batch, torch.Tensor):
+        if options.precision == "64" and batch.is_floating_point():
+            batch = batch.double()
+        if options.channels_last and batch.dim() == 4:
+            batch = batch.contiguous(memory_format=torch.channels_last)
+        return batch
+    if isinstance(batch, (list, tuple)) and not hasattr(batch, "_fields"):
+        return type(batch)(format_batch(b, options) for b in batch)
+    if isinstance(batch, dict):
+        return {k: format_batch(v, options) for k, v in batch.items()}
+    return batch
+
+
+def setup_model(module, world):
+    format_module(module, world.options)
+    forward = module
+    if world.distributed:
+        forward = torch.nn.parallel.DistributedDataParallel(module)
+    return NanoModule(module, forward, world.options)
+
+
+def auto_lr_ratio(step, world_size, length):
+    """1 + (N-1) * min(step, L) / L: nano::auto_lr_ratio's schedule (BigDL-Nano's warm-up)."""
+    return 1.0 + (world_size - 1) * min(step, length) / length
+
+
+def setup_optimizer(optimizer, world):
+    """auto_lr: after each step() the rate moves towards N times the user's, multiplying the
+    group's current rate (the previous factor divided out), so a user schedule still composes."""
+    options = world.options
+    if not options.auto_lr or world.world_size == 1 or getattr(optimizer, "_nano_auto_lr", False):
+        return optimizer
+    state = {"step": 0, "applied": 1.0}
+    step = optimizer.step
+
+    def stepped(*args, **kwargs):
+        out = step(*args, **kwargs)
+        state["step"] += 1
+        ratio = auto_lr_ratio(state["step"], world.world_size, options.auto_lr_warmup_steps)
+        for group in optimizer.param_groups:
+            group["lr"] = group["lr"] / state["applied"] * ratio
+        state["applied"] = ratio
+        return out
+
+    optimizer.step = stepped
+    optimizer._nano_auto_lr = True
+    return optimizer
+
+
+class ShardedLoader:
+    """One rank's share of a DataLoader: the same batch size, every len(dataset)/N-th sample
+    (DistributedSampler), shuffled per epoch when the original shuffled; batches formatted."""
+
+    def __init__(self, loader, world):
+        self._world = world
+        self._epoch = 0
+        self.sampler = None
+        self.loader = loader
+        if world.world_size > 1 and not isinstance(loader.dataset, IterableDataset) and loader.batch_size is not None:
+            self.sampler = DistributedSampler(loader.dataset, num_replicas=world.world_size, rank=world.rank,
+                                              shuffle=isinstance(loader.sampler, RandomSampler))
+            kwargs = dict(batch_size=loader.batch_size, sampler=self.sampler, num_workers=loader.num_workers,
+                          collate_fn=loader.collate_fn, pin_memory=loader.pin_memory, drop_last=loader.drop_last,
+                          timeout=loader.timeout, worker_init_fn=loader.worker_init_fn)
+            if loader.num_workers > 0:
+                kwargs.update(prefetch_factor=loader.prefetch_factor, persistent_workers=loader.persistent_workers,
+                              multiprocessing_context=loader.multiprocessing_context)
+            self.loader = DataLoader(loader.dataset, **kwargs)
+
+    def __len__(self):
+        return len(self.loader)
+
+    def __iter__(self):
+        if self.sampler is not None:
+            self.sampler.set_epoch(self._epoch)
+        self._epoch += 1
+        for batch in self.loader:
+            yield format_batch(batch, self._world.options)
+
+    def __getattr__(self, name):
+        return getattr(self.loader, name)
+
+
+def setup_loader(loader, world):
+    return loader if isinstance(loader, ShardedLoader) else ShardedLoader(loader, world)
+
+
+def is_model(value):
+    """A model among a function's arguments: a module with parameters that is not a loss."""
+    return (isinstance(value, torch.nn.Module) and not isinstance(value, torch.nn.modules.loss._Loss)
+            and any(True for _ in value.parameters()))

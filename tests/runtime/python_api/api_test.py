@@ -1,0 +1,251 @@
+#!/usr/bin/python3
+"""Process-level tests of the Python API (nano_torch.TorchNano and @nano, runtime/python/
+nano_torch/lite.py) on Debian's python3-torch. Every case runs real callers that launch real
+ranks through nano's launcher, bounded by a timeout, and checks that nothing is left in /dev/shm
+(the callers' jobs) or in the callers' TMPDIR. Prints "PASS: CASE" or "FAIL: CASE: why".
+
+Usage: api_test.py BUILD_DIR CASE
+  decorated      @nano at 1, 2 and 3 ranks (3 oversubscribed) against one process on N times the
+                 batch (auto_lr off): the weights to float tolerance; the caller's model and
+                 optimizer state equal rank 0's; the value comes back
+  stdin          the same program read from standard input (`python3 -`), 2 ranks
+  subclass       a TorchNano subclass at 2 ranks: setup()'s shapes, the rank properties,
+                 all_gather, broadcast; print() and a tqdm bar appear once (rank 0's); the
+                 caller's model holds rank 0's weights; the ranks' affinity is one core each
+  options        precision 64 with channels_last, gloo and "spawn"; bf16; cpu_for_each_process;
+                 distributed_backend "mpi" (Open MPI through nano-run's rank shim)
+  faults         a rank that raises (type, message and traceback in the caller's
+                 RankFailedError), a rank SIGKILLed, a function that cannot be pickled
+  interrupt      SIGINT to the caller while its ranks run: KeyboardInterrupt within the grace
+                 period, no rank left
+  bad_options    each bad option: one line naming it, ValueError or TypeError, nothing started
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BUILD = os.path.abspath(sys.argv[1])
+CASE = sys.argv[2]
+PYDIR = os.path.join(BUILD, "lib", "nano", "python")
+PYTHON = sys.executable
+CALLERS = []  # pids of the callers this test started: the launchers of their jobs
+
+
+class Failure(Exception):
+    pass
+
+
+def check(condition, why):
+    if not condition:
+        raise Failure(why)
+
+
+def environment(tmp):
+    return dict(os.environ, PYTHONPATH=PYDIR, TMPDIR=tmp, OMPI_ALLOW_RUN_AS_ROOT="1",
+                OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMP_NUM_THREADS="1")
+
+
+def run(argv, tmp, timeout=120, stdin=None):
+    """A caller program to its end; (exit code, stdout, stderr, seconds)."""
+    started = time.monotonic()
+    p = subprocess.Popen([PYTHON] + argv, env=environment(tmp), stdin=subprocess.PIPE if stdin else None,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    CALLERS.append(p.pid)
+    try:
+        out, err = p.communicate(stdin, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, err = p.communicate()
+        raise Failure(f"{argv} did not end within {timeout} s: {err[-800:]}")
+    return p.returncode, out, err, time.monotonic() - started
+
+
+def last_json(out, err):
+    lines = [line for line in out.splitlines() if line.startswith("{")]
+    check(lines, f"no result line; stdout {out[-600:]!r} stderr {err[-1200:]!r}")
+    return json.loads(lines[-1])
+
+
+def leftovers():
+    """/dev/shm entries of this test's callers' jobs (nano-CALLERPID-...), once every caller ended."""
+    mine = {str(pid) for pid in CALLERS}
+    return sorted(n for n in os.listdir("/dev/shm") if n.startswith("nano-") and n.split("-")[1] in mine)
+
+
+def decorated(tmp):
+    for n in (1, 2, 3):
+        code, out, err, seconds = run([os.path.join(HERE, "train_decorated.py"), str(n)], tmp)
+        check(code == 0, f"{n} ranks: exit {code}: {err[-1500:]}")
+        got = last_json(out, err)
+        print(f"{n} ranks ({seconds:.1f} s): {got}")
+        check(got["rank"] == 0, f"the value is rank {got['rank']}'s, not rank 0's")
+        check(got["shard_batches"] == 12 // n, f"a rank's loader has {got['shard_batches']} batches, not {12 // n}")
+        # The same sums in another order: float32 rounding, 3 epochs of 12 steps (measured: at most
+        # 6e-8 at 2 and 3 ranks); 1e-5 is far above that and far below a wrong gradient's effect.
+        check(got["vs_reference"] < 1e-5, f"weights differ from one process on {n}x the batch by "
+              f"{got['vs_reference']}")
+        check(got["caller_vs_rank0"] == 0 and got["momentum_vs_rank0"] == 0,
+              "the caller's model or optimizer does not hold rank 0's state")
+
+
+def stdin_program(tmp):
+    with open(os.path.join(HERE, "train_decorated.py")) as f:
+        program = f.read()
+    code, out, err, seconds = run(["-", "2"], tmp, stdin=program)
+    check(code == 0, f"exit {code}: {err[-1500:]}")
+    got = last_json(out, err)
+    print(f"from standard input ({seconds:.1f} s): {got}")
+    check(got["vs_reference"] < 1e-5 and got["caller_vs_rank0"] == 0, str(got))
+
+
+def subclass(tmp):
+    code, out, err, seconds = run([os.path.join(HERE, "train_subclass.py"), "2"], tmp)
+    check(code == 0, f"exit {code}: {err[-1500:]}")
+    got = last_json(out, err)
+    print(f"2 ranks ({seconds:.1f} s): {got}")
+    check(got["world"] == 2 and got["rank"] == 0 and got["zero"] and got["local_rank"] == 0, str(got))
+    check(got["gathered"] == [0, 1] and got["broadcast"] == 0, f"all_gather/broadcast: {got}")
+    check(got["setup_shapes"] == [2, "list"], f"setup(model, [optimizer]) gave {got['setup_shapes']}")
+    check(got["caller_vs_rank0"] == 0 and got["trained"] > 0, f"the caller's model: {got}")
+    check(got["backend"] == "nano", got["backend"])
+    check(len(got["affinity"]) == 1, f"rank 0 runs on CPUs {got['affinity']}, not one core")
+    check(out.count("PRINTED by rank") == 1, f"print() appeared {out.count('PRINTED by rank')} times")
+    bars = len(re.findall(r"BAR: 100%", out + err))
+    # Two epochs, one bar each; tqdm redraws its last state once more when a bar closes.
+    check(2 <= bars <= 4, f"{bars} finished tqdm bars (rank 0's two epochs expected, no other rank's): "
+          f"{(out + err)[-800:]!r}")
+
+
+def options(tmp):
+    for args, want in [(["64", "1", "gloo", "spawn"], {"param_dtype": "torch.float64", "channels_last": True,
+                                                       "backend": "gloo", "out_dtypes": ["torch.float64"]}),
+                       (["bf16", "0"], {"param_dtype": "torch.float32", "out_dtypes": ["torch.bfloat16"]}),
+                       (["32", "0", "nano", "mpi"], {"backend": "nano", "world": 2})]:
+        code, out, err, seconds = run([os.path.join(HERE, "train_subclass.py"), "2"] + args, tmp, timeout=180)
+        check(code == 0, f"{args}: exit {code}: {err[-1500:]}")
+        got = last_json(out, err)
+        print(f"{args} ({seconds:.1f} s): " + ", ".join(f"{k}={got[k]}" for k in want))
+        for key, value in want.items():
+            check(got[key] == value, f"{args}: {key} is {got[key]}, expected {value}")
+        check(got["caller_vs_rank0"] < 1e-7, f"{args}: the caller's model differs from rank 0's")
+    code, out, err, _ = run(["-c", PINNED], tmp)
+    check(code == 0, f"cpu_for_each_process: exit {code}: {err[-1200:]}")
+    check(out.split() == ["[1]"], f"cpu_for_each_process=[[1], [0]]: rank 0 ran on {out!r}, not [1]")
+    print("cpu_for_each_process=[[1], [0]]: rank 0 on CPU 1")
+
+
+PINNED = """
+import os, torch
+from nano_torch import nano
+@nano(num_processes=2, cpu_for_each_process=[[1], [0]])
+def where(model):
+    return sorted(os.sched_getaffinity(0))
+print(where(torch.nn.Linear(1, 1)))
+"""
+
+
+def faults(tmp):
+    code, out, err, seconds = run([os.path.join(HERE, "failing.py"), "raise"], tmp)
+    got = last_json(out, err)
+    print(f"raise ({seconds:.1f} s): {got['text'].splitlines()[0]}")
+    check("CAUGHT RankFailedError" in out and got["is_runtime_error"], out[-400:])
+    check(got["rank"] == 1 and got["type"] == "ValueError" and got["message"] == "boom at rank 1", str(got))
+    check("in deep_failure" in got["traceback"] and "nano_torch" not in got["traceback"],
+          f"the traceback should be the rank's own code's: {got['traceback']!r}")
+    code, out, err, seconds = run([os.path.join(HERE, "failing.py"), "kill"], tmp)
+    got = last_json(out, err)
+    print(f"kill ({seconds:.1f} s): {got['text']}")
+    check(got["rank"] == 1 and got["signal"] == signal.SIGKILL and "killed by SIGKILL" in got["text"], str(got))
+    code, out, err, seconds = run([os.path.join(HERE, "failing.py"), "unpicklable"], tmp)
+    got = last_json(out, err)
+    print(f"unpicklable ({seconds:.1f} s): {got['text']}")
+    check("CAUGHT TypeError" in out and "locked_training" in got["text"] and "lock" in got["text"], str(got))
+
+
+def interrupt(tmp):
+    p = subprocess.Popen([PYTHON, os.path.join(HERE, "failing.py"), "sleep"], env=environment(tmp),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    CALLERS.append(p.pid)
+    try:
+        line = ""
+        deadline = time.monotonic() + 60
+        while "SLEEPING" not in line and time.monotonic() < deadline:
+            line = p.stdout.readline()
+            check(line or p.poll() is None, "the caller ended before its ranks slept")
+        os.kill(p.pid, signal.SIGINT)
+        sent = time.monotonic()
+        out, err = p.communicate(timeout=30)
+        took = time.monotonic() - sent
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+    print(f"SIGINT: caller ended {took:.1f} s later with {p.returncode}")
+    check("KeyboardInterrupt" in err, f"no KeyboardInterrupt: {err[-800:]}")
+    check(took < 5 + 3, f"{took:.1f} s is over the grace period (5 s) plus 3 s")
+    left = subprocess.run(["pgrep", "-f", tmp], capture_output=True, text=True).stdout.split()
+    check(not left, f"ranks left running: {left}")
+
+
+BAD = [
+    ("num_processes=0", "ValueError", "num_processes"),
+    ("num_processes='2'", "TypeError", "num_processes"),
+    ("distributed_backend='ray'", "ValueError", "distributed_backend='ray'"),
+    ("distributed_backend='fork'", "ValueError", "distributed_backend"),
+    ("process_group_backend='nccl'", "ValueError", "process_group_backend"),
+    ("process_group_backend='ccl'", "ValueError", "process_group_backend='ccl'"),
+    ("use_ipex=True", "ValueError", "use_ipex"),
+    ("precision=16", "ValueError", "precision"),
+    ("precision='fp8'", "ValueError", "precision"),
+    ("cpu_for_each_process=[[0]]", "ValueError", "cpu_for_each_process"),
+    ("max_restarts=-1", "ValueError", "max_restarts"),
+    ("hosts='a:1'", "ValueError", "hosts"),
+    ("grace_period_ms='soon'", "TypeError", "grace_period_ms"),
+    ("timeout=0", "ValueError", "timeout"),
+    ("no_such_option=1", "TypeError", "no_such_option"),
+]
+
+
+def bad_options(tmp):
+    program = "import nano_torch, sys\n"
+    for i, (option, _, _) in enumerate(BAD):
+        kind = "TorchNano" if i % 2 else "nano"
+        given = option if option.startswith("num_processes") else f"num_processes=2, {option}"
+        program += (f"try:\n    nano_torch.{kind}({given})\n    print('ACCEPTED', {option!r})\n"
+                    f"except (ValueError, TypeError) as e:\n    print(type(e).__name__, '|', e)\n")
+    code, out, err, _ = run(["-c", program], tmp, timeout=60)
+    check(code == 0, f"exit {code}: {err[-1000:]}")
+    lines = out.splitlines()
+    check(len(lines) == len(BAD), f"{len(lines)} answers to {len(BAD)} bad options: {out!r}")
+    for (option, kind, named), line in zip(BAD, lines):
+        print(f"{option}: {line}")
+        check(line.startswith(kind + " | ") and named in line, f"{option}: expected a {kind} naming {named!r}")
+    check(not os.listdir(tmp), f"bad options left {os.listdir(tmp)} in TMPDIR")
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="nano-python-api-")
+    cases = {"decorated": decorated, "stdin": stdin_program, "subclass": subclass, "options": options,
+             "faults": faults, "interrupt": interrupt, "bad_options": bad_options}
+    try:
+        cases[CASE](tmp)
+        left = leftovers()
+        check(not left, f"left in /dev/shm: {left}")
+        check(not os.listdir(tmp), f"left in the callers' TMPDIR: {os.listdir(tmp)}")
+        print(f"PASS: {CASE}")
+        return 0
+    except Failure as e:
+        print(f"FAIL: {CASE}: {e}")
+        return 1
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
