@@ -17,6 +17,9 @@ packages=(
   # The `nano` backend of torch.distributed (runtime/python): a pybind11 extension built
   # against python3-torch, with the same pybind11 that Debian built torch with.
   pybind11-dev python3-dev
+  # The Python API (nano_torch.TorchNano, @nano): the training shipped by value to the ranks; the
+  # examples' progress bars, models and notebook, and the notebook's test (a real Jupyter kernel).
+  python3-cloudpickle python3-tqdm python3-torchvision jupyter-nbconvert python3-ipykernel python3-venv
   # An optimised BLAS for the Linear layers of libtorch and python3-torch (Debian's default
   # alternative is the single-threaded reference BLAS); the OpenMP build follows OMP_NUM_THREADS.
   libopenblas0-openmp
