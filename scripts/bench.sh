@@ -22,6 +22,7 @@ Subcommands:
   platforms    [RUNS] [FIRST]                   training on Debian 12 and 13, interleaved (root)
   precision    [RUNS]                           fp32, bf16, channels_last, bf16 gradients on both platforms (root)
   precision-spread [BUILD_DIR] [SEEDS]          bf16 and channels_last against fp32 over seeds (the tests' bounds)
+  python-api   [BUILD_DIR] [RUNS] [LENET_STEPS] [RESNET_STEPS] [GB]   TorchNano/@nano against stock DDP; overhead; memory
   torch-backend [BUILD_DIR] [REPS] [REPEATS]    stock PyTorch on the nano torch backend against gloo
   signature-cost BEFORE_BUILD AFTER_BUILD [TURNS]   the collectives' signature check: its cost, before/after
   scaling      [--ranks 1,2,4,8,16] [--budget S]  stock DDP at 1..N ranks, gloo against nano (needs only torch)
@@ -33,7 +34,7 @@ USAGE
 
 case ${1:-training} in
   -h | --help | help) usage ;;
-  training | allreduce | balance | checkpoint | ddp | launcher | multihost | platforms | precision | precision-spread | scaling | signature-cost | torch-backend | tune)
+  training | allreduce | balance | checkpoint | ddp | launcher | multihost | platforms | precision | precision-spread | python-api | scaling | signature-cost | torch-backend | tune)
     name=${1:-training}
     shift || true
     exec bash "$here/bench/$name.sh" "$@" ;;

@@ -73,12 +73,61 @@ def load_states(objects, states):
                 objects[path].load_state_dict(state)
 
 
-def _dumps(payload, what):
+# Tensors at least this large (an in-memory dataset) reach the ranks through shared memory.
+SHARED_BYTES = 1 << 20
+
+
+def _untyped_storage(tensor):
+    return tensor.untyped_storage() if hasattr(tensor, "untyped_storage") else tensor.storage().untyped()  # 2.x; 1.13
+
+
+def _mapped(name, nbytes, dtype, size, stride, offset):
+    """In a rank: a tensor over the caller's shared storage `name`, mapped copy-on-write: read by
+    every rank once in memory; a rank's writes stay its own."""
+    whole = torch.from_file("/dev/shm" + name, shared=False, size=nbytes, dtype=torch.uint8)
+    return whole.view(dtype).as_strided(size, stride, offset)
+
+
+def _pickler_type():
     import cloudpickle  # by value: functions and classes of __main__, stdin and notebooks reach the ranks
+
+    class Pickler(cloudpickle.Pickler):
+        """cloudpickle, with large plain tensors moved into named shared memory in place (their
+        storage, so every view follows, as torch.multiprocessing does) and sent by name. A
+        model's parameters are sent as bytes: every rank trains its own copy."""
+
+        share = True
+
+        def __init__(self, file):
+            super().__init__(file)
+            self._parameters = set()
+
+        def reducer_override(self, obj):
+            if isinstance(obj, torch.nn.Parameter):
+                self._parameters.add(obj.data_ptr())
+            elif (self.share and type(obj) is torch.Tensor and obj.layout == torch.strided and obj.device.type == "cpu"
+                  and not obj.requires_grad and obj.numel() * obj.element_size() >= SHARED_BYTES
+                  and obj.data_ptr() not in self._parameters):
+                storage = _untyped_storage(obj)
+                _, name, nbytes = storage._share_filename_cpu_()  # torch's file_system sharing: /dev/shm/NAME
+                name = name.decode() if isinstance(name, bytes) else name
+                return _mapped, (name, nbytes, obj.dtype, tuple(obj.size()), tuple(obj.stride()),
+                                 obj.storage_offset())
+            return super().reducer_override(obj)
+
+    return Pickler
+
+
+def _dumps(payload, what, share):
+    import io
+    buffer = io.BytesIO()
     try:
-        return cloudpickle.dumps(payload)
+        pickler = _pickler_type()(buffer)
+        pickler.share = share
+        pickler.dump(payload)
     except Exception as e:  # noqa: BLE001 - pickling raises many types; all mean the same to the caller
         raise TypeError(f"nano_torch: cannot send {what} to the ranks: {type(e).__name__}: {e}") from None
+    return buffer.getvalue()
 
 
 def _failure(job, result):
@@ -105,7 +154,9 @@ def launch(payload, what, options):
                            "build_nano_torch.py): run the program under nano-run, torchrun or mpirun, or with "
                            "num_processes=1")
     objects = shipped(payload)
-    data = _dumps(dict(payload, options=options), what)
+    # Named shared memory is this host's: across hosts every tensor travels as bytes.
+    one_host = not options.launch.get("hosts") and not options.launch.get("hostfile")
+    data = _dumps(dict(payload, options=options), what, one_host)
     job = tempfile.mkdtemp(prefix="nano-python-")
     try:
         with open(os.path.join(job, PAYLOAD), "wb") as f:
