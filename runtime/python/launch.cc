@@ -37,6 +37,10 @@ TorchNanoOptions options_of(const py::dict& given) {
       o.cpu_for_each_process = field<std::vector<std::vector<int>>>(value, name, "a list of lists of CPU numbers");
     else if (name == "distributed_backend") o.distributed_backend = field<std::string>(value, name, "a str");
     else if (name == "precision") o.precision = field<std::string>(value, name, "32, 64 or 'bf16'");
+    else if (name == "checkpoint_dir") o.checkpoint_dir = field<std::string>(value, name, "a str");
+    else if (name == "checkpoint_every_steps") o.checkpoint_every_steps = field<int64_t>(value, name, "an int");
+    else if (name == "checkpoint_every_seconds") o.checkpoint_every_seconds = field<double>(value, name, "a number");
+    else if (name == "checkpoint_keep") o.checkpoint_keep = field<int>(value, name, "an int");
     else if (name == "oversubscribe") o.oversubscribe = field<bool>(value, name, "a bool");
     else if (name == "hostfile") o.hostfile = field<std::string>(value, name, "a str");
     else if (name == "hosts") o.hosts = field<std::string>(value, name, "a str");
@@ -55,7 +59,9 @@ TorchNanoOptions options_of(const py::dict& given) {
 LaunchOptions prepared(const py::dict& given, const std::vector<int>& output_ranks, const std::vector<std::string>& argv) {
   try {
     const TorchNanoOptions o = options_of(given);
-    in_program::precision_of(o);  // the ranks apply it; checked here with the C++ API's words
+    // The ranks apply these; checked here with the C++ API's words.
+    in_program::precision_of(o);
+    checkpoint_options_of(o);
     LaunchOptions l = in_program::launch_options_of(o);
     l.output_ranks = output_ranks;
     // Output from rank 0 only reads as one process's: no "[rank 0] " tags.

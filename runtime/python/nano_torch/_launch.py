@@ -156,7 +156,7 @@ def launch(payload, what, options):
     objects = shipped(payload)
     # Named shared memory is this host's: across hosts every tensor travels as bytes.
     one_host = not options.launch.get("hosts") and not options.launch.get("hostfile")
-    data = _dumps(dict(payload, options=options), what, one_host)
+    data = _dumps(dict(payload, options=options, seed=torch.initial_seed()), what, one_host)
     job = tempfile.mkdtemp(prefix="nano-python-")
     try:
         with open(os.path.join(job, PAYLOAD), "wb") as f:

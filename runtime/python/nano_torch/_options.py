@@ -6,11 +6,13 @@ checked here."""
 import dataclasses
 import datetime
 import importlib
+import os
 import sys
 
 # Keywords that are nano::TorchNanoOptions' launch fields, passed on as they are.
 LAUNCH_KEYS = ("cpu_for_each_process", "oversubscribe", "hostfile", "hosts", "log_dir", "grace_period_ms",
-               "max_restarts", "restart_delay_ms", "heartbeat_timeout_ms")
+               "max_restarts", "restart_delay_ms", "heartbeat_timeout_ms", "checkpoint_dir", "checkpoint_every_steps",
+               "checkpoint_every_seconds", "checkpoint_keep")
 _PYTHON_KEYS = ("output_ranks", "timeout", "auto_lr_warmup_steps")
 
 
@@ -25,6 +27,7 @@ class Options:
     auto_lr: bool
     auto_lr_warmup_steps: int
     use_ipex: bool
+    checkpoint: dict             # dir, every_steps, every_seconds, keep; {} = no checkpoints
     output_ranks: tuple          # whose output is shown; () = every rank's
     timeout: datetime.timedelta  # of the ranks' process group: bounds every collective
 
@@ -110,7 +113,14 @@ def options_of(num_processes=1, use_ipex=False, distributed_backend="subprocess"
     launch["precision"] = _precision(precision)
     if cpu_for_each_process is not None:
         launch["cpu_for_each_process"] = [list(cpus) for cpus in cpu_for_each_process]
-    options = Options(num_processes=num_processes, launch=launch,
+    checkpoint = {}
+    if launch.get("checkpoint_dir"):
+        steps, seconds = launch.get("checkpoint_every_steps", 0), launch.get("checkpoint_every_seconds", 0)
+        checkpoint = {"dir": os.path.abspath(launch["checkpoint_dir"]), "every_steps": steps,
+                      # nano::TorchNanoOptions' default: with neither frequency, every 300 s
+                      "every_seconds": 300.0 if not steps and not seconds else seconds,
+                      "keep": launch.get("checkpoint_keep", 2)}
+    options = Options(num_processes=num_processes, launch=launch, checkpoint=checkpoint,
                       process_group_backend=_pg_backend(process_group_backend), precision=launch["precision"],
                       channels_last=_flag("channels_last", channels_last), auto_lr=_flag("auto_lr", auto_lr),
                       auto_lr_warmup_steps=warmup, use_ipex=use_ipex, output_ranks=output_ranks, timeout=timeout)

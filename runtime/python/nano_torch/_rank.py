@@ -4,9 +4,11 @@ writes the result (the return value and the shipped models' and optimizers' trai
 A rank that raises writes what it raised for the caller and exits 1; the launcher stops the
 others."""
 import os
+import random
 import sys
 import traceback
 
+import torch
 import torch.distributed as dist
 
 from . import _launch
@@ -57,6 +59,11 @@ def main(job):
             from . import BACKEND  # noqa: F401 - importing the package registers "nano" and "nano://"
             dist.init_process_group(options.process_group_backend, init_method="nano://", rank=world.rank,
                                     world_size=world.world_size, timeout=options.timeout)
+        # Every rank's generators start from the caller's seed, as a program that calls
+        # torch.manual_seed(seed) in every rank: runs repeat, and a resumed run can equal one that
+        # was not interrupted.
+        torch.manual_seed(payload["seed"])
+        random.seed(payload["seed"])
         value = run_payload(payload, world)
         if world.rank == 0:
             for path, obj in objects.items():

@@ -4,6 +4,7 @@ on the optimizers; each DataLoader sharded across the ranks, every rank keeping 
 it was given (BigDL-Nano's semantics: the global batch grows N-fold)."""
 import contextlib
 import dataclasses
+import itertools
 
 import torch
 import torch.distributed as dist
@@ -17,10 +18,18 @@ class World:
     world_size: int
     local_rank: int
     options: object  # _options.Options
+    checkpointer: object = None  # _checkpoint.Checkpointer once something is set up with checkpoint_dir
 
     @property
     def distributed(self):
         return self.world_size > 1 and dist.is_initialized()
+
+    def checkpoints(self):
+        """The checkpointer, made on first use; None without checkpoint_dir."""
+        if self.checkpointer is None and self.options.checkpoint:
+            from ._checkpoint import Checkpointer
+            self.checkpointer = Checkpointer(self, self.options.checkpoint)
+        return self.checkpointer
 
 
 def autocast(options):
@@ -91,6 +100,8 @@ def setup_model(module, world):
     forward = module
     if world.distributed:
         forward = torch.nn.parallel.DistributedDataParallel(module)
+    if world.checkpoints():
+        world.checkpointer.models.append(module)
     return NanoModule(module, forward, world.options)
 
 
@@ -103,9 +114,12 @@ def setup_optimizer(optimizer, world):
     """auto_lr: after each step() the rate moves towards N times the user's, multiplying the
     group's current rate (the previous factor divided out), so a user schedule still composes."""
     options = world.options
+    if world.checkpoints() and optimizer not in world.checkpointer.optimizers:
+        world.checkpointer.optimizers.append(optimizer)
     if not options.auto_lr or world.world_size == 1 or getattr(optimizer, "_nano_auto_lr", False):
         return optimizer
     state = {"step": 0, "applied": 1.0}
+    optimizer._nano_auto_lr_state = state  # checkpoints save and restore it
     step = optimizer.step
 
     def stepped(*args, **kwargs):
@@ -122,35 +136,84 @@ def setup_optimizer(optimizer, world):
     return optimizer
 
 
+class _Resumable(torch.utils.data.Sampler):
+    """A sampler that starts its next pass `skip` indices in (a resumed epoch), once."""
+
+    def __init__(self, sampler):
+        self.sampler, self.skip = sampler, 0
+
+    def __iter__(self):
+        skip, self.skip = self.skip, 0
+        return itertools.islice(iter(self.sampler), skip, None)
+
+    def __len__(self):
+        return len(self.sampler)
+
+
 class ShardedLoader:
     """One rank's share of a DataLoader: the same batch size, every len(dataset)/N-th sample
-    (DistributedSampler), shuffled per epoch when the original shuffled; batches formatted."""
+    (DistributedSampler), shuffled per epoch when the original shuffled; batches formatted. With
+    checkpoints it knows its epoch and position, and resumes at them."""
 
     def __init__(self, loader, world):
         self._world = world
-        self._epoch = 0
+        self._epoch = 0  # epochs begun
+        self._position = 0  # batches of the current epoch handed out
+        self._iterating = False
+        self._resume = (0, 0)
         self.sampler = None
         self.loader = loader
-        if world.world_size > 1 and not isinstance(loader.dataset, IterableDataset) and loader.batch_size is not None:
+        checkpoints = world.checkpoints()
+        shardable = not isinstance(loader.dataset, IterableDataset) and loader.batch_size is not None
+        if shardable and (world.world_size > 1 or checkpoints):
             self.sampler = DistributedSampler(loader.dataset, num_replicas=world.world_size, rank=world.rank,
                                               shuffle=isinstance(loader.sampler, RandomSampler))
-            kwargs = dict(batch_size=loader.batch_size, sampler=self.sampler, num_workers=loader.num_workers,
+            self._sampler = _Resumable(self.sampler)
+            kwargs = dict(batch_size=loader.batch_size, sampler=self._sampler, num_workers=loader.num_workers,
                           collate_fn=loader.collate_fn, pin_memory=loader.pin_memory, drop_last=loader.drop_last,
                           timeout=loader.timeout, worker_init_fn=loader.worker_init_fn)
             if loader.num_workers > 0:
                 kwargs.update(prefetch_factor=loader.prefetch_factor, persistent_workers=loader.persistent_workers,
                               multiprocessing_context=loader.multiprocessing_context)
             self.loader = DataLoader(loader.dataset, **kwargs)
+        if checkpoints:
+            if self.sampler is None:
+                raise ValueError("nano_torch: with checkpoint_dir every set-up DataLoader needs a map-style dataset "
+                                 "and a batch_size (it resumes by sample index)")
+            checkpoints.loaders.append(self)
+
+    def position(self):
+        """(epoch, batch): where a resumed run goes on; the next epoch's start when not iterating."""
+        return (self._epoch - 1, self._position) if self._iterating else (self._epoch, 0)
+
+    def resume_at(self, epoch, position):
+        self._resume = (epoch, position)
 
     def __len__(self):
         return len(self.loader)
 
     def __iter__(self):
-        if self.sampler is not None:
-            self.sampler.set_epoch(self._epoch)
+        checkpoints = self._world.checkpointer
+        if checkpoints:
+            checkpoints.resume()
+        epoch, self._position = self._epoch, 0
         self._epoch += 1
-        for batch in self.loader:
-            yield format_batch(batch, self._world.options)
+        if epoch < self._resume[0]:
+            return  # finished before the checkpoint: runs empty
+        if epoch == self._resume[0] and self._resume[1]:
+            self._position = self._resume[1]
+            self._sampler.skip = self._position * self.loader.batch_size
+        if self.sampler is not None:
+            self.sampler.set_epoch(epoch)
+        self._iterating = True
+        try:
+            for batch in self.loader:
+                if checkpoints:
+                    checkpoints.before_batch(self)
+                self._position += 1
+                yield format_batch(batch, self._world.options)
+        finally:
+            self._iterating = False
 
     def __getattr__(self, name):
         return getattr(self.loader, name)

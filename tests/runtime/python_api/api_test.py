@@ -19,6 +19,9 @@ Usage: api_test.py BUILD_DIR CASE
   interrupt      SIGINT to the caller while its ranks run: KeyboardInterrupt within the grace
                  period, no rank left
   bad_options    each bad option: one line naming it, ValueError or TypeError, nothing started
+  resume         @nano with checkpoint_dir and max_restarts, a rank SIGKILLed at step 10: the ranks
+                 start again, resume from step 8 and end with the weights of an uninterrupted run,
+                 bit for bit (dropout, shuffling, momentum and auto_lr included); 2 checkpoints kept
   examples       examples/python's TorchNano and @nano programs (ResNet-18 on 1024 Fashion-MNIST
                  images): they train (test accuracy over 0.25; 0.58-0.65 measured, 0.1 is chance)
   notebook       the @nano notebook executed by a real Jupyter kernel (nbconvert --execute): its
@@ -233,6 +236,26 @@ def bad_options(tmp):
     check(not os.listdir(tmp), f"bad options left {os.listdir(tmp)} in TMPDIR")
 
 
+def resume(tmp):
+    weights = {}
+    for mode in ("whole", "killed"):
+        folder = os.path.join(tmp, f"checkpoints-{mode}")
+        code, out, err, seconds = run([os.path.join(HERE, "train_resume.py"), mode, folder], tmp, timeout=180)
+        check(code == 0, f"{mode}: exit {code}: {err[-1500:]}")
+        got = last_json(out, err)
+        print(f"{mode} ({seconds:.1f} s): attempt {got['attempt']}, {got['steps_this_attempt']} steps in it, "
+              f"checkpoints {got['checkpoints']}")
+        weights[mode] = got["weights"]
+        check(got["checkpoints"] == ["step-12", "step-16"], f"{mode}: the folder holds {got['checkpoints']}")
+        shutil.rmtree(folder)
+        if mode == "killed":
+            check(got["attempt"] == "1" and got["steps_this_attempt"] == 10, f"the second attempt: {got}")
+            check("resumed from" in out and "step-8 (step 8)" in out, f"no resumption line: {out[-600:]!r}")
+    differ = sum(a != b for a, b in zip(weights["whole"], weights["killed"]))
+    check(differ == 0, f"{differ} of {len(weights['whole'])} weights differ from the uninterrupted run's")
+    print(f"all {len(weights['whole'])} weights bit-identical to the uninterrupted run's")
+
+
 EXAMPLES = os.path.join(HERE, "..", "..", "..", "examples", "python")
 # Random initialisation, 16 steps of Adam: test accuracy 0.58-0.65 in 6 runs; chance is 0.1.
 TRAINED = 0.25
@@ -277,7 +300,7 @@ def notebook(tmp):
 def main():
     tmp = tempfile.mkdtemp(prefix="nano-python-api-")
     cases = {"decorated": decorated, "stdin": stdin_program, "subclass": subclass, "options": options,
-             "faults": faults, "interrupt": interrupt, "bad_options": bad_options, "examples": examples,
+             "faults": faults, "interrupt": interrupt, "bad_options": bad_options, "resume": resume, "examples": examples,
              "notebook": notebook}
     try:
         cases[CASE](tmp)
