@@ -4,6 +4,7 @@
 
 #include <map>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <nano/in_program.h>
@@ -18,45 +19,68 @@ namespace nano::python {
 namespace {
 
 template <class T>
-T field(const py::handle& value, const std::string& name, const char* expected) {
+const char* expected_type() {
+  if constexpr (std::is_same_v<T, bool>) return "a bool";
+  if constexpr (std::is_integral_v<T>) return "an int";
+  if constexpr (std::is_floating_point_v<T>) return "a number";
+  if constexpr (std::is_same_v<T, std::string>) return "a str";
+  return "a list of lists of CPU numbers";
+}
+
+// Sets one TorchNanoOptions field from a Python value; a TypeError names a value of another type.
+template <auto Member>
+void assign(TorchNanoOptions& o, const py::handle& value, const std::string& name) {
+  using T = std::remove_reference_t<decltype(o.*Member)>;
   try {
-    return value.cast<T>();
+    o.*Member = value.cast<T>();
   } catch (const py::cast_error&) {
-    throw py::type_error("nano: " + name + " must be " + expected + ", got " + py::repr(value).cast<std::string>());
+    throw py::type_error("nano: " + name + " must be " + expected_type<T>() + ", got " +
+                         py::repr(value).cast<std::string>());
   }
 }
 
+using Setter = void (*)(TorchNanoOptions&, const py::handle&, const std::string&);
+
 // The Python keywords are TorchNanoOptions' field names: errors from the launch path name them
 // as the C++ API's do (in_program::program_message), and so name what the Python caller typed.
+const std::map<std::string, Setter>& setters() {
+  using O = TorchNanoOptions;
+  static const std::map<std::string, Setter> table = {
+      {"num_processes", &assign<&O::num_processes>},
+      {"cpu_for_each_process", &assign<&O::cpu_for_each_process>},
+      {"distributed_backend", &assign<&O::distributed_backend>},
+      {"precision", &assign<&O::precision>},
+      {"checkpoint_dir", &assign<&O::checkpoint_dir>},
+      {"checkpoint_every_steps", &assign<&O::checkpoint_every_steps>},
+      {"checkpoint_every_seconds", &assign<&O::checkpoint_every_seconds>},
+      {"checkpoint_keep", &assign<&O::checkpoint_keep>},
+      {"oversubscribe", &assign<&O::oversubscribe>},
+      {"hostfile", &assign<&O::hostfile>},
+      {"hosts", &assign<&O::hosts>},
+      {"log_dir", &assign<&O::log_dir>},
+      {"grace_period_ms", &assign<&O::grace_period_ms>},
+      {"max_restarts", &assign<&O::max_restarts>},
+      {"restart_delay_ms", &assign<&O::restart_delay_ms>},
+      {"heartbeat_timeout_ms", &assign<&O::heartbeat_timeout_ms>},
+  };
+  return table;
+}
+
 TorchNanoOptions options_of(const py::dict& given) {
   TorchNanoOptions o;
   for (const auto& [key, value] : given) {
     const std::string name = py::str(key);
-    if (name == "num_processes") o.num_processes = field<int>(value, name, "an int");
-    else if (name == "cpu_for_each_process")
-      o.cpu_for_each_process = field<std::vector<std::vector<int>>>(value, name, "a list of lists of CPU numbers");
-    else if (name == "distributed_backend") o.distributed_backend = field<std::string>(value, name, "a str");
-    else if (name == "precision") o.precision = field<std::string>(value, name, "32, 64 or 'bf16'");
-    else if (name == "checkpoint_dir") o.checkpoint_dir = field<std::string>(value, name, "a str");
-    else if (name == "checkpoint_every_steps") o.checkpoint_every_steps = field<int64_t>(value, name, "an int");
-    else if (name == "checkpoint_every_seconds") o.checkpoint_every_seconds = field<double>(value, name, "a number");
-    else if (name == "checkpoint_keep") o.checkpoint_keep = field<int>(value, name, "an int");
-    else if (name == "oversubscribe") o.oversubscribe = field<bool>(value, name, "a bool");
-    else if (name == "hostfile") o.hostfile = field<std::string>(value, name, "a str");
-    else if (name == "hosts") o.hosts = field<std::string>(value, name, "a str");
-    else if (name == "log_dir") o.log_dir = field<std::string>(value, name, "a str");
-    else if (name == "grace_period_ms") o.grace_period_ms = field<int>(value, name, "an int");
-    else if (name == "max_restarts") o.max_restarts = field<int>(value, name, "an int");
-    else if (name == "restart_delay_ms") o.restart_delay_ms = field<int>(value, name, "an int");
-    else if (name == "heartbeat_timeout_ms") o.heartbeat_timeout_ms = field<int>(value, name, "an int");
-    else throw py::type_error("nano: unknown launch option " + name);
+    const auto setter = setters().find(name);
+    if (setter == setters().end()) throw py::type_error("nano: unknown launch option " + name);
+    setter->second(o, value, name);
   }
   return o;
 }
 
 // The launch's options with everything the Python front end adds; UsageError (a bad setting,
 // a bad plan) becomes a ValueError worded with the keywords' names, before anything starts.
-LaunchOptions prepared(const py::dict& given, const std::vector<int>& output_ranks, const std::vector<std::string>& argv) {
+LaunchOptions prepared(const py::dict& given, const std::vector<int>& output_ranks,
+                       const std::vector<std::string>& argv) {
   try {
     const TorchNanoOptions o = options_of(given);
     // The ranks apply these; checked here with the C++ API's words.

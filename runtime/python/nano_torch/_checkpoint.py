@@ -135,8 +135,9 @@ class Checkpointer:
         path = newest(self._dir)
         if path is None:
             return
-        state = torch.load(os.path.join(path, "state.pt"))
-        mine = torch.load(os.path.join(path, f"rank-{self._world.rank}.pt"))
+        # Our own files, with generators and positions beside tensors: not weights only (torch 2.6's default).
+        state = torch.load(os.path.join(path, "state.pt"), weights_only=False)
+        mine = torch.load(os.path.join(path, f"rank-{self._world.rank}.pt"), weights_only=False)
         if len(state["models"]) != len(self.models) or len(mine["loaders"]) != len(self.loaders):
             raise RuntimeError(f"nano_torch: the checkpoint {path} holds {len(state['models'])} models and "
                                f"{len(mine['loaders'])} loaders, this training set up {len(self.models)} and "

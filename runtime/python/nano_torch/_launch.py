@@ -81,11 +81,13 @@ def _untyped_storage(tensor):
     return tensor.untyped_storage() if hasattr(tensor, "untyped_storage") else tensor.storage().untyped()  # 2.x; 1.13
 
 
-def _mapped(name, nbytes, dtype, size, stride, offset):
+def _mapped(name, header, nbytes, dtype, size, stride, offset):
     """In a rank: a tensor over the caller's shared storage `name`, mapped copy-on-write: read by
-    every rank once in memory; a rank's writes stay its own."""
-    whole = torch.from_file("/dev/shm" + name, shared=False, size=nbytes, dtype=torch.uint8)
-    return whole.view(dtype).as_strided(size, stride, offset)
+    every rank once in memory; a rank's writes stay its own. The storage's bytes start `header`
+    bytes into the file (torch keeps a reference count there)."""
+    whole = torch.from_file("/dev/shm" + name, shared=False, size=header + nbytes, dtype=torch.uint8).view(dtype)
+    # as_strided's offset counts from the mapping's start, in elements
+    return whole.as_strided(size, stride, header // whole.element_size() + offset)
 
 
 def _pickler_type():
@@ -111,7 +113,8 @@ def _pickler_type():
                 storage = _untyped_storage(obj)
                 _, name, nbytes = storage._share_filename_cpu_()  # torch's file_system sharing: /dev/shm/NAME
                 name = name.decode() if isinstance(name, bytes) else name
-                return _mapped, (name, nbytes, obj.dtype, tuple(obj.size()), tuple(obj.stride()),
+                header = os.path.getsize("/dev/shm" + name) - nbytes
+                return _mapped, (name, header, nbytes, obj.dtype, tuple(obj.size()), tuple(obj.stride()),
                                  obj.storage_offset())
             return super().reducer_override(obj)
 
@@ -167,6 +170,10 @@ def launch(payload, what, options):
         path = os.pathsep.join([package] + [p or os.getcwd() for p in sys.path])
         sys.stdout.flush()
         sys.stderr.flush()
+        # A pip-installed package carries nano-run, the rank shim of distributed_backend="mpi".
+        packaged = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_nano", "bin", "nano-run")
+        if os.path.exists(packaged):
+            os.environ.setdefault("NANO_RUN", packaged)
         result = _C.launch(options.launch, list(options.output_ranks),
                            [sys.executable, "-m", "nano_torch._rank", job],
                            {"PYTHONPATH": path}, [job])
@@ -176,7 +183,8 @@ def launch(payload, what, options):
             raise _failure(job, result)
         import cloudpickle
         with open(os.path.join(job, RESULT), "rb") as f:
-            out = cloudpickle.load(f)
+            out = torch.load(f, weights_only=False)  # written by _rank.py: torch.save, the value cloudpickled
+        out["value"] = cloudpickle.loads(out["value"])
     finally:
         shutil.rmtree(job, ignore_errors=True)
     load_states(objects, out["states"])

@@ -32,6 +32,13 @@ RankFailedError = _launch.RankFailedError
 
 def _outer_world(options):
     """The world of an outer launcher (nano-run, torchrun, mpirun) this process is a rank of."""
+    if "RANK" not in os.environ and "OMPI_COMM_WORLD_SIZE" in os.environ:
+        # A plain mpirun: torch's variables from Open MPI's; the address must come from the user.
+        if "MASTER_ADDR" not in os.environ or "MASTER_PORT" not in os.environ:
+            raise RuntimeError("nano_torch: under mpirun without nano-run, set MASTER_ADDR and MASTER_PORT for the "
+                               "ranks to meet (or start the program with nano-run, which sets them)")
+        os.environ.update(RANK=os.environ["OMPI_COMM_WORLD_RANK"], WORLD_SIZE=os.environ["OMPI_COMM_WORLD_SIZE"],
+                          LOCAL_RANK=os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK", "0"))
     if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
         return None
     world = _setup.World(rank=int(os.environ["RANK"]), world_size=int(os.environ["WORLD_SIZE"]),
