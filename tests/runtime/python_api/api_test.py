@@ -32,7 +32,7 @@ Usage: api_test.py BUILD_DIR CASE
                  the venv's nano_torch, not the build's, runs the @nano example and an mpi launch
                  (through the nano-run the package carries)
   examples       examples/python's TorchNano and @nano programs (ResNet-18 on 1024 Fashion-MNIST
-                 images): they train (test accuracy over 0.25; 0.58-0.65 measured, 0.1 is chance)
+                 images): they train (test accuracy over 0.25; 0.40-0.68 measured, 0.1 is chance)
   notebook       the @nano notebook executed by a real Jupyter kernel (nbconvert --execute): its
                  loop, defined in a cell, trains in 2 ranks and the notebook's model is trained
 """
@@ -89,10 +89,19 @@ def last_json(out, err):
     return json.loads(lines[-1])
 
 
-def leftovers():
-    """/dev/shm entries of this test's callers' jobs (nano-CALLERPID-...), once every caller ended."""
+def leftovers(tmp):
+    """What this test's callers left once they ended: /dev/shm entries of their jobs
+    (nano-CALLERPID-...) and of the tensors they shared (torch_CALLERPID_...), and anything in
+    their TMPDIR. torch's shared-memory manager, which owns the latter two, ends by itself once its
+    last client has: it gets 10 s."""
     mine = {str(pid) for pid in CALLERS}
-    return sorted(n for n in os.listdir("/dev/shm") if n.startswith("nano-") and n.split("-")[1] in mine)
+    deadline = time.monotonic() + 10
+    while True:
+        left = sorted(n for n in os.listdir("/dev/shm") if (n.startswith("nano-") and n.split("-")[1] in mine)
+                      or (n.startswith("torch_") and n.split("_")[1] in mine)) + sorted(os.listdir(tmp))
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.2)
 
 
 def decorated(tmp):
@@ -373,9 +382,8 @@ def main():
              "notebook": notebook}
     try:
         cases[CASE](tmp)
-        left = leftovers()
-        check(not left, f"left in /dev/shm: {left}")
-        check(not os.listdir(tmp), f"left in the callers' TMPDIR: {os.listdir(tmp)}")
+        left = leftovers(tmp)
+        check(not left, f"left in /dev/shm or the callers' TMPDIR: {left}")
         print(f"PASS: {CASE}")
         return 0
     except Failure as e:
