@@ -180,6 +180,9 @@ def launch(payload, what, options):
         if result["exit_code"] != 0:
             if result["interrupted_by"] == signal.SIGINT:
                 raise KeyboardInterrupt
+            if result["interrupted_by"]:
+                raise RuntimeError(f"nano_torch: the launch was stopped by "
+                                   f"{signal.Signals(result['interrupted_by']).name}; every rank has ended")
             raise _failure(job, result)
         import cloudpickle
         with open(os.path.join(job, RESULT), "rb") as f:
