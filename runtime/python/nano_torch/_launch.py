@@ -174,9 +174,14 @@ def launch(payload, what, options):
         packaged = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_nano", "bin", "nano-run")
         if os.path.exists(packaged):
             os.environ.setdefault("NANO_RUN", packaged)
+        env = {"PYTHONPATH": path}
+        if one_host:
+            # The ranks' temporary files go with the job, also those of a rank that was killed
+            # (torch 2.x's distributed package makes a temporary folder that only its exit removes).
+            env["TMPDIR"] = os.path.join(job, "tmp")
+            os.mkdir(env["TMPDIR"])
         result = _C.launch(options.launch, list(options.output_ranks),
-                           [sys.executable, "-m", "nano_torch._rank", job],
-                           {"PYTHONPATH": path}, [job])
+                           [sys.executable, "-m", "nano_torch._rank", job], env, [job])
         if result["exit_code"] != 0:
             if result["interrupted_by"] == signal.SIGINT:
                 raise KeyboardInterrupt
