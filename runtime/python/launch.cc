@@ -109,6 +109,7 @@ py::dict result_of(const LaunchResult& r) {
     d["signal"] = r.failure->signal;
     d["stderr_tail"] = r.failure->stderr_tail;
     d["lost"] = r.failure->lost;
+    d["raised"] = r.failure->raised;
   }
   return d;
 }
@@ -142,7 +143,7 @@ void bind_launch(py::module_& m) {
       py::arg("options"), py::arg("output_ranks"), py::arg("argv"), py::arg("extra_env"), py::arg("caller_files"),
       "Starts argv as the planned ranks through nano's launcher and waits for all of them. Returns "
       "{exit_code, interrupted_by, attempts} and, when a rank failed, {rank, host, rank_exit_code, "
-      "signal, stderr_tail, lost} of the first one. output_ranks: whose output is shown (empty: all).");
+      "signal, stderr_tail, lost, raised} of the first one. output_ranks: whose output is shown (empty: all).");
 }
 
 }  // namespace nano::python

@@ -5,7 +5,8 @@
 # CASE: env2, env3 (what reaches the ranks on each host; env2 also a stock PyTorch program's
 # @record exception on another host, and a restart), train (same weights as one host, both
 # communicators), fashion (Fashion-MNIST 2 hosts x 2 against 4 on one), torch_backend (stock
-# DDP on the nano torch backend, 2 hosts x 2 against 4 on one), strangers (a third host attacks
+# DDP on the nano torch backend, 2 hosts x 2 against 4 on one), python_api (TorchNano's @nano
+# with the mpi backend across hosts), strangers (a third host attacks
 # every port of a running job), busy_port (MASTER_PORT taken where rank 0 listens), slurm (a real Slurm:
 # salloc, sbatch, srun), rank_killed, host_lost,
 # link_cut, launcher_killed (nano-run SIGKILLed), interrupt (Ctrl-C on the launching host). Every
@@ -247,6 +248,23 @@ print(max((x - y).abs().max().item() for x, y in zip(a.values(), b.values())))" 
   # orders (measured there up to about 1e-4 with torch 2.6): 1e-4 left no margin.
   awk -v d="$diff" 'BEGIN { exit !(d + 0 == d && d < 5e-4) }' || fail "weights differ: $diff"
   rm -rf "$dir"
+  check_nothing_left
+  ;;
+python_api)
+  # nano_torch's @nano with distributed_backend "mpi" across hostA and hostB, called on hostA
+  # (tests/multihost/python_api.py): the payload and the result cross hosts, a remote rank's
+  # exception reaches the caller.
+  # The caller's TMPDIR (its job folder) in hostA's private /dev/shm, which hostB cannot see
+  # (the test bed's hosts share /tmp): the payload must travel. rmdir fails on anything left.
+  timeout 120 bash "$testbed" run "$state" hostA sh -c "mkdir /dev/shm/caller-tmp &&
+    TMPDIR=/dev/shm/caller-tmp PYTHONPATH=$build/lib/nano/python /usr/bin/python3 $here/python_api.py;
+    rc=\$?; rmdir /dev/shm/caller-tmp || rc=99; exit \$rc" > "$out" 2>&1
+  rc=$?
+  cat "$out" | grep -E "^(hosts|trained|raised)"
+  [ $rc -eq 0 ] || fail "exit $rc: $(tail -5 "$out")"
+  expect_line "^hosts hostA hostB$"
+  expect_line "^trained True$"
+  expect_line "^raised 1 hostB ValueError boom on hostB$"
   check_nothing_left
   ;;
 strangers)

@@ -136,6 +136,14 @@ def _dumps(payload, what, share):
 def _failure(job, result):
     rank = result.get("rank", -1)
     error = os.path.join(job, f"error.{rank}")
+    raised = result.get("raised", "")
+    if rank >= 0 and not os.path.exists(error) and raised:
+        # A rank on another host: what the launcher brought back ("ValueError: boom (at f.py:3 in g)").
+        kind, _, message = raised.partition(": ")
+        if message.endswith(")") and " (at " in message:  # the launcher adds where it was raised
+            message = message.rpartition(" (at ")[0]
+        return RankFailedError(rank, result.get("host", ""), kind, message, result.get("stderr_tail", ""),
+                               result.get("rank_exit_code"))
     if rank >= 0 and os.path.exists(error):
         import cloudpickle
         with open(error, "rb") as f:
@@ -181,7 +189,8 @@ def launch(payload, what, options):
             env["TMPDIR"] = os.path.join(job, "tmp")
             os.mkdir(env["TMPDIR"])
         result = _C.launch(options.launch, list(options.output_ranks),
-                           [sys.executable, "-m", "nano_torch._rank", job], env, [job])
+                           [sys.executable, "-m", "nano_torch._rank", job, options.process_group_backend,
+                            str(options.timeout.total_seconds())], env, [job])
         if result["exit_code"] != 0:
             if result["interrupted_by"] == signal.SIGINT:
                 raise KeyboardInterrupt

@@ -1,8 +1,11 @@
-"""One rank of a Python launch: `python -m nano_torch._rank JOB`, started by nano's launcher
-(_launch.py). It joins the ranks' process group, runs the shipped training and, on rank 0,
-writes the result (the return value and the shipped models' and optimizers' trained state).
+"""One rank of a Python launch: `python -m nano_torch._rank JOB BACKEND TIMEOUT_SECONDS`, started
+by nano's launcher (_launch.py). It joins the ranks' process group, gets the shipped training
+(from the job folder, or from a rank that has it when its host has not), runs it, and hands
+rank 0's result (the return value and the shipped models' and optimizers' trained state) to the
+lowest rank on the caller's host, which writes it into the job folder.
 A rank that raises writes what it raised for the caller and exits 1; the launcher stops the
 others."""
+import datetime
 import os
 import random
 import sys
@@ -52,31 +55,75 @@ def _own_traceback(error):
     return "".join(traceback.format_exception(type(error), error, tb or error.__traceback__))
 
 
-def main(job):
+def _record(error, text):
+    """What the rank raised, in torch's error-file format, where the launcher asked for one
+    (TORCHELASTIC_ERROR_FILE): it reaches the caller from any host, with the launcher's report."""
+    path = os.environ.get("TORCHELASTIC_ERROR_FILE")
+    if not path:
+        return
+    import json
+    import time
+    with open(path, "w") as f:
+        json.dump({"message": {"message": f"{type(error).__name__}: {error}",
+                               "extraInfo": {"py_callstack": text, "timestamp": str(int(time.time()))}}}, f)
+
+
+def _shared(job, world):
+    """The payload's bytes on every rank. Ranks on another host than the caller's have no job
+    folder: the lowest rank that has it sends them. Returns (bytes, that rank)."""
+    path = os.path.join(job, _launch.PAYLOAD)
+    here = os.path.exists(path)
+    if world.world_size == 1:
+        flags = [here]
+    else:
+        flags = [None] * world.world_size
+        dist.all_gather_object(flags, here)
+    source = flags.index(True)
+    data = None
+    if here:
+        with open(path, "rb") as f:
+            data = f.read()
+    if not all(flags):
+        box = [data]
+        dist.broadcast_object_list(box, src=source)
+        data = box[0]
+    return data, source
+
+
+def main(job, backend, timeout_seconds):
+    """The rank's life: join the process group (`backend`, every collective bounded by
+    `timeout_seconds`), get the payload, train, hand rank 0's result to the caller's host."""
     import cloudpickle
     rank = int(os.environ.get("RANK", "-1"))
     try:
-        with open(os.path.join(job, _launch.PAYLOAD), "rb") as f:
-            payload = cloudpickle.load(f)
-        options = payload["options"]
-        world = _world(options)
-        objects = _launch.shipped(payload)
+        world = _world(None)  # its options come with the payload
         if world.world_size > 1:
             from . import BACKEND  # noqa: F401 - importing the package registers "nano" and "nano://"
-            dist.init_process_group(options.process_group_backend, init_method="nano://", rank=world.rank,
-                                    world_size=world.world_size, timeout=options.timeout)
+            dist.init_process_group(backend, init_method="nano://", rank=world.rank, world_size=world.world_size,
+                                    timeout=datetime.timedelta(seconds=float(timeout_seconds)))
+        data, writer = _shared(job, world)
+        payload = cloudpickle.loads(data)
+        del data
+        world.options = payload["options"]
+        objects = _launch.shipped(payload)
         # Every rank's generators start from the caller's seed, as a program that calls
         # torch.manual_seed(seed) in every rank: runs repeat, and a resumed run can equal one that
         # was not interrupted.
         torch.manual_seed(payload["seed"])
         random.seed(payload["seed"])
         value = run_payload(payload, world)
+        result = None
         if world.rank == 0:
             for path, obj in objects.items():
                 if value is obj or getattr(value, "_nano_module", None) is obj:
                     value = ("nano_torch.shipped", path)
-            _write(os.path.join(job, _launch.RESULT), {"value": value, "states": _launch.states_of(objects)},
-                   tensors=True)
+            result = {"value": value, "states": _launch.states_of(objects)}
+        if writer != 0:  # rank 0 is on another host than the caller: its result travels to the writer
+            box = [result]
+            dist.broadcast_object_list(box, src=0)
+            result = box[0]
+        if world.rank == writer:
+            _write(os.path.join(job, _launch.RESULT), result, tensors=True)
         if dist.is_initialized():
             dist.destroy_process_group()
     except BaseException as e:  # noqa: BLE001 - whatever ends the rank is reported to the caller
@@ -84,8 +131,10 @@ def main(job):
         sys.stderr.write(text)
         sys.stderr.flush()
         try:
-            _write(os.path.join(job, f"error.{rank}"),
-                   {"type": type(e).__name__, "message": str(e), "traceback": text})
+            _record(e, text)
+            if os.path.isdir(job):
+                _write(os.path.join(job, f"error.{rank}"),
+                       {"type": type(e).__name__, "message": str(e), "traceback": text})
         except Exception:  # noqa: BLE001 - the launcher still reports the exit
             pass
         return 1
@@ -93,4 +142,4 @@ def main(job):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main(*sys.argv[1:4]))
