@@ -78,6 +78,9 @@ def _shared(job, world):
     else:
         flags = [None] * world.world_size
         dist.all_gather_object(flags, here)
+    if not any(flags):
+        raise RuntimeError("nano_torch: no rank runs on the caller's host, where the training waits to be sent: "
+                           "list that host among hosts=")
     source = flags.index(True)
     data = None
     if here:
