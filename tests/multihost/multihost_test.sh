@@ -260,7 +260,7 @@ python_api)
     TMPDIR=/dev/shm/caller-tmp PYTHONPATH=$build/lib/nano/python /usr/bin/python3 $here/python_api.py;
     rc=\$?; rmdir /dev/shm/caller-tmp || rc=99; exit \$rc" > "$out" 2>&1
   rc=$?
-  cat "$out" | grep -E "^(hosts|trained|raised)"
+  grep -E "^(hosts|trained|raised)" "$out"
   [ $rc -eq 0 ] || fail "exit $rc: $(tail -5 "$out")"
   expect_line "^hosts hostA hostB$"
   expect_line "^trained True$"
@@ -384,7 +384,11 @@ busy_port)
   # one line, exit 2.
   bash "$testbed" run "$state" hostB python3 -c 'import socket,time; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("0.0.0.0", 29555)); s.listen(); time.sleep(60)' &
   holder_job=$!
-  sleep 0.5
+  # Until it listens (a fixed half second was too short on a busy machine), 10 s at most.
+  for _ in $(seq 1 100); do
+    bash "$testbed" run "$state" hostB ss -ltnH 2>/dev/null | grep -q ":29555 " && break
+    sleep 0.1
+  done
   run_a "$nano_run" -n 2 --hosts hostB:1,hostC:1 --master-port 29555 /bin/true
   kill $holder_job 2>/dev/null
   [ $rc -eq 2 ] || fail "exit $rc, expected 2: $(tail -3 "$out")"

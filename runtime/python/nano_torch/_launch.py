@@ -60,8 +60,17 @@ def shipped(payload):
 
 
 def states_of(objects):
-    """{path: state_dict} of shipped objects, in a form that crosses processes."""
-    return {path: obj.state_dict() for path, obj in objects.items()}
+    """{path: state_dict} of shipped objects, in a form that crosses processes. An optimizer's
+    rates with auto_lr's warm-up factor divided out: the caller's own rates, so that another call
+    warms up from them again rather than from N times them."""
+    states = {}
+    for path, obj in objects.items():
+        state = obj.state_dict()
+        applied = getattr(obj, "_nano_auto_lr_state", {}).get("applied", 1.0)
+        if isinstance(obj, torch.optim.Optimizer) and applied != 1.0:
+            state["param_groups"] = [dict(g, lr=g["lr"] / applied) for g in state["param_groups"]]
+        states[path] = state
+    return states
 
 
 def load_states(objects, states):
@@ -90,6 +99,20 @@ def _mapped(name, header, nbytes, dtype, size, stride, offset):
     return whole.as_strided(size, stride, header // whole.element_size() + offset)
 
 
+def _shareable(tensor):
+    """A plain dense CPU tensor of SHARED_BYTES or more, without autograd or the bits its rebuild
+    would drop (conjugate, negative, names), that fits in /dev/shm with room to spare."""
+    if type(tensor) is not torch.Tensor:
+        return False
+    nbytes = tensor.numel() * tensor.element_size()
+    if not (tensor.layout == torch.strided and tensor.device.type == "cpu" and not tensor.requires_grad
+            and not tensor.is_quantized and not tensor.is_conj() and not tensor.is_neg() and not any(tensor.names)
+            and nbytes >= SHARED_BYTES):
+        return False
+    room = os.statvfs("/dev/shm")
+    return nbytes * 2 < room.f_bavail * room.f_frsize  # a small /dev/shm (a container's): as bytes
+
+
 def _pickler_type():
     import cloudpickle  # by value: functions and classes of __main__, stdin and notebooks reach the ranks
 
@@ -107,9 +130,7 @@ def _pickler_type():
         def reducer_override(self, obj):
             if isinstance(obj, torch.nn.Parameter):
                 self._parameters.add(obj.data_ptr())
-            elif (self.share and type(obj) is torch.Tensor and obj.layout == torch.strided and obj.device.type == "cpu"
-                  and not obj.requires_grad and obj.numel() * obj.element_size() >= SHARED_BYTES
-                  and obj.data_ptr() not in self._parameters):
+            elif self.share and _shareable(obj) and obj.data_ptr() not in self._parameters:
                 storage = _untyped_storage(obj)
                 _, name, nbytes = storage._share_filename_cpu_()  # torch's file_system sharing: /dev/shm/NAME
                 name = name.decode() if isinstance(name, bytes) else name
@@ -165,8 +186,11 @@ def launch(payload, what, options):
                            "build_nano_torch.py): run the program under nano-run, torchrun or mpirun, or with "
                            "num_processes=1")
     objects = shipped(payload)
-    # Named shared memory is this host's: across hosts every tensor travels as bytes.
-    one_host = not options.launch.get("hosts") and not options.launch.get("hostfile")
+    # Named shared memory is this host's: across hosts every tensor travels as bytes. mpirun in a
+    # Slurm allocation of several nodes spreads the ranks over them.
+    one_host = (not options.launch.get("hosts") and not options.launch.get("hostfile")
+                and not (options.launch.get("distributed_backend") == "mpi"
+                         and int(os.environ.get("SLURM_JOB_NUM_NODES", "1")) > 1))
     data = _dumps(dict(payload, options=options, seed=torch.initial_seed()), what, one_host)
     job = tempfile.mkdtemp(prefix="nano-python-")
     try:

@@ -99,6 +99,9 @@ def main(job, backend, timeout_seconds):
     import cloudpickle
     rank = int(os.environ.get("RANK", "-1"))
     try:
+        # An earlier attempt's report (max_restarts) must not stand for this one's.
+        if os.path.exists(os.path.join(job, f"error.{rank}")):
+            os.unlink(os.path.join(job, f"error.{rank}"))
         world = _world(None)  # its options come with the payload
         if world.world_size > 1:
             from . import BACKEND  # noqa: F401 - importing the package registers "nano" and "nano://"
@@ -122,9 +125,9 @@ def main(job, backend, timeout_seconds):
                     value = ("nano_torch.shipped", path)
             result = {"value": value, "states": _launch.states_of(objects)}
         if writer != 0:  # rank 0 is on another host than the caller: its result travels to the writer
-            box = [result]
+            box = [cloudpickle.dumps(result) if world.rank == 0 else None]  # by value, as the payload
             dist.broadcast_object_list(box, src=0)
-            result = box[0]
+            result = cloudpickle.loads(box[0])
         if world.rank == writer:
             _write(os.path.join(job, _launch.RESULT), result, tensors=True)
         if dist.is_initialized():

@@ -8,7 +8,7 @@ import itertools
 
 import torch
 import torch.distributed as dist
-from torch.utils.data import DataLoader, DistributedSampler, IterableDataset, RandomSampler
+from torch.utils.data import DataLoader, DistributedSampler, IterableDataset, RandomSampler, SequentialSampler
 
 
 @dataclasses.dataclass
@@ -164,7 +164,12 @@ class ShardedLoader:
         self.sampler = None
         self.loader = loader
         checkpoints = world.checkpoints()
-        shardable = not isinstance(loader.dataset, IterableDataset) and loader.batch_size is not None
+        # A sampler of the user's own (a subset, weights) is kept: its choice would be lost.
+        shardable = (not isinstance(loader.dataset, IterableDataset) and loader.batch_size is not None
+                     and type(loader.sampler) in (SequentialSampler, RandomSampler))
+        if checkpoints and loader.num_workers > 0:
+            raise ValueError("nano_torch: with checkpoint_dir a set-up DataLoader needs num_workers=0 (a resumed "
+                             f"run repeats its batches exactly only then), got num_workers={loader.num_workers}")
         if shardable and (world.world_size > 1 or checkpoints):
             self.sampler = DistributedSampler(loader.dataset, num_replicas=world.world_size, rank=world.rank,
                                               shuffle=isinstance(loader.sampler, RandomSampler))
@@ -178,8 +183,8 @@ class ShardedLoader:
             self.loader = DataLoader(loader.dataset, **kwargs)
         if checkpoints:
             if self.sampler is None:
-                raise ValueError("nano_torch: with checkpoint_dir every set-up DataLoader needs a map-style dataset "
-                                 "and a batch_size (it resumes by sample index)")
+                raise ValueError("nano_torch: with checkpoint_dir every set-up DataLoader needs a map-style dataset, "
+                                 "a batch_size and no sampler of its own (it resumes by sample index)")
             checkpoints.loaders.append(self)
 
     def position(self):
@@ -207,9 +212,16 @@ class ShardedLoader:
             self.sampler.set_epoch(epoch)
         self._iterating = True
         try:
-            for batch in self.loader:
-                if checkpoints:
+            batches = iter(self.loader)
+            while True:
+                # Before the fetch: a checkpoint then holds the generators that the batch's own
+                # draws (an augmentation in the dataset) start from.
+                if checkpoints and self._position < len(self.loader):
                     checkpoints.before_batch(self)
+                try:
+                    batch = next(batches)
+                except StopIteration:
+                    break
                 self._position += 1
                 yield format_batch(batch, self._world.options)
         finally:

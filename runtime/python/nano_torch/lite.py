@@ -107,7 +107,7 @@ class TorchNano:
         each loader sharded: (model, optimizer) or (model, optimizer, loader) or
         (model, optimizer, [loaders]); optimizer may be a list, and comes back as one."""
         world = self._world
-        optimizers = optimizer if isinstance(optimizer, (list, tuple)) else [optimizer]
+        optimizers = list(optimizer) if isinstance(optimizer, (list, tuple)) else [optimizer]
         if world.options.use_ipex:
             import intel_extension_for_pytorch as ipex
             model, optimizers[0] = ipex.optimize(model, optimizer=optimizers[0])
@@ -143,8 +143,9 @@ class TorchNano:
         """Every rank's `tensor`, stacked along a new first dimension (rank order)."""
         if not self._world.distributed:
             return tensor.unsqueeze(0)
+        tensor = tensor.contiguous()
         parts = [torch.empty_like(tensor) for _ in range(self._world.world_size)]
-        dist.all_gather(parts, tensor.contiguous())
+        dist.all_gather(parts, tensor)
         return torch.stack(parts)
 
     def broadcast(self, obj, src=0):

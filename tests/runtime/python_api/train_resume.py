@@ -40,4 +40,5 @@ data = TensorDataset(torch.randn(96, 8, generator=g), torch.randint(0, 3, (96,),
 got = training(model, optimizer, DataLoader(data, batch_size=8, shuffle=True), 3)
 got["weights"] = [float.hex(v) for v in torch.cat([p.detach().reshape(-1) for p in model.parameters()]).tolist()]
 got["checkpoints"] = sorted(os.listdir(FOLDER))
+got["caller_lr"] = optimizer.param_groups[0]["lr"]  # auto_lr's factor divided out: the caller's own rate
 print(json.dumps(got))
