@@ -49,7 +49,7 @@ class BinaryDistribution(Distribution):
         return True  # a platform wheel: it holds a compiled module and programs
 
 
-setup(packages=["nano_torch"], package_dir={"nano_torch": "runtime/python/nano_torch"},
+setup(packages=["nano_torch"], package_dir={"nano_torch": "python/nano_torch"},
       cmdclass={"build_py": BuildWithCMake}, distclass=BinaryDistribution,
       # setuptools' own staging, apart from CMake's build folders (both ignored by git)
       options={"build": {"build_base": "build-setuptools"}, "egg_info": {"egg_base": "build-setuptools"}})

@@ -1,15 +1,15 @@
-// nano-run: start N pinned ranks of a program and supervise them (cli/launcher.h), tune the
-// program's layout first (--tune, -n auto: cli/auto_layout.h), or, as the mpi backend's rank
+// nano-run: start N pinned ranks of a program and supervise them (launcher/launcher.h), tune the
+// program's layout first (--tune, -n auto: launcher/auto_layout.h), or, as the mpi backend's rank
 // shim, run one of them (cli/shim.h).
 #include <iostream>
 
 #include <nano/error.h>
-#include "cli/auto_layout.h"
-#include "cli/dry_run.h"
-#include "cli/launcher.h"
 #include "cli/options.h"
 #include "cli/shim.h"
-#include "env-init/setting.h"
+#include "core/setting.h"
+#include "launcher/auto_layout.h"
+#include "launcher/dry_run.h"
+#include "launcher/launcher.h"
 
 namespace {
 

@@ -5,11 +5,11 @@
 #include <chrono>
 
 #include <nano/error.h>
-#include "cli/carried_env.h"
-#include "env-init/cpulist.h"
-#include "env-init/parse.h"
-#include "env-init/planner.h"
-#include "env-init/setting.h"
+#include "core/cpulist.h"
+#include "core/parse.h"
+#include "core/planner.h"
+#include "core/setting.h"
+#include "launcher/carried_env.h"
 
 namespace nano {
 namespace {

@@ -1,13 +1,13 @@
 #pragma once
 // nano-run's command line (CLI11) parsed into LaunchOptions. Pure: no I/O, no process start;
 // every bad value is a SettingError naming it. The one place nano-run's flags are declared:
-// their names come from command_line_flag (env-init/setting.h), as the errors' do.
+// their names come from command_line_flag (core/setting.h), as the errors' do.
 #include <map>
 #include <string>
 #include <vector>
 
-#include "cli/launch_types.h"
-#include "cli/tuner.h"
+#include "launcher/launch_types.h"
+#include "launcher/tuner.h"
 
 namespace nano {
 

@@ -1,7 +1,7 @@
 // The mpi backend's per-rank shim (nano-run --nano-rank-shim SPEC): one code path for planning
 // and binding on every host. It plans its host's LOCAL_SIZE ranks against its own topology with
 // nano-run's stages, starts the program bound to its rank's CPUs, and streams the program's
-// output, its torchelastic error file and its final status to the launcher (cli/frames.h). The
+// output, its torchelastic error file and its final status to the launcher (launcher/frames.h). The
 // launcher, not mpirun, stops the rank: the shim delivers the signals the launcher sends to the
 // rank's whole process group, and after the rank ended it stays until the launcher releases it,
 // so mpirun never sees a rank end early and never starts a teardown of its own (its
@@ -26,22 +26,22 @@
 #include <iostream>
 
 #include <nano/error.h>
-#include "cli/frames.h"
-#include "cli/guardian.h"
-#include "cli/hosts.h"
-#include "cli/job_files.h"
-#include "cli/launch_setup.h"
-#include "cli/mpi_command.h"
-#include "cli/port.h"
-#include "cli/rank_env.h"
-#include "cli/shim_loop.h"
-#include "cli/shim_spec.h"
-#include "cli/subprocess.h"
-#include "cli/supervision_io.h"
-#include "cli/timeouts.h"
-#include "cli/torchrun_env.h"
-#include "env-init/parse.h"
-#include "env-init/setting.h"
+#include "core/parse.h"
+#include "core/setting.h"
+#include "launcher/frames.h"
+#include "launcher/guardian.h"
+#include "launcher/hosts.h"
+#include "launcher/job_files.h"
+#include "launcher/launch_setup.h"
+#include "launcher/mpi_command.h"
+#include "launcher/port.h"
+#include "launcher/rank_env.h"
+#include "launcher/shim_loop.h"
+#include "launcher/shim_spec.h"
+#include "launcher/subprocess.h"
+#include "launcher/supervision_io.h"
+#include "launcher/timeouts.h"
+#include "launcher/torchrun_env.h"
 
 namespace nano {
 namespace {

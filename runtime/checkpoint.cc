@@ -25,9 +25,9 @@
 #include <nano/communicator.h>
 #include <nano/error.h>
 #include "runtime/checkpoint_staging.h"
+#include "runtime/collectives/rendezvous.h"  // first_line
+#include "runtime/collectives/serial_executor.h"
 #include "runtime/folder_claim.h"
-#include "runtime/rendezvous.h"  // first_line
-#include "runtime/serial_executor.h"
 #include "runtime/step_report.h"
 
 namespace nano {

@@ -6,9 +6,9 @@
 
 #include <nano/error.h>
 
-#include "runtime/gloo_communicator.h"
-#include "runtime/mpi_communicator.h"
-#include "runtime/shm_rendezvous.h"
+#include "runtime/collectives/gloo_communicator.h"
+#include "runtime/collectives/mpi_communicator.h"
+#include "runtime/collectives/shm_rendezvous.h"
 
 namespace nano {
 

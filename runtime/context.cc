@@ -12,9 +12,9 @@
 #include <nano/error.h>
 
 #include <nano/communicator.h>
-#include "env-init/parse.h"
-#include "env-init/rank_contract.h"
-#include "env-init/recipe.h"
+#include "core/parse.h"
+#include "core/rank_contract.h"
+#include "core/recipe.h"
 
 namespace nano {
 
@@ -53,7 +53,7 @@ CommBackend parse_backend(const std::string& text) {
   if (text == "auto") return CommBackend::kAuto;
   if (text == "mpi") return CommBackend::kMpi;
   if (text == "gloo") return CommBackend::kGloo;
-  throw UsageError("nano: bad NANO_BACKEND='" + text + "': expected auto, mpi or gloo");
+  throw UsageError(std::string("nano: bad ") + contract::kBackend + "='" + text + "': expected auto, mpi or gloo");
 }
 
 }  // namespace
@@ -103,7 +103,7 @@ Context context_from_env(const Environment& env, int affinity_cpus, const InitOp
 
   CommBackend backend = options.backend;
   if (backend == CommBackend::kAuto) {
-    if (auto* text = find(env, "NANO_BACKEND")) backend = parse_backend(*text);
+    if (auto* text = find(env, contract::kBackend)) backend = parse_backend(*text);
   }
   if (backend == CommBackend::kAuto) {
     backend = c.world_size == 1 ? CommBackend::kSelf : has_mpi ? CommBackend::kMpi : CommBackend::kGloo;
@@ -125,10 +125,10 @@ Context context_from_env(const Environment& env, int affinity_cpus, const InitOp
 
   c.rendezvous_timeout = options.rendezvous_timeout
                              ? *options.rendezvous_timeout
-                             : get_seconds(env, "NANO_RENDEZVOUS_TIMEOUT").value_or(c.rendezvous_timeout);
+                             : get_seconds(env, contract::kRendezvousTimeout).value_or(c.rendezvous_timeout);
   c.collective_timeout = options.collective_timeout
                              ? *options.collective_timeout
-                             : get_seconds(env, "NANO_COLLECTIVE_TIMEOUT").value_or(c.collective_timeout);
+                             : get_seconds(env, contract::kCollectiveTimeout).value_or(c.collective_timeout);
   return c;
 }
 

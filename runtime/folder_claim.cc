@@ -1,5 +1,5 @@
 #include "runtime/folder_claim.h"
-#include "env-init/rank_contract.h"
+#include "core/rank_contract.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -15,7 +15,7 @@
 #include <torch/serialize/output-archive.h>
 #include <torch/utils.h>
 
-#include "env-init/rank_contract.h"
+#include "core/rank_contract.h"
 #include "runtime/folder_claim.h"
 #include "runtime/in_program_launch.h"
 #include "runtime/in_program_options.h"

@@ -6,11 +6,11 @@
 
 #include <iostream>
 
-#include "cli/auto_layout.h"
-#include "cli/dry_run.h"
-#include "cli/launcher.h"
-#include "cli/self_exe.h"
-#include "cli/signals.h"
+#include "launcher/auto_layout.h"
+#include "launcher/dry_run.h"
+#include "launcher/launcher.h"
+#include "launcher/self_exe.h"
+#include "launcher/signals.h"
 
 namespace nano {
 

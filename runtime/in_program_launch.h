@@ -1,7 +1,7 @@
 #pragma once
 // The launch half of an in-program run: re-executes this program as N ranks through nano's
-// launcher (cli/launcher.h) and waits. Kept free of torch headers so the launcher side
-// compiles in seconds (cli/launch_types.h is light: the planner's and recipe's types). The
+// launcher (launcher/launcher.h) and waits. Kept free of torch headers so the launcher side
+// compiles in seconds (launcher/launch_types.h is light: the planner's and recipe's types). The
 // options come from runtime/in_program_options.h.
 #include <map>
 #include <string>
@@ -9,8 +9,8 @@
 
 #include <nano/in_program_error.h>
 
-#include "cli/launch_types.h"
-#include "env-init/rank_contract.h"
+#include "core/rank_contract.h"
+#include "launcher/launch_types.h"
 
 namespace nano {
 
@@ -32,7 +32,7 @@ std::vector<std::string> self_argv();
 
 /// `options` with the layout tuned for this machine and this program (TorchNanoOptions::
 /// num_processes = kAuto): the stored one, else a tuning of this program first, its trials and
-/// table said on stderr and its winner stored (cli/auto_layout.h). Throws UsageError (nothing
+/// table said on stderr and its winner stored (launcher/auto_layout.h). Throws UsageError (nothing
 /// started) as the tuning's checks do, RankFailedError when the tuning was interrupted (its
 /// launch exit code 128 + the signal) and Error when every layout failed.
 LaunchOptions with_tuned_layout(const LaunchOptions& options);

@@ -1,7 +1,7 @@
 #include "runtime/in_program_options.h"
 
 #include <nano/in_program.h>
-#include "env-init/setting.h"
+#include "core/setting.h"
 
 namespace nano {
 

@@ -7,7 +7,7 @@
 #include <nano/context.h>
 #include <nano/precision.h>
 
-#include "cli/launch_types.h"
+#include "launcher/launch_types.h"
 
 namespace nano {
 struct TorchNanoOptions;

@@ -6,7 +6,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "env-init/setting.h"
+#include "core/setting.h"
 
 namespace nano {
 

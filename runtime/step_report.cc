@@ -1,5 +1,5 @@
 #include "runtime/step_report.h"
-#include "env-init/rank_contract.h"
+#include "core/rank_contract.h"
 
 #include <fcntl.h>
 #include <time.h>

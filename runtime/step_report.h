@@ -9,7 +9,7 @@
 // samples come from the loader's batches, else from the batch size nano::DDP's forward saw.
 // The nano torch backend (a stock PyTorch program) does not see steps: it tells each
 // all-reduce, "SECONDS BYTES" in FOLDER/rank-R.collectives, and nano-run finds the steps in
-// their sizes' period (cli/tune_choice.h).
+// their sizes' period (launcher/tune_choice.h).
 #include <cstddef>
 
 namespace nano {

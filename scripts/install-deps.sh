@@ -14,7 +14,7 @@ packages=(
   libtorch-dev libgloo-dev libcli11-dev libhwloc-dev hwloc nlohmann-json3-dev
   libopenmpi-dev openmpi-bin doctest-dev libjemalloc2 "$perftools"
   python3-torch dataset-fashion-mnist zlib1g-dev gnuplot-nox
-  # The `nano` backend of torch.distributed (runtime/python): a pybind11 extension built
+  # The `nano` backend of torch.distributed (python): a pybind11 extension built
   # against python3-torch, with the same pybind11 that Debian built torch with.
   pybind11-dev python3-dev
   # The Python API (nano_torch.TorchNano, @nano): the training shipped by value to the ranks; the

@@ -2,7 +2,7 @@
 # The tree's habits, checked (scripts/test.sh runs this after the build):
 #   1. every C++ file is formatted as .clang-format says (clang-format 14, Debian 12's);
 #   2. clang-tidy 14 with .clang-tidy's checks passes over the torch-free sources (cli/,
-#      env-init/), using the build folder's compile_commands.json. The runtime's files are left
+#      core/), using the build folder's compile_commands.json. The runtime's files are left
 #      out here because each takes clang-tidy most of a minute through torch's headers on a
 #      2-core machine; `scripts/lint.sh --all` includes them.
 # Usage: scripts/lint.sh [--fix] [--all] [BUILD_DIR]   (--fix formats the tree in place)
@@ -36,8 +36,8 @@ if [ ! -f "$build/compile_commands.json" ]; then
   echo "lint.sh: no $build/compile_commands.json (configure the build first)" >&2
   exit 2
 fi
-pattern='^(cli|env-init)/.*\.cc$'
-if [ "$all" = 1 ]; then pattern='^(cli|env-init|runtime|examples)/.*\.cc$'; fi
+pattern='^(cli|core|launcher)/.*\.cc$'
+if [ "$all" = 1 ]; then pattern='^(cli|core|launcher|runtime|python|examples)/.*\.cc$'; fi
 mapfile -t tidy_sources < <(git ls-files '*.cc' | grep -E "$pattern")
 echo "lint.sh: clang-tidy over ${#tidy_sources[@]} files"
 out=$(mktemp)

@@ -14,8 +14,8 @@ if [ "$( . /etc/os-release && echo "${VERSION_CODENAME:-}")" = bookworm ]; then
   scripts/lint.sh "$build"
 else
   echo "test.sh: lint left to the Debian 12 leg (clang-format 14)"
-  # Building nano-init and nano-run alone in an empty folder (2-3 minutes of both cores beside
-  # the other tests) checks the same CMake code on both legs: here only its build plans.
+  # Building nano-init alone in an empty folder checks the same CMake code on both legs: here
+  # only its build plans.
   export NANO_TARGETS_ALONE=plans
 fi
 # MPI tests run as root on CI machines.

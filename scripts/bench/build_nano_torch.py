@@ -2,7 +2,7 @@
 """Builds the `nano` torch.distributed backend (nano_torch) for the Python that runs this, with
 nothing but that Python's torch and a C++ compiler: no CMake, no Debian packages, no other part
 of nano. For a machine with a pip-installed torch (a wheel carries torch's and pybind11's headers,
-not Gloo's, which the backend does without), where the CMake build (runtime/python/CMakeLists.txt) cannot run for want of nano's
+not Gloo's, which the backend does without), where the CMake build (python/CMakeLists.txt) cannot run for want of nano's
 other dependencies. torch's own extension builder compiles the backend and the collectives'
 sources it uses (in parallel with ninja, MAX_JOBS at a time) with the flags that torch itself
 was built with, so torch's types cross into the module.
@@ -21,12 +21,12 @@ import tempfile
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 # The extension and what it uses of nano: the nano_collectives library of runtime/CMakeLists.txt
 # but the Gloo communicator's device (gloo_device.cc, which needs Gloo's headers), and its helpers.
-SOURCES = ["runtime/python/module.cc", "runtime/torch_backend.cc", "runtime/serial_executor.cc",
-           "runtime/store_wire.cc", "runtime/job_store_server.cc", "runtime/job_store.cc",
-           "runtime/rendezvous.cc", "runtime/net_address.cc", "runtime/collective_signature.cc",
-           "runtime/shm_collectives.cc",
-           "runtime/shm_rendezvous.cc", "runtime/gloo_binding.cc", "runtime/step_report.cc",
-           "cli/job_secret.cc", "cli/sha256.cc", "env-init/parse.cc"]
+SOURCES = ["python/module.cc", "python/torch_backend.cc", "runtime/collectives/serial_executor.cc",
+           "runtime/collectives/store_wire.cc", "runtime/collectives/job_store_server.cc", "runtime/collectives/job_store.cc",
+           "runtime/collectives/rendezvous.cc", "runtime/collectives/net_address.cc", "runtime/collectives/collective_signature.cc",
+           "runtime/collectives/shm_collectives.cc",
+           "runtime/collectives/shm_rendezvous.cc", "runtime/collectives/gloo_binding.cc", "runtime/step_report.cc",
+           "core/job_secret.cc", "core/sha256.cc", "core/parse.cc"]
 
 
 def main():
@@ -50,7 +50,7 @@ def main():
             sys.exit(f"build_nano_torch.py: expected one _C*.so in {work}, found {built}")
         # The name Python looks for (e.g. _C.cpython-312-x86_64-linux-gnu.so) or plain _C.so.
         shutil.copy(built[0], os.path.join(package, "_C.so"))
-    for py in glob.glob(os.path.join(ROOT, "runtime/python/nano_torch/*.py")):
+    for py in glob.glob(os.path.join(ROOT, "python/nano_torch/*.py")):
         shutil.copy(py, package)
     print(f"build_nano_torch.py: nano_torch for torch {torch.__version__} in {package}")
 

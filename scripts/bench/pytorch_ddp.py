@@ -11,7 +11,7 @@ is started (and pinned with taskset) by scripts/bench/run.py. Rank 0 prints one 
 with the global images/s over the timed steps (warm-up steps are not timed).
 With --single it is one plain process instead (no process group, no DDP wrapper): PyTorch's
 own per-core base when pinned to one core with OMP_NUM_THREADS=1.
---dist-backend nano uses nano's torch.distributed backend (runtime/python: `import nano_torch`)
+--dist-backend nano uses nano's torch.distributed backend (python: `import nano_torch`)
 instead of Gloo, the one line a stock program changes.
 Usage: pytorch_ddp.py {lenet|resnet18} --steps S [--warmup W] [--batch-size 64] [--data-dir D]
                       [--single] [--dist-backend gloo|nano]

@@ -230,7 +230,7 @@ fashion)
   done
   ;;
 torch_backend)
-  # Stock PyTorch DDP on the nano torch backend (runtime/python), 2 hosts x 2 ranks against 4
+  # Stock PyTorch DDP on the nano torch backend (python), 2 hosts x 2 ranks against 4
   # ranks on one host. Across hosts the backend goes through its Gloo group, which sums in
   # another order than one host's shared memory: the weights agree to float tolerance.
   dir=$(mktemp -d /tmp/nano-multihost-torch-XXXXXX)

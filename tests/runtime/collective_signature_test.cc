@@ -1,8 +1,8 @@
-// A collective's signature (runtime/collective_signature.h): its words and the comparison,
+// A collective's signature (runtime/collectives/collective_signature.h): its words and the comparison,
 // table-tested; then ShmCollectives with mismatched calls, two ranks as two threads of this
 // process over one buffer: every rank raises the same line naming both calls, nothing of a
 // peer's data is read, and the group stays broken.
-#include "runtime/collective_signature.h"
+#include "runtime/collectives/collective_signature.h"
 
 #include <ATen/ATen.h>
 #include <doctest/doctest.h>
@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/shm_collectives.h"
+#include "runtime/collectives/shm_collectives.h"
 
 using nano::CollectiveKind;
 using nano::CollectiveSignature;

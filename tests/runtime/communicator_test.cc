@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "cli/port.h"
+#include "launcher/port.h"
 #include "tests/runtime/launch.h"
 
 using nano::test::run_mpirun;

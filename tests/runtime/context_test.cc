@@ -1,8 +1,8 @@
 // Table tests of the pure env -> Context decision.
 #include <nano/context.h>
 #include <nano/error.h>
-#include "runtime/gloo_communicator.h"
-#include "runtime/rendezvous.h"
+#include "runtime/collectives/gloo_communicator.h"
+#include "runtime/collectives/rendezvous.h"
 
 // c10's logging defines a fatal CHECK; doctest's must win, so it comes last.
 #undef CHECK

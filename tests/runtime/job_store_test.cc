@@ -12,10 +12,10 @@
 #include <thread>
 
 #include <nano/error.h>
-#include "cli/job_secret.h"
-#include "runtime/job_store.h"
-#include "runtime/job_store_server.h"
-#include "runtime/store_wire.h"
+#include "core/job_secret.h"
+#include "runtime/collectives/job_store.h"
+#include "runtime/collectives/job_store_server.h"
+#include "runtime/collectives/store_wire.h"
 
 // c10's logging defines a fatal CHECK; doctest's must win, so it comes last.
 #undef CHECK

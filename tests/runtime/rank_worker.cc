@@ -17,8 +17,8 @@
 #include <nano/nano.h>
 
 // The communicators' own classes (not part of the installed surface).
-#include "runtime/gloo_communicator.h"
-#include "runtime/mpi_communicator.h"
+#include "runtime/collectives/gloo_communicator.h"
+#include "runtime/collectives/mpi_communicator.h"
 
 namespace {
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include <nano/error.h>
-#include "runtime/serial_executor.h"
+#include "runtime/collectives/serial_executor.h"
 
 // torch's logging defines CHECK too; the tests' is doctest's.
 #undef CHECK

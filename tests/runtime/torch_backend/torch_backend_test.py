@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""Process-level tests of the `nano` torch.distributed backend (runtime/torch_backend.h,
-runtime/python/) on Debian's python3-torch. Each case starts real ranks, bounds them by a
+"""Process-level tests of the `nano` torch.distributed backend (python/torch_backend.h,
+python/) on Debian's python3-torch. Each case starts real ranks, bounds them by a
 timeout, and checks that nothing is left in /dev/shm. Prints "PASS: CASE" or "FAIL: CASE: why".
 
 Usage: torch_backend_test.py BUILD_DIR CASE
@@ -206,7 +206,7 @@ def standalone_sources():
     sources = set(build_nano_torch.SOURCES)
     with open(os.path.join(root, "runtime", "CMakeLists.txt")) as f:
         listed = re.search(r"add_library\(nano_collectives STATIC(.*?)\)", f.read(), re.S).group(1).split()
-    missing = {f"runtime/{name}" for name in listed} - {"runtime/gloo_device.cc"} - sources
+    missing = {f"runtime/{name}" for name in listed} - {"runtime/collectives/gloo_device.cc"} - sources
     check(not missing, f"nano_collectives' sources missing from build_nano_torch.py: {sorted(missing)}")
     seen, todo = set(), sorted(sources)
     while todo:  # every local file reached through "..." includes, from the listed sources

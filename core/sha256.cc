@@ -1,0 +1,92 @@
+#include "core/sha256.h"
+
+namespace nano {
+namespace {
+
+constexpr uint32_t kRound[64] = {
+    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
+};
+
+uint32_t rotate_right(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
+
+// One 64-byte block into the state (FIPS 180-4, 6.2.2).
+void compress(uint32_t state[8], const uint8_t* block) {
+  uint32_t w[64];
+  for (int i = 0; i < 16; ++i)
+    w[i] = static_cast<uint32_t>(block[4 * i]) << 24 | static_cast<uint32_t>(block[4 * i + 1]) << 16 |
+           static_cast<uint32_t>(block[4 * i + 2]) << 8 | static_cast<uint32_t>(block[4 * i + 3]);
+  for (int i = 16; i < 64; ++i) {
+    const uint32_t s0 = rotate_right(w[i - 15], 7) ^ rotate_right(w[i - 15], 18) ^ (w[i - 15] >> 3);
+    const uint32_t s1 = rotate_right(w[i - 2], 17) ^ rotate_right(w[i - 2], 19) ^ (w[i - 2] >> 10);
+    w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+  }
+  uint32_t a = state[0], b = state[1], c = state[2], d = state[3];
+  uint32_t e = state[4], f = state[5], g = state[6], h = state[7];
+  for (int i = 0; i < 64; ++i) {
+    const uint32_t sum1 = rotate_right(e, 6) ^ rotate_right(e, 11) ^ rotate_right(e, 25);
+    const uint32_t choose = (e & f) ^ (~e & g);
+    const uint32_t t1 = h + sum1 + choose + kRound[i] + w[i];
+    const uint32_t sum0 = rotate_right(a, 2) ^ rotate_right(a, 13) ^ rotate_right(a, 22);
+    const uint32_t majority = (a & b) ^ (a & c) ^ (b & c);
+    const uint32_t t2 = sum0 + majority;
+    h = g;
+    g = f;
+    f = e;
+    e = d + t1;
+    d = c;
+    c = b;
+    b = a;
+    a = t1 + t2;
+  }
+  state[0] += a;
+  state[1] += b;
+  state[2] += c;
+  state[3] += d;
+  state[4] += e;
+  state[5] += f;
+  state[6] += g;
+  state[7] += h;
+}
+
+}  // namespace
+
+std::array<uint8_t, 32> sha256(const std::string& message) {
+  uint32_t state[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+  // The message, a 1 bit, zeros to 56 bytes modulo 64, its length in bits as 64 bits (5.1.1).
+  std::string padded = message;
+  padded += static_cast<char>(0x80);
+  while (padded.size() % 64 != 56) padded += '\0';
+  const uint64_t bits = static_cast<uint64_t>(message.size()) * 8;
+  for (int i = 7; i >= 0; --i) padded += static_cast<char>((bits >> (8 * i)) & 0xff);
+  for (size_t at = 0; at < padded.size(); at += 64) compress(state, reinterpret_cast<const uint8_t*>(&padded[at]));
+  std::array<uint8_t, 32> digest{};
+  for (int i = 0; i < 8; ++i)
+    for (int j = 0; j < 4; ++j) digest[4 * i + j] = static_cast<uint8_t>(state[i] >> (24 - 8 * j));
+  return digest;
+}
+
+std::array<uint8_t, 32> hmac_sha256(const std::string& key, const std::string& message) {
+  // A key longer than the block is hashed first; then it is padded with zeros to the block.
+  std::string block_key = key;
+  if (block_key.size() > 64) {
+    const auto hashed = sha256(block_key);
+    block_key.assign(hashed.begin(), hashed.end());
+  }
+  block_key.resize(64, '\0');
+  std::string inner(64, '\0'), outer(64, '\0');
+  for (size_t i = 0; i < 64; ++i) {
+    inner[i] = static_cast<char>(block_key[i] ^ 0x36);
+    outer[i] = static_cast<char>(block_key[i] ^ 0x5c);
+  }
+  const auto inner_digest = sha256(inner + message);
+  return sha256(outer + std::string(inner_digest.begin(), inner_digest.end()));
+}
+
+}  // namespace nano

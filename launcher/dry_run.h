@@ -1,0 +1,24 @@
+#pragma once
+// What a launch would do, without starting anything (`nano-run --dry-run [--json]`, and
+// TorchNano's check before it creates anything): dry_run() prepares the world as launch()
+// would; the formatting is pure.
+#include <string>
+
+#include <vector>
+
+#include "launcher/launch_types.h"
+
+namespace nano {
+
+/// Plans `argv` as launch() would, starting nothing. Throws UsageError like launch().
+DryRun dry_run(const LaunchOptions& options, const std::vector<std::string>& argv);
+
+/// A readable table: one row per rank (rank, host, CPUs, NUMA nodes, threads), then each
+/// rank's variables, the mpirun command (mpi backend) and the notes.
+std::string format_dry_run_table(const DryRun& plan);
+
+/// {"backend": ..., "ranks": [{"rank", "host", "cpus": [..], "numa_nodes": [..], "threads",
+/// "env": {NAME: VALUE}}], "command": [..], "notes": [..]} followed by a newline.
+std::string format_dry_run_json(const DryRun& plan);
+
+}  // namespace nano

@@ -1,0 +1,34 @@
+#pragma once
+// The launcher library (`nano::launcher`): start N planned, pinned ranks of a program and
+// supervise them to the end. nano-run is a thin CLI over it; nano::TorchNano and nano::nano()
+// call it from inside a training program.
+//
+// Backends. `subprocess`: the launcher forks every rank itself (launcher/subprocess.h binds it
+// before exec). `mpi`: the launcher runs Open MPI's mpirun (its binding off) on a per-rank
+// *shim* placed in front of the program; the shim reads OMPI_COMM_WORLD_*, plans against its
+// own host's topology, binds, sets the environment, fork/execs the program and streams the
+// program's output and final status back to the launcher over TCP (launcher/frames.h), so output
+// tagging and the root-cause report are the same on both backends.
+//
+// The shim is `nano-run --nano-rank-shim SPEC -- PROGRAM ARGS...` (cli/shim.h), so the shim
+// and the command line stay out of what training programs link. The launcher finds nano-run
+// (LaunchOptions::shim_executable when set, else $NANO_RUN, else this executable when it is
+// nano-run, else nano-run beside this executable, in the build's bin folder, in the install
+// bindir, on PATH).
+// Threads: the ranks are tied to the thread that calls launch() (PR_SET_PDEATHSIG); launch()
+// blocks until they are gone, so call it from a thread that lives at least that long.
+#include <string>
+#include <vector>
+
+#include "launcher/launch_types.h"
+
+namespace nano {
+
+/// Plans, starts and supervises the ranks of `argv` (argv[0] = the program). Blocks until all
+/// ranks are gone. Throws UsageError (nothing started) for bad options or a bad program: a
+/// SettingError (core/setting.h) when one setting is wrong, for the front end to word.
+/// Prints tagged rank output and, on failure, the root-cause summary to stderr.
+/// SIGINT/SIGTERM/SIGHUP received meanwhile are forwarded to the ranks (handlers restored after).
+LaunchResult launch(const LaunchOptions& options, const std::vector<std::string>& argv);
+
+}  // namespace nano

@@ -1,0 +1,95 @@
+// The mpi backend's RankStarter: mpirun on a rank shim per rank, the shims linked back to a
+// listening socket of nano-run's and stopped through it (launcher/frames.h).
+#include "launcher/mpi_starter.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include "launcher/carried_env.h"
+#include "launcher/mpi_command.h"
+#include "launcher/output.h"
+#include "launcher/port.h"
+#include "launcher/shim_spec.h"
+#include "launcher/subprocess.h"
+
+namespace nano {
+
+namespace {
+
+class MpiStarter : public RankStarter {
+ public:
+  MpiStarter(const LaunchOptions& options, const Setup& setup, Guardian& guardian, ShimChannels& shims)
+      : options_(options), setup_(setup), guardian_(guardian), shims_(shims) {}
+
+  Started start() override {
+    Started started;
+    int port = 0;
+    listen_fd_ = listen_on_free_port(setup_.hosts.empty() ? Reach::kThisHost : Reach::kEveryInterface, port);
+    // Across hosts it admits the job's hosts only, as the job's other listeners do (mpirun's, the
+    // ranks'); its shims also answer the attempt's challenge.
+    admit_only_guarded(listen_fd_, setup_.listen_guard);
+    shims_.set_secret(setup_.secret);
+    ShimSpec spec = shim_spec_for(options_, setup_, carried_environment(current_environment(), options_.extra_env));
+    spec.launcher_host = setup_.hosts.empty() ? std::string("127.0.0.1") : host_name();
+    spec.launcher_port = port;
+    Spawned sp;
+    try {
+      SpawnRequest req;
+      req.argv = mpi_command_for(options_, setup_, spec);
+      Environment env = current_environment();
+      add_job_secret(setup_.secret, env);
+      add_listen_guard_to_open_mpi(setup_.listen_guard, env);
+      add_one_host_open_mpi_settings(setup_.job_dir, env);
+      add_hosts_open_mpi_settings(setup_.session_dir, env);
+      req.env = environment_strings(env);
+      sp = spawn_process(req);
+    } catch (...) {
+      close(listen_fd_);
+      listen_fd_ = -1;
+      throw;
+    }
+    guardian_.watch_group(sp.pid);
+    mpirun_pid_ = sp.pid;
+    started.processes.push_back({sp.pid, -1, sp.stdout_fd, sp.stderr_fd});
+    started.listen_fd = listen_fd_;
+    return started;
+  }
+
+  // Asks each rank's shim to deliver `sig` (mpirun is left alone, since its own teardown ignores
+  // the grace period); the shim continues a stopped rank itself.
+  void deliver(int sig, const std::vector<pid_t>&, const Supervisor& supervisor) override {
+    shims_.set_teardown_signal(sig);
+    bool all_linked = true;
+    for (int r = 0; r < setup_.world_size; ++r) {
+      if (supervisor.exited(r)) continue;
+      if (!shims_.linked(r)) all_linked = false;
+      shims_.send(r, encode_frame(FrameType::kSignal, std::to_string(sig)));
+    }
+    // Shims that never reached us (still starting, or mpirun cannot start them) are mpirun's.
+    if (!all_linked && sig == SIGKILL && mpirun_pid_ > 0) killpg(mpirun_pid_, SIGKILL);
+  }
+
+  void clean_up(const std::vector<pid_t>&) override {
+    close(listen_fd_);
+    for (pid_t g : shims_.groups())
+      if (g > 0) killpg(g, SIGKILL);  // leftovers of a rank's group (daemons)
+    killpg(mpirun_pid_, SIGKILL);
+  }
+
+ private:
+  const LaunchOptions& options_;
+  const Setup& setup_;
+  Guardian& guardian_;
+  ShimChannels& shims_;
+  int listen_fd_ = -1;
+  pid_t mpirun_pid_ = -1;
+};
+
+}  // namespace
+
+std::unique_ptr<RankStarter> make_mpi_starter(const LaunchOptions& options, const Setup& setup, Guardian& guardian,
+                                              ShimChannels& shims) {
+  return std::make_unique<MpiStarter>(options, setup, guardian, shims);
+}
+
+}  // namespace nano

@@ -1,0 +1,81 @@
+// The subprocess backend's RankStarter: nano-run forks every rank itself.
+#include <errno.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include <nano/error.h>
+#include "launcher/subprocess.h"
+#include "launcher/subprocess_starter.h"
+#include "launcher/torchrun_env.h"
+
+namespace nano {
+namespace {
+
+class SubprocessStarter : public RankStarter {
+ public:
+  SubprocessStarter(const Setup& setup, Guardian& guardian) : setup_(setup), guardian_(guardian) {}
+
+  Started start() override {
+    Started started;
+    bool bind_memory = setup_.topology.numa_nodes.size() > 1;
+    for (int r = 0; r < setup_.world_size; ++r) {
+      SpawnRequest req;
+      req.argv = setup_.argv;
+      req.env = environment_strings(setup_.envs[static_cast<size_t>(r)].env);
+      req.cpus = setup_.rank_plans[static_cast<size_t>(r)].cpus;
+      if (bind_memory) req.numa_nodes = setup_.rank_plans[static_cast<size_t>(r)].numa_nodes;
+      Spawned sp;
+      try {
+        // The rank's TORCHELASTIC_ERROR_FILE goes here; the job's files go with the job.
+        if (!setup_.job_id.empty()) make_rank_files_dir(setup_.job_id, setup_.rank_offset + r);
+        sp = spawn_process(req);
+      } catch (const Error&) {
+        take_down(started);
+        throw;
+      }
+      for (auto& w : sp.warnings)
+        if (std::find(started.warnings.begin(), started.warnings.end(), w) == started.warnings.end())
+          started.warnings.push_back(w);
+      started.processes.push_back({sp.pid, r, sp.stdout_fd, sp.stderr_fd});
+      guardian_.watch_group(sp.pid);
+    }
+    return started;
+  }
+
+  void deliver(int sig, const std::vector<pid_t>& running, const Supervisor&) override {
+    for (pid_t g : running) killpg(g, sig);
+    if (sig != SIGKILL && sig != SIGCONT)
+      for (pid_t g : running) killpg(g, SIGCONT);
+  }
+
+  void clean_up(const std::vector<pid_t>& started) override {
+    for (pid_t g : started) killpg(g, SIGKILL);  // leftovers of a rank's group (daemons)
+  }
+
+ private:
+  // A rank that could not start: the ranks started before it go, and are reaped.
+  static void take_down(const Started& started) {
+    for (const auto& p : started.processes) killpg(p.pid, SIGKILL);
+    for (const auto& p : started.processes) {
+      int status;
+      while (waitpid(p.pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      close(p.stdout_fd);
+      close(p.stderr_fd);
+    }
+  }
+
+  const Setup& setup_;
+  Guardian& guardian_;
+};
+
+}  // namespace
+
+std::unique_ptr<RankStarter> make_subprocess_starter(const Setup& setup, Guardian& guardian) {
+  return std::make_unique<SubprocessStarter>(setup, guardian);
+}
+
+}  // namespace nano

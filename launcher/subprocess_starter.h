@@ -1,0 +1,15 @@
+#pragma once
+// The subprocess backend's RankStarter: nano-run forks every rank itself, bound before exec
+// (launcher/subprocess.h), and signals each rank's process group.
+#include <memory>
+
+#include "launcher/guardian.h"
+#include "launcher/launch_setup.h"
+#include "launcher/rank_starter.h"
+
+namespace nano {
+
+/// The subprocess backend: each rank forked and bound here.
+std::unique_ptr<RankStarter> make_subprocess_starter(const Setup& setup, Guardian& guardian);
+
+}  // namespace nano

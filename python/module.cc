@@ -1,0 +1,85 @@
+// nano_torch._C: the creator that torch.distributed.Backend.register_backend calls for "nano"
+// (nano_torch/__init__.py registers it), a probe of the path a group took, and the Python
+// API's launch (launch.h).
+#include <pybind11/chrono.h>
+#include <torch/csrc/utils/pybind.h>  // c10::intrusive_ptr as a holder, shared with torch's bindings
+
+#include <chrono>
+
+#include <nano/error.h>
+#ifndef NANO_TORCH_WITHOUT_LAUNCH  // the build for a pip torch alone (scripts/bench/build_nano_torch.py)
+#include "python/launch.h"
+#endif
+#include "python/torch_backend.h"
+#include "runtime/collectives/rendezvous.h"
+
+namespace py = pybind11;
+
+namespace {
+
+// The backend's inner Gloo group, made as a Python program makes one: through torch's binding
+// of ProcessGroupGloo, whose C++ header needs Gloo's headers (absent from torch's pip wheels).
+c10::intrusive_ptr<nano::TorchBackendBase> gloo_group(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                                      std::chrono::milliseconds timeout,
+                                                      const nano::GlooBinding& where) {
+  py::gil_scoped_acquire gil;  // the creator runs without it (the rendezvous waits)
+  try {
+    py::object gloo = py::module_::import("torch.distributed").attr("ProcessGroupGloo");
+    py::object device = where.interface.empty() ? gloo.attr("create_device")(py::arg("hostname") = where.hostname)
+                                                : gloo.attr("create_device")(py::arg("interface") = where.interface);
+    py::object options = gloo.attr("_Options")();
+    options.attr("_devices") = py::make_tuple(device);
+    options.attr("_timeout") = timeout;
+    options.attr("_threads") = 2;
+    return gloo(store, rank, size, options).cast<c10::intrusive_ptr<nano::TorchBackendBase>>();
+  } catch (const py::error_already_set& e) {
+    throw nano::Error(e.what());  // while the GIL is held: the Python error is released here
+  }
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "nano's collectives as a torch.distributed backend";
+  // torch's bindings register the base class (and the Store) that the values below cross as.
+  py::module_::import("torch.distributed");
+  // Returned as the base class torch has bound (ProcessGroup on 1.13, Backend on 2.x), as its
+  // own C++ extensions of c10d do: nothing of ours needs a Python type.
+  m.def(
+      "create",
+      [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, std::chrono::milliseconds timeout,
+         std::chrono::milliseconds join_within) {
+        nano::TorchBackend::Options options = nano::torch_backend_options(rank, size, timeout);
+        options.make_gloo_group = gloo_group;
+        options.join_within = join_within;
+        return c10::intrusive_ptr<nano::TorchBackendBase>(c10::make_intrusive<nano::TorchBackend>(store, options));
+      },
+      py::arg("store"), py::arg("rank"), py::arg("world_size"), py::arg("timeout"),
+      py::arg("join_within") = std::chrono::milliseconds(-1), py::call_guard<py::gil_scoped_release>(),
+      "Joins a nano process group (the creator given to register_backend); `join_within`: what is left of "
+      "`timeout` for the ranks to join (negative: all of it).");
+  m.def(
+      "store",
+      [](int rank, int size, std::chrono::milliseconds timeout) {
+        return nano::rendezvous(nano::store_context_from_environment(rank, size, timeout), "nano/torch/");
+      },
+      py::arg("rank"), py::arg("world_size"), py::arg("timeout"), py::call_guard<py::gil_scoped_release>(),
+      "The job's store, as nano's own collectives meet in it: a file in /dev/shm when every rank is on "
+      "this host, nano's job store (admitting only ranks that know NANO_JOB_SECRET) across the hosts of "
+      "a nano-run job, else c10d's TCPStore on MASTER_ADDR:MASTER_PORT.");
+  m.def(
+      "_drain", [](std::chrono::milliseconds limit) { return nano::drain_torch_backends(limit); }, py::arg("limit"),
+      py::call_guard<py::gil_scoped_release>(),
+      "Waits (at most `limit`) until every nano backend of this process ran what was issued to it "
+      "and released what that held; nano_torch calls it at the interpreter's exit.");
+  m.def(
+      "uses_shared_memory",
+      [](const c10::intrusive_ptr<nano::TorchBackendBase>& backend) {
+        const auto* nano_backend = dynamic_cast<const nano::TorchBackend*>(backend.get());
+        return nano_backend != nullptr && nano_backend->uses_shared_memory();
+      },
+      "True when this nano backend's collectives go through shared memory.");
+#ifndef NANO_TORCH_WITHOUT_LAUNCH
+  nano::python::bind_launch(m);
+#endif
+}

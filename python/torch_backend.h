@@ -1,0 +1,204 @@
+#pragma once
+// The `nano` backend of torch.distributed: stock PyTorch programs (DistributedDataParallel,
+// dist.all_reduce, the object collectives) reach nano's collectives through the interface
+// torch documents for third-party backends. python/ registers it with
+// torch.distributed.Backend.register_backend.
+//
+// When every rank of the group runs on one host, all_reduce (SUM, AVG, PRODUCT, MIN, MAX on
+// the float and integer dtypes), broadcast, all_gather and barrier go through shared memory
+// (ShmCollectives). Every other operation, and every operation of a group that spans hosts,
+// goes through a c10d::ProcessGroupGloo that the backend builds from the same store, so nothing
+// fails for being unsupported where Gloo supports it; reduce, reduce_scatter and the coalesced
+// forms are composed from the fast collectives, so they are fast and complete on every dtype.
+//
+// Every operation returns at once and runs on one thread of the backend's, in the order the
+// operations were issued (the same order on every rank), so DDP's overlap of backward and
+// communication holds. A Work's future carries the output tensors (DDP's communication hooks).
+// Its callbacks run on that thread, right after the operation, and a collective a callback
+// issues (PowerSGD all-reduces inside its callbacks and waits there) runs there and then: at the
+// same point of every rank's sequence, so the ranks agree on the order without a lock step.
+// Every wait is bounded by the group's timeout: a peer that dies inside a collective fails the
+// others within about 0.1 s, one that is stopped within the timeout, each with a line naming it.
+#include <torch/csrc/api/include/torch/version.h>
+#if TORCH_VERSION_MAJOR >= 2
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#else
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#endif
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "runtime/collectives/collective_signature.h"
+#include "runtime/collectives/gloo_binding.h"
+
+namespace c10d {
+class Store;
+}  // namespace c10d
+
+namespace nano {
+
+class SerialExecutor;
+class SharedMemory;
+class ShmCollectives;
+
+// torch 2.x splits a process group into a ProcessGroup front and per-device Backends, and
+// register_backend's creator must return a c10d::Backend. torch 1.13's creator returns the
+// process group itself, a c10d::ProcessGroup (its Backend class exists but Python does not use
+// it). The collective methods have the same signatures in both.
+#if TORCH_VERSION_MAJOR >= 2
+using TorchBackendBase = c10d::Backend;
+#else
+using TorchBackendBase = c10d::ProcessGroup;
+#endif
+
+/// Makes the backend's inner Gloo group of `size` ranks on `store`, listening where `where` says,
+/// each of its operations bounded by `timeout`. Supplied by whoever builds the backend:
+/// nano_torch makes it through torch's own Python binding of ProcessGroupGloo
+/// (python/module.cc), because torch's C++ header for it needs Gloo's headers, which
+/// torch's pip wheels do not ship; so the backend builds against any torch.
+using GlooGroupFactory =
+    std::function<c10::intrusive_ptr<TorchBackendBase>(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                                       std::chrono::milliseconds timeout, const GlooBinding& where)>;
+
+class TorchBackend final : public TorchBackendBase {
+ public:
+  /// How the group's ranks meet and how long any wait may last.
+  struct Options {
+    int rank = 0;
+    int size = 1;
+    std::chrono::milliseconds timeout{std::chrono::minutes(30)};
+    /// Per-rank shared-memory area in bytes (NANO_SHM_BYTES; 0 = never shared memory).
+    std::size_t shm_bytes = 0;
+    /// The rendezvous host (MASTER_ADDR): which address the Gloo group binds across hosts.
+    std::string master_addr;
+    /// Makes the inner Gloo group (required).
+    GlooGroupFactory make_gloo_group;
+    /// What is left of `timeout` for the ranks to join: init_process_group may have spent
+    /// the rest in torch's own rendezvous (its TCPStore waits for the ranks first). Negative:
+    /// all of `timeout`.
+    std::chrono::milliseconds join_within{-1};
+  };
+
+  /// Joins the group through `store` (the PrefixStore torch gives each group): every rank
+  /// announces its host, the ranks agree on shared memory when they share one, and the inner
+  /// Gloo group connects. Throws nano::Error naming the ranks that did not join within
+  /// options.timeout (counted from options.join_within when set).
+  TorchBackend(const c10::intrusive_ptr<c10d::Store>& store, const Options& options);
+  ~TorchBackend() override;
+
+  const std::string getBackendName() const override { return "nano"; }
+  /// True when the fast collectives go through shared memory (every rank on this host).
+  bool uses_shared_memory() const { return shm_ != nullptr; }
+
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts = c10d::BroadcastOptions()) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts = c10d::AllreduceOptions()) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
+      std::vector<at::Tensor>& tensors,
+      const c10d::AllreduceCoalescedOptions& opts = c10d::AllreduceCoalescedOptions()) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
+                                        const c10d::ReduceOptions& opts = c10d::ReduceOptions()) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts = c10d::AllgatherOptions()) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(
+      at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts = c10d::AllgatherOptions()) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(
+      std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts = c10d::AllgatherOptions()) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts = c10d::GatherOptions()) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts = c10d::ScatterOptions()) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(
+      std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+      const c10d::ReduceScatterOptions& opts = c10d::ReduceScatterOptions()) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
+      at::Tensor& output, at::Tensor& input,
+      const c10d::ReduceScatterOptions& opts = c10d::ReduceScatterOptions()) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& output_split_sizes,
+                                               std::vector<int64_t>& input_split_sizes,
+                                               const c10d::AllToAllOptions& opts = c10d::AllToAllOptions()) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts = c10d::AllToAllOptions()) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst_rank, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src_rank, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts = c10d::BarrierOptions()) override;
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks = false) override;
+#if TORCH_VERSION_MAJOR >= 2
+  // torch 2.x's coalescing manager (all_gather_into_tensor / reduce_scatter_tensor inside
+  // dist._coalescing_manager) asks for these; 1.13 has neither.
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts = c10d::AllgatherOptions()) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::ReduceScatterOptions& opts = c10d::ReduceScatterOptions()) override;
+#endif
+
+ private:
+  // Queues `body` on the backend's thread; the Work's future carries `outputs` once it ran.
+  // Arguments are checked before (by the caller, on its own thread): what fails inside `body`
+  // is a failure of the group's communication and breaks the group.
+  c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, const char* what, std::vector<at::Tensor> outputs,
+                                         std::function<void()> body);
+  std::string broken() const;
+  // Run on the backend's thread: the fast collective where there is one, Gloo's otherwise.
+  void all_reduce_now(at::Tensor& tensor, c10d::ReduceOp::RedOpType op);
+  void broadcast_now(at::Tensor& tensor, int root);
+  void all_gather_now(const at::Tensor& input, std::vector<at::Tensor>& outputs);
+  void barrier_now();
+  void all_gather_into_now(const at::Tensor& input, at::Tensor& output);
+  void reduce_keep_slice(at::Tensor joined, c10d::ReduceOp::RedOpType op, int64_t offset, at::Tensor& output);
+  // Gloo's forms, with what Debian's Gloo lacks made up for (AVG, bfloat16, any dtype for
+  // the operations that only move bytes).
+  void gloo_all_reduce(at::Tensor& tensor, c10d::ReduceOp::RedOpType op);
+  // Before a collective goes through Gloo: every rank's signature compared, through shared
+  // memory where the group has it (one sequence with its own collectives), else through a
+  // small Gloo all-gather. Throws the mismatch naming both calls.
+  void agree_before_gloo(const CollectiveSignature& call);
+  void gloo_wait(const c10::intrusive_ptr<c10d::Work>& work, const char* what);
+  // Throws nano::Error naming `what` unless `root` is a rank of the group.
+  void check_root(int root, const char* what) const;
+  // Throws nano::Error naming `what` unless `output` holds getSize() of `input` (all-gather into
+  // one tensor) / `input` holds getSize() of `output` and `op` reduces its dtype (reduce-scatter).
+  void check_gathered(const at::Tensor& output, const at::Tensor& input, const char* what) const;
+  void check_scattered(const at::Tensor& output, const at::Tensor& input, c10d::ReduceOp::RedOpType op,
+                       const char* what) const;
+
+  std::chrono::milliseconds timeout_;
+  c10::intrusive_ptr<TorchBackendBase> gloo_;  // c10d's ProcessGroupGloo
+  std::unique_ptr<SharedMemory> shm_memory_;
+  std::unique_ptr<ShmCollectives> shm_;
+  std::unique_ptr<CallCheck> gloo_calls_;  // where there is no shm_: signatures through Gloo
+  // The first failure: the ranks' collectives are out of step after it, so every later
+  // operation (queued or new) fails at once with it instead of waiting on peers that moved on.
+  mutable std::mutex broken_mutex_;
+  std::string broken_;
+  // Declared last, destroyed first (and explicitly, in the destructor): it uses all of the above.
+  std::unique_ptr<SerialExecutor> thread_;
+};
+
+/// Waits, at most `limit` in all, until every live backend of this process has run what was
+/// issued to it and the futures' callbacks that ran on its thread, and released what they
+/// held. nano_torch calls it at the interpreter's exit (atexit), with the interpreter lock
+/// released: afterwards no backend thread touches Python objects again, so none is caught by
+/// the interpreter's finalization while it runs a callback or drops a Python-owned tensor
+/// (torch ends such a thread inside a C++ frame: "terminate called without an active
+/// exception"). False when a backend did not get there within `limit`.
+bool drain_torch_backends(std::chrono::milliseconds limit);
+
+/// The backend's options from the creator's arguments and the environment: NANO_SHM_BYTES
+/// (default ShmCollectives::kDefaultAreaBytes) and MASTER_ADDR. Throws nano::UsageError naming a
+/// malformed NANO_SHM_BYTES.
+TorchBackend::Options torch_backend_options(int rank, int size, std::chrono::milliseconds timeout);
+
+}  // namespace nano

@@ -1,0 +1,204 @@
+#include "runtime/collectives/gloo_communicator.h"
+
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <ATen/ATen.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+#include <nano/error.h>
+#include "runtime/collectives/gloo_device.h"
+#include "runtime/collectives/gloo_signatures.h"
+#include "runtime/collectives/rendezvous.h"
+#include "runtime/collectives/serial_executor.h"
+#include "runtime/collectives/shm_collectives.h"
+#include "runtime/collectives/shm_rendezvous.h"
+
+namespace nano {
+
+namespace {
+
+class GlooWork : public Work {
+ public:
+  GlooWork(c10::intrusive_ptr<c10d::Work> work, std::function<void()> after)
+      : work_(std::move(work)), after_(std::move(after)) {}
+  ~GlooWork() override {
+    try {
+      if (!waited_) wait();
+    } catch (...) {
+      // A destructor must not throw; whoever cared about this collective called wait() and saw
+      // its error there. An unwaited handle dropped during unwinding adds nothing to report.
+    }
+  }
+  void wait() override {
+    if (waited_) return;
+    waited_ = true;
+    try {
+      work_->wait();  // bounded by Gloo's own timeout (context.collective_timeout)
+    } catch (const std::exception& e) {
+      throw Error(std::string("nano: gloo all_reduce failed: ") + first_line(e.what()));
+    }
+    if (after_) after_();
+  }
+
+ private:
+  c10::intrusive_ptr<c10d::Work> work_;
+  std::function<void()> after_;
+  bool waited_ = false;
+};
+
+}  // namespace
+
+GlooCommunicator::GlooCommunicator(const Context& context, std::size_t shm_segment_bytes) {
+  rank_ = context.rank;
+  size_ = context.world_size;
+  store_ = rendezvous(context, "nano/rank/");
+  // Gloo's own bound on each collective (c10d's default is 30 minutes).
+  auto options = c10d::ProcessGroupGloo::Options::create(context.collective_timeout);
+  const bool multi_host = context.local_world_size < context.world_size;
+  const GlooBinding where = choose_gloo_binding(context.master_addr, multi_host, rank_);
+  options->devices.push_back(make_gloo_device(where));
+  const std::string& transport = where.description;
+  if (multi_host && rank_ == 0) {
+    std::cerr << "nano: gloo communicator: " << context.world_size << " ranks on several hosts; TCP between and within "
+              << "hosts, rank 0 through " << transport << std::endl;
+  }
+  options->threads = 2;
+  try {
+    group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, rank_, size_, options);
+  } catch (const std::exception& e) {
+    throw Error("nano: gloo connection through " + context.master_addr + ":" + std::to_string(context.master_port) +
+                " failed: " + first_line(e.what()));
+  }
+  connect_shared_memory(context, shm_segment_bytes);
+  if (!shm_ && size_ > 1) {
+    calls_ = std::make_unique<CallCheck>(
+        [this](const CollectiveSignature& mine) { return gather_signatures(*group_, size_, mine); });
+  }
+  // Every rank has connected before any returns, so rank 0's store may go away later.
+  barrier();
+}
+
+GlooCommunicator::~GlooCommunicator() {
+  // Peers waiting for this rank in a shared-memory all-reduce learn at once that it left.
+  if (shm_) shm_->leave();
+}
+
+void GlooCommunicator::connect_shared_memory(const Context& context, std::size_t segment_bytes) {
+  if (context.local_world_size != size_) return;
+  SharedWorld world;
+  try {
+    world = join_shared_memory(*store_, rank_, size_, segment_bytes, context.collective_timeout, "nano");
+  } catch (const std::exception& e) {
+    throw Error("nano: rendezvous at " + context.master_addr + ":" + std::to_string(context.master_port) +
+                " failed while agreeing on shared memory: " + first_line(e.what()));
+  }
+  if (!world.collectives) return;
+  shm_ = std::move(world.collectives);
+  shm_memory_ = std::move(world.memory);
+  shm_thread_ = std::make_unique<SerialExecutor>();
+}
+
+// Every collective goes through shared memory when the ranks have it (one sequence of signed
+// calls, on the thread that runs the all-reduces, so they stay in order); through Gloo,
+// after its signature was compared (`checked`), otherwise.
+template <class Body>
+void GlooCommunicator::checked(const CollectiveSignature& call, Body body) {
+  if (calls_) {
+    calls_->run(call, body);
+  } else {
+    body();  // a world of one
+  }
+}
+
+void GlooCommunicator::broadcast(at::Tensor& tensor, int root) {
+  check_broadcastable(tensor, root, size_);
+  if (shm_) {
+    ShmCollectives* shm = shm_.get();
+    shm_thread_->run([shm, &tensor, root] { shm->broadcast(tensor, root); });
+    return;
+  }
+  checked(signature_of(CollectiveKind::kBroadcast, tensor, root), [&] {
+    // Gloo lacks some dtypes (bool, bfloat16): broadcast the bytes.
+    std::vector<at::Tensor> tensors{at::from_blob(tensor.data_ptr(), {static_cast<int64_t>(tensor.nbytes())},
+                                                  at::TensorOptions().dtype(at::kByte))};
+    c10d::BroadcastOptions opts;
+    opts.rootRank = root;
+    GlooWork(group_->broadcast(tensors, opts), nullptr).wait();
+  });
+}
+
+std::unique_ptr<Work> GlooCommunicator::all_reduce_async(at::Tensor& tensor, ReduceOp op) {
+  check_reducible(tensor, "all_reduce");
+  const int size = size_;
+  const bool average = op == ReduceOp::kAverage && size > 1;
+  if (shm_) {  // every size: Gloo's TCP loses to shared memory even at 4 bytes
+    // The task holds its own reference so the storage outlives the collective.
+    ShmCollectives* shm = shm_.get();
+    return std::make_unique<CompletionWork>(shm_thread_->submit(
+        [shm, tensor, average, size]() mutable { shm->all_reduce(tensor, ShmReduceOp::kSum, average ? size : 1); }));
+  }
+  if (calls_) {
+    CollectiveSignature call = signature_of(CollectiveKind::kAllReduce, tensor);
+    if (average) call.average = static_cast<int16_t>(size);
+    calls_->agree(call);
+  }
+  if (tensor.scalar_type() == at::kBFloat16) {
+    // Debian's Gloo build has no bfloat16 reduction: reduce a float copy.
+    at::Tensor wide = tensor.to(at::kFloat);
+    std::vector<at::Tensor> tensors{wide};
+    auto work = group_->allreduce(tensors);
+    return std::make_unique<GlooWork>(work, [tensor, wide, average, size]() mutable {
+      if (average) wide.div_(size);
+      tensor.copy_(wide);
+    });
+  }
+  std::vector<at::Tensor> tensors{tensor};
+  auto work = group_->allreduce(tensors);
+  std::function<void()> after;
+  if (average) after = [tensor, size]() mutable { tensor.div_(size); };
+  return std::make_unique<GlooWork>(work, std::move(after));
+}
+
+void GlooCommunicator::barrier() {
+  if (shm_) {
+    ShmCollectives* shm = shm_.get();
+    shm_thread_->run([shm] { shm->barrier(); });
+    return;
+  }
+  checked(CollectiveSignature{}, [&] { GlooWork(group_->barrier(), nullptr).wait(); });
+}
+
+std::vector<double> GlooCommunicator::gather(const std::vector<double>& values) {
+  auto dbl = at::TensorOptions().dtype(at::kDouble);
+  at::Tensor in = at::empty({static_cast<int64_t>(values.size())}, dbl);
+  std::copy(values.begin(), values.end(), in.data_ptr<double>());
+  std::vector<at::Tensor> gathered;
+  for (int r = 0; r < size_; ++r) gathered.push_back(at::empty_like(in));
+  if (shm_) {
+    // Shared memory has no gather to one rank: every rank gathers, rank 0 keeps it.
+    ShmCollectives* shm = shm_.get();
+    shm_thread_->run([shm, &in, &gathered] { shm->all_gather(in, gathered); });
+  } else {
+    checked(signature(CollectiveKind::kGather, static_cast<int8_t>(at::kDouble), in.numel(), 0), [&] {
+      std::vector<at::Tensor> inputs{in};
+      std::vector<std::vector<at::Tensor>> outputs;
+      if (rank_ == 0) outputs.push_back(gathered);
+      c10d::GatherOptions opts;
+      opts.rootRank = 0;
+      GlooWork(group_->gather(outputs, inputs, opts), nullptr).wait();
+    });
+  }
+  std::vector<double> result;
+  if (rank_ == 0) {
+    for (auto& t : gathered) result.insert(result.end(), t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
+  }
+  return result;
+}
+
+}  // namespace nano

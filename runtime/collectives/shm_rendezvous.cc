@@ -1,0 +1,104 @@
+#include "runtime/collectives/shm_rendezvous.h"
+
+#include <unistd.h>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <iostream>
+#include <optional>
+#include <vector>
+
+#include <nano/error.h>
+#include "core/parse.h"
+#include "core/rank_contract.h"
+
+namespace nano {
+
+namespace {
+
+std::vector<uint8_t> bytes_of(const std::string& text) { return std::vector<uint8_t>(text.begin(), text.end()); }
+
+// Unique on this host: the job (or, outside nano-run, nothing), the creating process and its
+// count of worlds. The creator is the world's rank 0, which for a subgroup is not the job's.
+std::string object_name() {
+  static std::atomic<int> serial{0};
+  const char* job = std::getenv(contract::kJobId);
+  const std::string owner = job && *job ? std::string(job) + "-" + std::to_string(getpid()) : std::to_string(getpid());
+  return "/nano-" + owner + "-" + std::to_string(serial++);
+}
+
+}  // namespace
+
+std::size_t shm_bytes_from_environment() {
+  const char* text = std::getenv(contract::kShmBytes);
+  if (!text) return ShmCollectives::kDefaultAreaBytes;
+  // At most 1 PiB per rank, so sizes summed over the ranks of one host stay far from overflow.
+  constexpr long long kMaxBytes = 1LL << 50;
+  const std::optional<long long> bytes = parse_integer(text, 0, kMaxBytes);
+  if (!bytes || (*bytes > 0 && *bytes < 64)) {
+    throw UsageError(std::string("nano: bad ") + contract::kShmBytes + "='" + text +
+                     "': expected 0 or a byte count from 64 to " + std::to_string(kMaxBytes));
+  }
+  return static_cast<std::size_t>(*bytes);
+}
+
+SharedWorld join_shared_memory(c10d::Store& store, int rank, int size, std::size_t segment_bytes,
+                               std::chrono::milliseconds timeout, const std::string& tag) {
+  SharedWorld world;
+  if (size < 2 || segment_bytes == 0) return world;
+  const std::string prefix = tag + "/shm/";
+  // Rank 0's size is everyone's (a rank with another NANO_SHM_BYTES would cut its chunks
+  // elsewhere and fall out of step), rounded to a cache line so every area's header stays
+  // aligned for its atomics and futex.
+  std::size_t data_bytes = (segment_bytes + 63) / 64 * 64;
+  std::unique_ptr<SharedMemory> memory;
+  std::string name;
+  if (rank == 0) {
+    name = object_name();
+    try {
+      memory = SharedMemory::create(name, (ShmCollectives::kHeaderBytes + data_bytes) * static_cast<std::size_t>(size));
+    } catch (const Error& e) {
+      // Said once, by the creator: the job still runs, on the slower path.
+      std::cerr << e.what() << "; collectives go through TCP instead (" << contract::kShmBytes
+                << "=0 chooses that quietly)" << std::endl;
+      name.clear();
+    }
+    store.set(prefix + "name", bytes_of(name + "\n" + std::to_string(data_bytes)));
+  } else {
+    const auto value = store.get(prefix + "name");
+    const std::string text(value.begin(), value.end());
+    const std::size_t cut = text.find('\n');
+    name = text.substr(0, cut);
+    data_bytes = cut == std::string::npos ? 0 : std::stoull(text.substr(cut + 1));
+    if (!name.empty()) {
+      try {
+        memory = SharedMemory::open(name, (ShmCollectives::kHeaderBytes + data_bytes) * static_cast<std::size_t>(size));
+      } catch (const Error& e) {
+        // This rank reports "not mapped" below, so every rank goes without; say why.
+        std::cerr << "nano: rank " << rank << ": " << e.what() << "; collectives go through TCP instead" << std::endl;
+      }
+    }
+  }
+  const std::size_t area = ShmCollectives::kHeaderBytes + data_bytes;
+  if (memory) ShmCollectives::init_header(memory->data() + area * rank);
+  // Reporting also orders every header's initialisation before anyone's first collective.
+  store.set(prefix + "ok/" + std::to_string(rank), std::vector<uint8_t>{uint8_t(memory ? 1 : 0)});
+  bool everyone = true;
+  for (int r = 0; r < size; ++r) {
+    const auto ok = store.get(prefix + "ok/" + std::to_string(r));
+    everyone = everyone && !ok.empty() && ok[0] == 1;
+  }
+  // Every rank has mapped it or given up: the name can go.
+  if (memory && rank == 0) memory->unlink();
+  if (!everyone) return world;
+  std::vector<char*> areas;
+  for (int q = 0; q < size; ++q) areas.push_back(memory->data() + area * q);
+  world.collectives =
+      std::make_unique<ShmCollectives>(std::move(areas), static_cast<int64_t>(data_bytes), rank, timeout);
+  world.memory = std::move(memory);
+  return world;
+}
+
+}  // namespace nano
