@@ -26,7 +26,11 @@ Environment changed_variables(const Environment& env, const Environment& current
 }  // namespace
 
 DryRun dry_run(const LaunchOptions& options, const std::vector<std::string>& argv) {
-  Setup s = prepare(options, argv, Purpose::kDryRun);
+  return dry_run(prepare(options, argv, Purpose::kDryRun));
+}
+
+DryRun dry_run(const Setup& s) {
+  const LaunchOptions& options = s.options;
   DryRun d;
   d.backend = s.backend == LaunchBackend::kMpi ? "mpi" : "subprocess";
   for (const auto& note : s.notes) d.notes.push_back(worded_text(note, names_of(options.front_end)));
@@ -46,9 +50,9 @@ DryRun dry_run(const LaunchOptions& options, const std::vector<std::string>& arg
     }
   }
   if (s.backend == LaunchBackend::kMpi) {
-    ShimSpec spec = shim_spec_for(options, s, carried_environment(current, options.extra_env));
+    ShimSpec spec = shim_spec_for(s, carried_environment(current, options.extra_env));
     spec.launcher_host = "<launcher>";
-    d.command = mpi_command_for(options, s, spec);
+    d.command = mpi_command_for(s, spec);
   }
   return d;
 }

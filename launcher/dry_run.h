@@ -1,16 +1,21 @@
 #pragma once
 // What a launch would do, without starting anything (`nano-run --dry-run [--json]`, and
-// TorchNano's check before it creates anything): dry_run() prepares the world as launch()
-// would; the formatting is pure.
+// the Python API's check before it creates anything): dry_run() describes a prepared world, the
+// one launch() would start; the formatting is pure.
 #include <string>
 
 #include <vector>
 
+#include "launcher/launch_setup.h"
 #include "launcher/launch_types.h"
 
 namespace nano {
 
-/// Plans `argv` as launch() would, starting nothing. Throws UsageError like launch().
+/// What `prepared` (by prepare(), for either purpose) would start: each rank's host, CPUs,
+/// threads and the variables that differ from this process's, the mpirun command, the notes.
+DryRun dry_run(const Setup& prepared);
+
+/// dry_run(prepare(options, argv, Purpose::kDryRun)). Throws UsageError like launch().
 DryRun dry_run(const LaunchOptions& options, const std::vector<std::string>& argv);
 
 /// A readable table: one row per rank (rank, host, CPUs, NUMA nodes, threads), then each

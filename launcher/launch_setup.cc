@@ -165,8 +165,8 @@ ListenGuard listen_guard_for(const std::vector<std::string>& hosts, const Enviro
   return guard;
 }
 
-AttemptIdentity attempt_of(const Setup& s, const LaunchOptions& o) {
-  return {s.job_id, s.run_id, s.restart_count, o.max_restarts, s.secret};
+AttemptIdentity attempt_of(const Setup& s) {
+  return {s.job_id, s.run_id, s.restart_count, s.options.max_restarts, s.secret};
 }
 
 Topology load_topology(const std::string& topology_xml, const std::string& synthetic) {
@@ -411,6 +411,8 @@ Setup prepare(const LaunchOptions& o, const std::vector<std::string>& argv, Purp
   const std::string path = getenv_string("PATH");
   const Environment current = current_environment();
   Setup s;
+  s.options = o;
+  s.purpose = purpose;
   const SlurmContext slurm = slurm_context_of(o, current);
   s.backend = choose_backend(o, slurm, on_path(o.mpirun, path));
   s.hosts = resolve_hosts(o, slurm, s.notes);
@@ -473,12 +475,13 @@ Setup prepare(const LaunchOptions& o, const std::vector<std::string>& argv, Purp
   return s;
 }
 
-void renew_for_restart(Setup& s, const LaunchOptions& o, int restarts) {
+void renew_for_restart(Setup& s, int restarts) {
   // A picked port may linger in TIME_WAIT; a given one is the user's, and a Slurm node part's is
   // derived alike on every node, which a port picked here on one node would break.
   if (s.port_choice == PortChoice::kPicked) s.master_port = pick_free_port();
   const bool slurm_node_part = s.group_index >= 0;  // its nodes restart alike, with the secret they share
-  stamp_attempt(s, {make_job_id(), s.run_id, restarts, o.max_restarts, slurm_node_part ? s.secret : make_job_secret()});
+  stamp_attempt(
+      s, {make_job_id(), s.run_id, restarts, s.options.max_restarts, slurm_node_part ? s.secret : make_job_secret()});
 }
 
 }  // namespace nano

@@ -39,8 +39,16 @@ enum class PortChoice {
   kPicked,   ///< a free port picked here
 };
 
-/// Every decision of a launch, made before anything starts.
+/// What prepare() prepares for: a launch (a port is checked or picked, the attempt is stamped)
+/// or --dry-run (nothing is bound, no job id, plans for other machines allowed).
+enum class Purpose { kLaunch, kDryRun };
+
+/// Every decision of a launch, made once before anything starts (prepare()), with the options
+/// it was made from: the dry run reads it, launch() starts it, and a restart renews only what
+/// changes (renew_for_restart()).
 struct Setup {
+  LaunchOptions options;  ///< what the launch was prepared from
+  Purpose purpose = Purpose::kDryRun;
   LaunchBackend backend = LaunchBackend::kSubprocess;
   std::vector<std::string> argv;  ///< argv[0] resolved
   std::vector<HostSlots> hosts;
@@ -81,10 +89,6 @@ struct Setup {
   int world_total = 0;
   int group_index = -1;
 };
-
-/// What prepare() prepares for: a launch (a port is checked or picked, the attempt is stamped)
-/// or --dry-run (nothing is bound, no job id, plans for other machines allowed).
-enum class Purpose { kLaunch, kDryRun };
 
 // ---- the stages ----
 
@@ -183,10 +187,10 @@ Setup prepare(const LaunchOptions& o, const std::vector<std::string>& argv, Purp
 /// A restart's world: the same plan, a fresh job (its own files and secret), a fresh rendezvous port when
 /// the first was picked (the old one may linger in TIME_WAIT; a given or Slurm-derived port
 /// stays), and the restart count; the run id stays.
-void renew_for_restart(Setup& s, const LaunchOptions& o, int restarts);
+void renew_for_restart(Setup& s, int restarts);
 
 /// The attempt `s` starts, as its ranks see it (launcher/torchrun_env.h).
-AttemptIdentity attempt_of(const Setup& s, const LaunchOptions& o);
+AttemptIdentity attempt_of(const Setup& s);
 
 /// nano's Python folder beside this executable (python_folder_for(self_executable())) when it
 /// is a folder; "" otherwise.

@@ -49,7 +49,7 @@ class ScopedIgnore {
 };
 
 // One world from start to end, with its guardian and its files.
-LaunchResult run_world(const LaunchOptions& options, const Setup& s, OutputRouter& router, StdioSink& sink) {
+LaunchResult run_world(const Setup& s, OutputRouter& router, StdioSink& sink) {
   Guardian guardian;
   const std::string shm_prefix = job_shm_prefix(s.job_id);
   guardian.remove_prefix("/dev/shm", shm_prefix);
@@ -58,11 +58,10 @@ LaunchResult run_world(const LaunchOptions& options, const Setup& s, OutputRoute
     if (mkdir(s.job_dir.c_str(), 0700) != 0) throw Error("cannot create " + s.job_dir + ": " + strerror(errno));
   }
   if (!s.session_dir.empty()) guardian.remove_path(s.session_dir);  // Open MPI makes it
-  for (const std::string& file : options.caller_files) guardian.remove_path(file);
-  SupervisionLoop loop(options, s, router, sink, guardian);
-  std::unique_ptr<RankStarter> starter = s.backend == LaunchBackend::kMpi
-                                             ? make_mpi_starter(options, s, guardian, loop.shims())
-                                             : make_subprocess_starter(s, guardian);
+  for (const std::string& file : s.options.caller_files) guardian.remove_path(file);
+  SupervisionLoop loop(s, router, sink, guardian);
+  std::unique_ptr<RankStarter> starter = s.backend == LaunchBackend::kMpi ? make_mpi_starter(s, guardian, loop.shims())
+                                                                          : make_subprocess_starter(s, guardian);
   // Every rank's group is gone when the loop returns (or a failed start has taken down what it
   // started): remove what the job left, then let the guardian go.
   const auto remove_job_files = [&] {
@@ -103,7 +102,12 @@ std::string attempt_name(int restarts) { return "attempt-" + std::to_string(rest
 }  // namespace
 
 LaunchResult launch(const LaunchOptions& options, const std::vector<std::string>& argv) {
-  Setup s = prepare(options, argv, Purpose::kLaunch);
+  return launch(prepare(options, argv, Purpose::kLaunch));
+}
+
+LaunchResult launch(Setup s) {
+  if (s.purpose != Purpose::kLaunch) throw Error("nano: launch() was given a dry run's plan");
+  const LaunchOptions& options = s.options;
   StdioSink sink;
   OutputConfig config;
   config.tag = options.tag_output;
@@ -121,9 +125,9 @@ LaunchResult launch(const LaunchOptions& options, const std::vector<std::string>
   ScopedIgnore no_sigpipe(SIGPIPE);
   LaunchResult result;
   for (int restarts = 0;; ++restarts) {
-    if (restarts > 0) renew_for_restart(s, options, restarts);
+    if (restarts > 0) renew_for_restart(s, restarts);
     if (options.max_restarts > 0) router.start_attempt(attempt_name(restarts));
-    result = run_world(options, s, router, sink);
+    result = run_world(s, router, sink);
     result.attempts = restarts + 1;
     if (!should_restart(result.exit_code, result.interrupted_by, restarts, options.max_restarts)) break;
     std::ostringstream delay;

@@ -20,15 +20,21 @@
 #include <string>
 #include <vector>
 
+#include "launcher/launch_setup.h"
 #include "launcher/launch_types.h"
 
 namespace nano {
 
-/// Plans, starts and supervises the ranks of `argv` (argv[0] = the program). Blocks until all
-/// ranks are gone. Throws UsageError (nothing started) for bad options or a bad program: a
-/// SettingError (core/setting.h) when one setting is wrong, for the front end to word.
+/// Starts and supervises the world `prepared` describes (prepare() with Purpose::kLaunch: a dry
+/// run's plan is refused) and starts it again after a failure while restarts are left, each
+/// restart renewing only its job id, secret and picked port. Blocks until all ranks are gone.
 /// Prints tagged rank output and, on failure, the root-cause summary to stderr.
 /// SIGINT/SIGTERM/SIGHUP received meanwhile are forwarded to the ranks (handlers restored after).
+LaunchResult launch(Setup prepared);
+
+/// launch(prepare(options, argv, Purpose::kLaunch)): plans, starts and supervises the ranks of
+/// `argv` (argv[0] = the program). Throws UsageError (nothing started) for bad options or a bad
+/// program: a SettingError (core/setting.h) when one setting is wrong, for the front end to word.
 LaunchResult launch(const LaunchOptions& options, const std::vector<std::string>& argv);
 
 }  // namespace nano

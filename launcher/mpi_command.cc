@@ -7,16 +7,16 @@
 
 namespace nano {
 
-std::vector<std::string> mpi_command_for(const LaunchOptions& o, const Setup& s, const ShimSpec& spec) {
+std::vector<std::string> mpi_command_for(const Setup& s, const ShimSpec& spec) {
   MpiCommandInput in;
-  in.mpirun = resolve_program(o.mpirun, getenv_string("PATH"));
+  in.mpirun = resolve_program(s.options.mpirun, getenv_string("PATH"));
   in.num_processes = s.world_size;
   in.hosts = s.hosts;
   in.as_root = geteuid() == 0;
   // Each shim builds its rank's environment from its own (on another host: a login's) with the
   // spec's carried variables over it. Through the spec, not mpirun's -x, which would clash with
   // a user's own Open MPI mca_base_env_list.
-  in.shim = {find_shim_executable(o), kRankShimFlag, encode_shim_spec(spec)};
+  in.shim = {find_shim_executable(s.options), kRankShimFlag, encode_shim_spec(spec)};
   in.program = s.argv;
   return make_mpi_command(in);
 }

@@ -32,7 +32,7 @@ std::vector<std::string> make_mpi_command(const MpiCommandInput& input);
 
 /// The mpirun command that starts `s`'s ranks, each behind a rank shim (this nano-run, found by
 /// find_shim_executable) given `spec`.
-std::vector<std::string> mpi_command_for(const LaunchOptions& o, const Setup& s, const ShimSpec& spec);
+std::vector<std::string> mpi_command_for(const Setup& s, const ShimSpec& spec);
 
 /// Open MPI settings of a one-host job (`job_dir` set; nothing otherwise), each added to `env`
 /// unless the user chose otherwise:

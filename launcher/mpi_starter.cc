@@ -18,8 +18,8 @@ namespace {
 
 class MpiStarter : public RankStarter {
  public:
-  MpiStarter(const LaunchOptions& options, const Setup& setup, Guardian& guardian, ShimChannels& shims)
-      : options_(options), setup_(setup), guardian_(guardian), shims_(shims) {}
+  MpiStarter(const Setup& setup, Guardian& guardian, ShimChannels& shims)
+      : setup_(setup), guardian_(guardian), shims_(shims) {}
 
   Started start() override {
     Started started;
@@ -29,13 +29,13 @@ class MpiStarter : public RankStarter {
     // ranks'); its shims also answer the attempt's challenge.
     admit_only_guarded(listen_fd_, setup_.listen_guard);
     shims_.set_secret(setup_.secret);
-    ShimSpec spec = shim_spec_for(options_, setup_, carried_environment(current_environment(), options_.extra_env));
+    ShimSpec spec = shim_spec_for(setup_, carried_environment(current_environment(), setup_.options.extra_env));
     spec.launcher_host = setup_.hosts.empty() ? std::string("127.0.0.1") : host_name();
     spec.launcher_port = port;
     Spawned sp;
     try {
       SpawnRequest req;
-      req.argv = mpi_command_for(options_, setup_, spec);
+      req.argv = mpi_command_for(setup_, spec);
       Environment env = current_environment();
       add_job_secret(setup_.secret, env);
       add_listen_guard_to_open_mpi(setup_.listen_guard, env);
@@ -77,7 +77,6 @@ class MpiStarter : public RankStarter {
   }
 
  private:
-  const LaunchOptions& options_;
   const Setup& setup_;
   Guardian& guardian_;
   ShimChannels& shims_;
@@ -87,9 +86,8 @@ class MpiStarter : public RankStarter {
 
 }  // namespace
 
-std::unique_ptr<RankStarter> make_mpi_starter(const LaunchOptions& options, const Setup& setup, Guardian& guardian,
-                                              ShimChannels& shims) {
-  return std::make_unique<MpiStarter>(options, setup, guardian, shims);
+std::unique_ptr<RankStarter> make_mpi_starter(const Setup& setup, Guardian& guardian, ShimChannels& shims) {
+  return std::make_unique<MpiStarter>(setup, guardian, shims);
 }
 
 }  // namespace nano

@@ -11,7 +11,6 @@
 namespace nano {
 
 /// The mpi backend: mpirun on the rank shims, which link to `shims`.
-std::unique_ptr<RankStarter> make_mpi_starter(const LaunchOptions& options, const Setup& setup, Guardian& guardian,
-                                              ShimChannels& shims);
+std::unique_ptr<RankStarter> make_mpi_starter(const Setup& setup, Guardian& guardian, ShimChannels& shims);
 
 }  // namespace nano

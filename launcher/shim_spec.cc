@@ -55,7 +55,8 @@ std::map<std::string, std::string> texts_of(const json& j) {
 
 }  // namespace
 
-ShimSpec shim_spec_for(const LaunchOptions& o, const Setup& s, const std::map<std::string, std::string>& carried) {
+ShimSpec shim_spec_for(const Setup& s, const std::map<std::string, std::string>& carried) {
+  const LaunchOptions& o = s.options;
   ShimSpec spec;
   spec.plan = o.plan;
   spec.recipe = o.recipe;
@@ -67,7 +68,7 @@ ShimSpec shim_spec_for(const LaunchOptions& o, const Setup& s, const std::map<st
   spec.group_starts.clear();
   for (const auto& g : s.groups) spec.group_starts.push_back(g.first_rank);
   if (spec.group_starts.empty()) spec.group_starts = {0};
-  spec.attempt = attempt_of(s, o);
+  spec.attempt = attempt_of(s);
   spec.session_dir = s.session_dir;
   spec.listen_guard = s.listen_guard;
   spec.heartbeat_timeout = o.heartbeat_timeout;

@@ -51,7 +51,7 @@ struct Setup;
 /// (carried_environment). The link (launcher_host, launcher_port) is the starter's to fill in
 /// once it listens. The attempt's secret is left out: it reaches the shims through mpirun's
 /// environment (add_job_secret), never through a command line.
-ShimSpec shim_spec_for(const LaunchOptions& o, const Setup& s, const std::map<std::string, std::string>& carried);
+ShimSpec shim_spec_for(const Setup& s, const std::map<std::string, std::string>& carried);
 
 /// Pure: the spec as one line of JSON. Strings that are not UTF-8 (an environment may hold any
 /// bytes; JSON text cannot) travel as {"hex": "..."}.

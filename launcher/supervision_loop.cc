@@ -27,18 +27,15 @@ class CaughtSignals {
 
 }  // namespace
 
-SupervisionLoop::SupervisionLoop(const LaunchOptions& o, const Setup& s, OutputRouter& router, StdioSink& sink,
-                                 Guardian& guardian)
-    : SupervisionLoop(o, s, router, sink, make_system_supervision_io(&guardian), nullptr) {}
+SupervisionLoop::SupervisionLoop(const Setup& s, OutputRouter& router, StdioSink& sink, Guardian& guardian)
+    : SupervisionLoop(s, router, sink, make_system_supervision_io(&guardian), nullptr) {}
 
-SupervisionLoop::SupervisionLoop(const LaunchOptions& o, const Setup& s, OutputRouter& router, StdioSink& sink,
-                                 SupervisionIo& io)
-    : SupervisionLoop(o, s, router, sink, nullptr, &io) {}
+SupervisionLoop::SupervisionLoop(const Setup& s, OutputRouter& router, StdioSink& sink, SupervisionIo& io)
+    : SupervisionLoop(s, router, sink, nullptr, &io) {}
 
-SupervisionLoop::SupervisionLoop(const LaunchOptions& o, const Setup& s, OutputRouter& router, StdioSink& sink,
+SupervisionLoop::SupervisionLoop(const Setup& s, OutputRouter& router, StdioSink& sink,
                                  std::unique_ptr<SupervisionIo> owned, SupervisionIo* given)
-    : options_(o),
-      setup_(s),
+    : setup_(s),
       router_(router),
       sink_(sink),
       owned_io_(std::move(owned)),
@@ -47,7 +44,7 @@ SupervisionLoop::SupervisionLoop(const LaunchOptions& o, const Setup& s, OutputR
       shims_(s.world_size, s.hosts.empty(), router, *this, io_),
       lost_(static_cast<size_t>(s.world_size)),
       ends_(static_cast<size_t>(s.world_size)),
-      beat_(o.heartbeat_timeout, Clock::time_point{}) {}
+      beat_(s.options.heartbeat_timeout, Clock::time_point{}) {}
 
 LaunchResult SupervisionLoop::run(RankStarter& starter) {
   CaughtSignals caught(io_);
@@ -99,7 +96,7 @@ void SupervisionLoop::release_shims() {
 void SupervisionLoop::apply(const Decision& d) {
   if (d.kind == Decision::kSignalAll) {
     deliver(d.signal);
-    if (d.start_grace) deadline_ = io_.now() + options_.grace_period;
+    if (d.start_grace) deadline_ = io_.now() + setup_.options.grace_period;
   } else if (d.kind == Decision::kKillAll) {
     deliver(SIGKILL);
     deadline_.reset();
@@ -151,7 +148,7 @@ void SupervisionLoop::heartbeat() {
   if (backend_pid_ <= 0) return;
   const auto now = io_.now();
   if (beat_.beat_due(now)) shims_.send_heartbeats();
-  lose_silent_hosts(options_.heartbeat_timeout);
+  lose_silent_hosts(setup_.options.heartbeat_timeout);
 }
 
 // Returns true when the channel reached its end (or must close).
@@ -233,7 +230,7 @@ void SupervisionLoop::poll_once(std::chrono::milliseconds timeout) {
       // On this host that is mpirun's doing, mostly because it lost a daemon elsewhere (Open MPI 5
       // notices a cut link on its own): a host silent for half the heartbeat timeout is the cause.
       if (shims_.hosts()[static_cast<size_t>(ch.rank)] == host_name())
-        lose_silent_hosts(options_.heartbeat_timeout / kSilenceShareOnShimClose);
+        lose_silent_hosts(setup_.options.heartbeat_timeout / kSilenceShareOnShimClose);
       lose_rank(ch.rank, "its shim's connection to nano-run closed");
     }
     if (ch.shim && !ch.hello) ++strangers_;
@@ -288,7 +285,7 @@ void SupervisionLoop::loop() {
         timeout = std::min(left, timeout);
       }
     }
-    if (options_.stop_when && !supervisor_.tearing_down() && options_.stop_when()) {
+    if (setup_.options.stop_when && !supervisor_.tearing_down() && setup_.options.stop_when()) {
       apply(supervisor_.stop_requested());
     }
     poll_once(timeout);
@@ -318,7 +315,7 @@ LaunchResult SupervisionLoop::finish() {
   facts.ends = ends_;
   facts.this_host = host_name();
   facts.restart_follows =
-      should_restart(result.exit_code, result.interrupted_by, setup_.restart_count, options_.max_restarts);
+      should_restart(result.exit_code, result.interrupted_by, setup_.restart_count, setup_.options.max_restarts);
   if (facts.root_cause) facts.stderr_tail = router_.stderr_tail(facts.root_cause->rank);
   if (facts.root_cause && facts.root_cause->rank >= 0) {
     // The root cause's torchelastic error file: read here for ranks nano-run forked; a shim

@@ -27,9 +27,9 @@ namespace nano {
 class SupervisionLoop : private ShimEvents {
  public:
   /// Supervises through the system's calls; the ranks' groups are watched by `guardian`.
-  SupervisionLoop(const LaunchOptions& o, const Setup& s, OutputRouter& router, StdioSink& sink, Guardian& guardian);
+  SupervisionLoop(const Setup& s, OutputRouter& router, StdioSink& sink, Guardian& guardian);
   /// Supervises through `io` (a test's fake).
-  SupervisionLoop(const LaunchOptions& o, const Setup& s, OutputRouter& router, StdioSink& sink, SupervisionIo& io);
+  SupervisionLoop(const Setup& s, OutputRouter& router, StdioSink& sink, SupervisionIo& io);
 
   /// The shims' links of this world, for the mpi backend's starter.
   ShimChannels& shims() { return shims_; }
@@ -47,8 +47,8 @@ class SupervisionLoop : private ShimEvents {
     bool running;
   };
 
-  SupervisionLoop(const LaunchOptions& o, const Setup& s, OutputRouter& router, StdioSink& sink,
-                  std::unique_ptr<SupervisionIo> owned, SupervisionIo* given);
+  SupervisionLoop(const Setup& s, OutputRouter& router, StdioSink& sink, std::unique_ptr<SupervisionIo> owned,
+                  SupervisionIo* given);
 
   void rank_started_here(int rank, pid_t pid) override;
   void rank_ended(int rank, int code, int sig) override;
@@ -69,7 +69,6 @@ class SupervisionLoop : private ShimEvents {
   void loop();
   LaunchResult finish();
 
-  const LaunchOptions& options_;
   const Setup& setup_;
   OutputRouter& router_;
   StdioSink& sink_;

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include <nano/in_program.h>
-#include "launcher/dry_run.h"
+#include "launcher/launch_setup.h"
 #include "launcher/launcher.h"
 #include "runtime/in_program_options.h"
 
@@ -77,10 +77,12 @@ TorchNanoOptions options_of(const py::dict& given) {
   return o;
 }
 
-// The launch's options with everything the Python front end adds; UsageError (a bad setting,
-// a bad plan) becomes a ValueError worded with the keywords' names, before anything starts.
-LaunchOptions prepared(const py::dict& given, const std::vector<int>& output_ranks,
-                       const std::vector<std::string>& argv) {
+// The launch's options with everything the Python front end adds, prepared once (for a launch
+// or, for the check, a dry run): a UsageError (a bad setting, a bad plan) becomes a ValueError
+// worded with the keywords' names, before anything starts.
+Setup prepared(const py::dict& given, const std::vector<int>& output_ranks, const std::vector<std::string>& argv,
+               const std::map<std::string, std::string>& extra_env, const std::vector<std::string>& caller_files,
+               Purpose purpose) {
   try {
     const TorchNanoOptions o = options_of(given);
     // The ranks apply these; checked here with the C++ API's words.
@@ -90,8 +92,9 @@ LaunchOptions prepared(const py::dict& given, const std::vector<int>& output_ran
     l.output_ranks = output_ranks;
     // Output from rank 0 only reads as one process's: no "[rank 0] " tags.
     l.tag_output = output_ranks.size() != 1;
-    dry_run(l, argv);
-    return l;
+    l.extra_env = extra_env;
+    l.caller_files = caller_files;
+    return prepare(l, argv, purpose);
   } catch (const UsageError& e) {
     throw py::value_error(in_program::program_message(e));
   }
@@ -120,7 +123,7 @@ void bind_launch(py::module_& m) {
   m.def(
       "check_launch",
       [](const py::dict& options, const std::vector<int>& output_ranks, const std::vector<std::string>& argv) {
-        prepared(options, output_ranks, argv);
+        prepared(options, output_ranks, argv, {}, {}, Purpose::kDryRun);
       },
       py::arg("options"), py::arg("output_ranks"), py::arg("argv"),
       "Checks a launch as launch() would (the options and the plan), starting nothing; raises ValueError "
@@ -129,14 +132,12 @@ void bind_launch(py::module_& m) {
       "launch",
       [](const py::dict& options, const std::vector<int>& output_ranks, const std::vector<std::string>& argv,
          const std::map<std::string, std::string>& extra_env, const std::vector<std::string>& caller_files) {
-        LaunchOptions l = prepared(options, output_ranks, argv);
-        l.extra_env = extra_env;
-        l.caller_files = caller_files;
+        Setup s = prepared(options, output_ranks, argv, extra_env, caller_files, Purpose::kLaunch);
         LaunchResult r;
         {
           // The ranks are tied to this thread and supervised from it; Python's other threads run.
           py::gil_scoped_release release;
-          r = launch(l, argv);
+          r = launch(std::move(s));
         }
         return result_of(r);
       },

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include <torch/optim/optimizer.h>
@@ -94,35 +95,42 @@ Session::~Session() {
 void Session::launch() {
   if (launched_ || role_ != Role::kCaller) return;
   launch_attempted_ = true;
-  // Every check before anything is created: the options, the plan, the checkpoint folder. The
-  // launch path's errors are worded here, once, in TorchNanoOptions' names.
+  // Every check before anything of the user's is created (the checkpoint folder, its claim):
+  // the options and the plan, prepared once for the launch. The launch path's errors are worded
+  // here, once, in TorchNanoOptions' names.
   LaunchOptions launch;
   try {
     launch = launch_options_of(options_);
-    check_launch(launch);
+    if (!options_.checkpoint_dir.empty()) checkpoint_options_of(options_);
   } catch (const UsageError& e) {
     throw UsageError(program_message(e));
   }
   // The caller owns the checkpoint folder for the whole launch, restarts included; its ranks
   // carry its job identity, so rank 0 finds the claim its own.
-  std::unique_ptr<FolderClaim> claim;
-  if (!options_.checkpoint_dir.empty()) {
-    checkpoint_options_of(options_);
-    prepare_checkpoint_dir(options_.checkpoint_dir);
-    if (!in_tuning_trial()) claim = std::make_unique<FolderClaim>(options_.checkpoint_dir);
-    launch.extra_env[contract::kCheckpointJob] = checkpoint_job_id();
-  }
-  if (precision_ == Precision::kBfloat16) warn_if_slow_bf16();
+  if (!options_.checkpoint_dir.empty()) launch.extra_env[contract::kCheckpointJob] = checkpoint_job_id();
+  // Rank 0's result file is named in every rank's environment, so it exists before the launch is
+  // prepared; it goes however the launch ends, and with the job if the caller is SIGKILLed.
   const std::string path = make_report_path();
   launch.extra_env[kMarkerVar] = std::to_string(trainings_reached());
   launch.extra_env[kResultVar] = path;
-  launch.caller_files.push_back(path);  // a SIGKILLed caller leaves no result file behind
+  launch.caller_files.push_back(path);
   try {
+    std::optional<PreparedLaunch> prepared;
+    try {
+      prepared.emplace(prepare_self(launch, options_.num_processes == kAuto));
+    } catch (const UsageError& e) {
+      throw UsageError(program_message(e));
+    }
+    std::unique_ptr<FolderClaim> claim;
+    if (!options_.checkpoint_dir.empty()) {
+      prepare_checkpoint_dir(options_.checkpoint_dir);
+      if (!in_tuning_trial()) claim = std::make_unique<FolderClaim>(options_.checkpoint_dir);
+    }
+    if (precision_ == Precision::kBfloat16) warn_if_slow_bf16();
     std::cout.flush();
     std::fflush(nullptr);
     try {
-      if (options_.num_processes == kAuto) launch = with_tuned_layout(launch);
-      launch_self(launch);
+      launch_self(std::move(*prepared));
     } catch (const UsageError& e) {
       throw UsageError(program_message(e));
     }

@@ -7,7 +7,7 @@
 #include <iostream>
 
 #include "launcher/auto_layout.h"
-#include "launcher/dry_run.h"
+#include "launcher/launch_setup.h"
 #include "launcher/launcher.h"
 #include "launcher/self_exe.h"
 #include "launcher/signals.h"
@@ -42,7 +42,17 @@ RankFailedError::RankFailedError(int rank, std::string host, int exit_code, int 
 
 namespace in_program {
 
-void check_launch(const LaunchOptions& options) { dry_run(options, self_argv()); }
+PreparedLaunch::PreparedLaunch(std::unique_ptr<Setup> setup, bool tune_first)
+    : setup_(std::move(setup)), tune_first_(tune_first) {}
+PreparedLaunch::PreparedLaunch(PreparedLaunch&&) noexcept = default;
+PreparedLaunch& PreparedLaunch::operator=(PreparedLaunch&&) noexcept = default;
+PreparedLaunch::~PreparedLaunch() = default;
+
+PreparedLaunch prepare_self(const LaunchOptions& options, bool tune_first) {
+  // A tuned launch plans each layout it tries and then the winner; until then only the checks.
+  const Purpose purpose = tune_first ? Purpose::kDryRun : Purpose::kLaunch;
+  return PreparedLaunch(std::make_unique<Setup>(prepare(options, self_argv(), purpose)), tune_first);
+}
 
 std::vector<std::string> split_cmdline(const std::string& bytes) {
   std::vector<std::string> argv;
@@ -86,8 +96,9 @@ LaunchOptions with_tuned_layout(const LaunchOptions& o) {
   return with_layout(o, chosen->layout);
 }
 
-void launch_self(const LaunchOptions& o) {
-  LaunchResult r = launch(o, self_argv());
+void launch_self(PreparedLaunch prepared) {
+  LaunchResult r = prepared.tune_first_ ? launch(with_tuned_layout(prepared.setup_->options), self_argv())
+                                        : launch(std::move(*prepared.setup_));
   if (r.exit_code == 0) return;
   if (r.failure) {
     throw RankFailedError(r.failure->rank, r.failure->host, r.failure->exit_code, r.failure->signal,

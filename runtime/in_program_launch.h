@@ -4,6 +4,7 @@
 // compiles in seconds (launcher/launch_types.h is light: the planner's and recipe's types). The
 // options come from runtime/in_program_options.h.
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -14,15 +15,35 @@
 
 namespace nano {
 
+struct Setup;  // launcher/launch_setup.h
+
 namespace in_program {
 
 /// Environment variables of the in-program contract (set by the caller in every rank).
 inline constexpr const char* kMarkerVar = contract::kInProgram;        ///< launch index, "1"...
 inline constexpr const char* kResultVar = contract::kInProgramResult;  ///< file rank 0 writes
 
-/// Everything launch_self() checks before it starts a rank (the plan included), starting
-/// nothing: throws UsageError. The caller runs it before it creates anything of its own.
-void check_launch(const LaunchOptions& options);
+/// A launch of this program prepared once (launcher/launch_setup.h's Setup: the options, the
+/// plan, the port, the first attempt's identity) for launch_self() to start. Move-only.
+class PreparedLaunch {
+ public:
+  PreparedLaunch(PreparedLaunch&&) noexcept;
+  PreparedLaunch& operator=(PreparedLaunch&&) noexcept;
+  ~PreparedLaunch();
+
+ private:
+  friend PreparedLaunch prepare_self(const LaunchOptions& options, bool tune_first);
+  friend void launch_self(PreparedLaunch prepared);
+  PreparedLaunch(std::unique_ptr<Setup> setup, bool tune_first);
+  std::unique_ptr<Setup> setup_;
+  bool tune_first_ = false;
+};
+
+/// Every check launch_self() makes before it starts a rank (the options, the plan, the port),
+/// made once, starting nothing: throws UsageError. The caller runs it before it creates anything
+/// of its own. With `tune_first` (TorchNanoOptions::num_processes = kAuto) the options are
+/// checked with the default layout, and launch_self() plans again for the layout it tunes.
+PreparedLaunch prepare_self(const LaunchOptions& options, bool tune_first);
 
 /// Pure: splits the NUL-separated bytes of /proc/self/cmdline into argv.
 std::vector<std::string> split_cmdline(const std::string& bytes);
@@ -36,10 +57,11 @@ std::vector<std::string> self_argv();
 /// started) as the tuning's checks do, RankFailedError when the tuning was interrupted (its
 /// launch exit code 128 + the signal) and Error when every layout failed.
 LaunchOptions with_tuned_layout(const LaunchOptions& options);
-/// Starts the ranks of this program (self_argv()) that `options` plans, with
-/// options.extra_env added, and waits for all of them. Throws UsageError (nothing started)
-/// for bad options and RankFailedError when a rank failed (the others are stopped).
-void launch_self(const LaunchOptions& options);
+/// Starts the ranks of this program (self_argv()) that `prepared` planned, with its options'
+/// extra_env added, and waits for all of them (tuning the layout first where prepared so, as
+/// with_tuned_layout() says). Throws UsageError (nothing started) as the tuning's checks do and
+/// RankFailedError when a rank failed (the others are stopped).
+void launch_self(PreparedLaunch prepared);
 
 }  // namespace in_program
 }  // namespace nano

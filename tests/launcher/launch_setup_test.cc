@@ -323,7 +323,7 @@ TEST_CASE("a restart renews the job and only a picked port: a given or Slurm-der
   s.run_id = "slurm-12.0";
   s.group_index = 1;  // a Slurm node part: its nodes share the secret the user exported
   stamp_attempt(s, {"1-aaaaaa", "slurm-12.0", 0, 2, "shared"});
-  renew_for_restart(s, LaunchOptions{}, 1);
+  renew_for_restart(s, 1);
   CHECK(s.secret == "shared");
   CHECK(s.master_port == 23456);
   CHECK(s.job_id != "1-aaaaaa");
@@ -332,7 +332,7 @@ TEST_CASE("a restart renews the job and only a picked port: a given or Slurm-der
   CHECK(s.envs[1].env.at("MASTER_PORT") == "23456");
   s.port_choice = PortChoice::kPicked;
   s.group_index = -1;  // one nano-run: every attempt gets a secret of its own
-  renew_for_restart(s, LaunchOptions{}, 2);
+  renew_for_restart(s, 2);
   CHECK(s.secret.size() == 64);
   CHECK(s.envs[0].env.at("NANO_JOB_SECRET") == s.secret);
   CHECK(s.master_port > 0);

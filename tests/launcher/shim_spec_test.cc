@@ -32,7 +32,8 @@ TEST_CASE("a shim spec round-trips through its JSON") {
   // Any bytes may travel in the environment, also what is not UTF-8.
   const std::map<std::string, std::string> carried = {
       {"PATH", "/opt/bin:/usr/bin"}, {"EXTRA", "a b \"c\"\n"}, {"LATIN1", "caf\xe9"}, {"NANO_\xff", "\x01\x80"}};
-  ShimSpec spec = shim_spec_for(o, s, carried);
+  s.options = o;
+  ShimSpec spec = shim_spec_for(s, carried);
   spec.launcher_host = "node0";
   spec.launcher_port = 999;
   CHECK(spec.attempt.secret == "5ec2e7");

@@ -74,8 +74,8 @@ std::string frame(FrameType type, const std::string& payload = "") { return enco
 
 // One world's loop on the fakes.
 struct World {
-  LaunchOptions o;
   Setup s;
+  LaunchOptions& o = s.options;  // the loop reads the options through its world
   Recorder rec;
   std::unique_ptr<OutputRouter> router;
   StdioSink stdio;  // nothing is written to it: the loop only polls it
@@ -88,7 +88,7 @@ struct World {
     s.backend = backend;
     s.hosts = std::move(hosts);
     router = std::make_unique<OutputRouter>(world_size, OutputConfig{}, rec);
-    loop = std::make_unique<SupervisionLoop>(o, s, *router, stdio, io);
+    loop = std::make_unique<SupervisionLoop>(s, *router, stdio, io);
   }
 
   // Subprocess backend: rank r is process 100+r, writing to pipes 200+2r and 201+2r.

@@ -174,7 +174,7 @@ env2 | env3)
     # A stock PyTorch program: rank 1, on hostB, raises in a @record function on the first
     # attempt; hostB's shim reads its error file there and nano-run names the exception. The
     # second attempt sees the restart (Gloo across the hosts' eth0).
-    script=$(cd "$here/../cli" && pwd)/torchrun_env.py
+    script=$(cd "$here/../launcher" && pwd)/torchrun_env.py
     run_a env GLOO_SOCKET_IFNAME=eth0 "$nano_run" -n 2 --hosts $hosts --max-restarts 1 --restart-delay 0.2 \
       --grace-period 1 /usr/bin/python3 "$script" --fail-first-attempt
     [ $rc -eq 0 ] || fail "torchrun_env.py: exit $rc: $(tail -3 "$out")"
@@ -234,7 +234,7 @@ torch_backend)
   # ranks on one host. Across hosts the backend goes through its Gloo group, which sums in
   # another order than one host's shared memory: the weights agree to float tolerance.
   dir=$(mktemp -d /tmp/nano-multihost-torch-XXXXXX)
-  train=(/usr/bin/python3 "$here/../runtime/torch_backend/ddp_train.py" --backend nano --steps 8)
+  train=(/usr/bin/python3 "$here/../python/torch_backend/ddp_train.py" --backend nano --steps 8)
   run_a "$nano_run" -n 4 --oversubscribe "${train[@]}" --out "$dir/one.pt"
   [ $rc -eq 0 ] || fail "one host: exit $rc: $(tail -3 "$out")"
   run_a "$nano_run" -n 4 --hosts hostA:2,hostB:2 "${train[@]}" --out "$dir/two.pt"
@@ -244,7 +244,7 @@ import torch
 a, b = torch.load('$dir/one.pt'), torch.load('$dir/two.pt')
 print(max((x - y).abs().max().item() for x, y in zip(a.values(), b.values())))" 2>&1)
   echo "largest weight difference between 4 ranks on one host and 2 hosts x 2: $diff"
-  # 5e-4, as runtime.torch_backend.ddp_3_4_ranks bounds the same difference between summation
+  # 5e-4, as python.torch_backend.ddp_3_4_ranks bounds the same difference between summation
   # orders (measured there up to about 1e-4 with torch 2.6): 1e-4 left no margin.
   awk -v d="$diff" 'BEGIN { exit !(d + 0 == d && d < 5e-4) }' || fail "weights differ: $diff"
   rm -rf "$dir"
@@ -362,7 +362,7 @@ strangers)
   if [ -d "$build/lib/nano/python/nano_torch" ]; then
     # Stock DDP on the nano backend meeting in nano's job store (init_method="nano://").
     dir=$(mktemp -d /tmp/nano-multihost-torch-XXXXXX)
-    train=(/usr/bin/python3 "$here/../runtime/torch_backend/ddp_train.py" --backend nano --steps 4 --init-method nano://)
+    train=(/usr/bin/python3 "$here/../python/torch_backend/ddp_train.py" --backend nano --steps 4 --init-method nano://)
     run_a "$nano_run" -n 2 --hosts hostA:1,hostB:1 "${train[@]}" --out "$dir/clean.pt"
     [ $rc -eq 0 ] || fail "torch backend, unattacked: exit $rc: $(tail -3 "$out")"
     attack torch

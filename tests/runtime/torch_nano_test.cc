@@ -438,19 +438,19 @@ int run_b_precision(const std::string& what, const std::string& backend) {
 
 // ---- unit tables (no processes) ----
 TEST_CASE("bad options are one-line usage errors, naming TorchNanoOptions' fields") {
-  using nano::in_program::check_launch;
   using nano::in_program::launch_options_of;
+  using nano::in_program::prepare_self;
   using nano::in_program::program_message;
   nano::TorchNanoOptions o;
   o.num_processes = 2;
   o.oversubscribe = true;  // a 1-core machine still plans 2 ranks
-  CHECK_NOTHROW(check_launch(launch_options_of(o)));
+  CHECK_NOTHROW(prepare_self(launch_options_of(o), false));
   CHECK(launch_options_of(o).plan.num_processes == 2);
   CHECK(launch_options_of(o).front_end == nano::FrontEnd::kProgram);
   // What the caller reads for `bad`: the translation's or the launch's own check, worded once.
   auto message = [](const nano::TorchNanoOptions& bad) -> std::string {
     try {
-      check_launch(launch_options_of(bad));
+      prepare_self(launch_options_of(bad), false);
     } catch (const nano::UsageError& e) {
       return program_message(e);
     }

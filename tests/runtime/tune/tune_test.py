@@ -221,7 +221,7 @@ def case_interrupt(env):
 
 
 def case_torch_backend(env, tmp):
-    ddp_train = os.path.join(HERE, "..", "torch_backend", "ddp_train.py")
+    ddp_train = os.path.join(HERE, "..", "..", "python", "torch_backend", "ddp_train.py")
     out = os.path.join(tmp, "weights.pt")
     code, _, err = run(["--tune", "--backend", "subprocess", "--tune-steps", "4", EXTRA, ddp_train, "--backend", "nano",
                         "--steps", "30", "--out", out], env)
