@@ -10,6 +10,7 @@
 #ifndef NANO_TORCH_WITHOUT_LAUNCH  // the build for a pip torch alone (scripts/bench/build_nano_torch.py)
 #include "python/launch.h"
 #endif
+#include "python/backend_executors.h"
 #include "python/torch_backend.h"
 #include "runtime/collectives/rendezvous.h"
 

@@ -4,18 +4,16 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <ATen/ATen.h>
-#include <ATen/core/ivalue.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <cstdlib>
 #include <iostream>
-#include <set>
-#include <sstream>
 #include <utility>
 
 #include <nano/error.h>
 #include "core/job_secret.h"
+#include "python/backend_executors.h"
+#include "python/backend_rendezvous.h"
+#include "python/nano_work.h"
 #include "runtime/collectives/gloo_signatures.h"
 #include "runtime/collectives/job_store.h"
 #include "runtime/collectives/rendezvous.h"
@@ -32,43 +30,6 @@ using RedOp = c10d::ReduceOp::RedOpType;
 
 // The backend whose future's callbacks this thread is running (null elsewhere).
 thread_local const TorchBackend* running_on_thread = nullptr;
-
-// Every live backend's executor, for drain_torch_backends. Leaked on purpose: backends may be
-// destroyed during the process's exit, after static objects are.
-std::mutex& live_mutex() {
-  static auto* m = new std::mutex;
-  return *m;
-}
-std::set<SerialExecutor*>& live_executors() {
-  static auto* s = new std::set<SerialExecutor*>;
-  return *s;
-}
-// The threads of backends destroyed by a task of their own (a program's last reference to its
-// process group dropped in a future's callback): each ends once that task returned.
-std::vector<std::shared_ptr<Completion>>& leaving_threads() {
-  static auto* v = new std::vector<std::shared_ptr<Completion>>;
-  return *v;
-}
-
-// Work::wait()'s "no timeout given" (c10d's kNoTimeout, 0 ms, which torch 1.13 declares at
-// global scope and 2.x inside c10d).
-constexpr std::chrono::milliseconds kCallerGaveNoTimeout{0};
-
-std::string seconds_text(std::chrono::milliseconds limit) {
-  std::ostringstream out;
-  out << limit.count() / 1000.0;
-  return out.str();
-}
-
-// What tells two ranks they can map each other's shared memory: the host's name and the
-// /dev/shm they see (two containers of one host with their own /dev/shm cannot).
-std::string host_identity() {
-  char name[256] = {};
-  gethostname(name, sizeof(name) - 1);
-  struct stat st {};
-  const unsigned long long device = stat("/dev/shm", &st) == 0 ? static_cast<unsigned long long>(st.st_dev) : 0;
-  return std::string(name) + "/" + std::to_string(device);
-}
 
 std::string text_of(const std::vector<uint8_t>& bytes) { return std::string(bytes.begin(), bytes.end()); }
 
@@ -182,121 +143,7 @@ void on_contiguous(at::Tensor& tensor, Body body) {
   tensor.copy_(dense);
 }
 
-// The Work of one queued operation: a future of its output tensors, completed on the backend's
-// thread (where DDP's callbacks then run), and a wait bounded by the group's timeout.
-class NanoWork : public c10d::Work {
- public:
-  NanoWork(int rank, c10d::OpType type, const char* what, std::vector<at::Tensor> outputs,
-           std::chrono::milliseconds limit)
-      : c10d::Work(rank, type),
-        what_(what),
-        outputs_(std::move(outputs)),
-        limit_(limit),
-        future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))),
-        done_(std::make_shared<Completion>()) {}
-
-  // Called once, on the backend's thread: the future's callbacks run, then waiters wake.
-  void finish(std::exception_ptr error) {
-    if (error) {
-      future_->setError(error);
-    } else {
-      future_->markCompleted(c10::IValue(outputs_));
-    }
-    done_->finish(error);
-  }
-
-  bool isCompleted() override { return future_->completed(); }
-  bool isSuccess() const override { return future_->completed() && !future_->hasError(); }
-  std::exception_ptr exception() const override { return future_->completed() ? future_->exception_ptr() : nullptr; }
-  std::vector<at::Tensor> result() override { return outputs_; }
-  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
-
-  // `timeout` from the caller (Work.wait(timeout)); none given means the group's (a little
-  // more: the collective itself fails first at the group's timeout, naming the peer it awaited).
-  bool wait(std::chrono::milliseconds timeout) override {
-    const std::chrono::milliseconds limit = timeout == kCallerGaveNoTimeout ? limit_ : timeout;
-    if (!done_->wait_for(limit)) throw Error(collective_timeout_message(what_, limit));
-    return true;
-  }
-
- private:
-  const char* what_;
-  std::vector<at::Tensor> outputs_;
-  std::chrono::milliseconds limit_;
-  c10::intrusive_ptr<c10::ivalue::Future> future_;
-  std::shared_ptr<Completion> done_;
-};
-
-// Waits until every rank has set "<prefix><rank>", at most `timeout`; names the missing ones.
-// The job store under torch's PrefixStores, if the process group was made on one.
-JobStore* job_store_under(c10::intrusive_ptr<c10d::Store> store) {
-  while (auto* prefixed = dynamic_cast<c10d::PrefixStore*>(store.get())) store = prefixed->getUnderlyingStore();
-  return dynamic_cast<JobStore*>(store.get());
-}
-
-// `wait_for`: what is left of `timeout`, the bound the message names (at least a last look).
-void await_ranks(c10d::Store& store, const std::string& prefix, int rank, int size, std::chrono::milliseconds timeout,
-                 std::chrono::milliseconds wait_for) {
-  std::vector<std::string> keys;
-  for (int r = 0; r < size; ++r) keys.push_back(prefix + std::to_string(r));
-  try {
-    store.wait(keys, std::max(wait_for, std::chrono::milliseconds(100)));
-  } catch (const std::exception& e) {
-    std::vector<int> missing;
-    try {
-      for (int r = 0; r < size; ++r) {
-        if (!store.check({keys[r]})) missing.push_back(r);
-      }
-    } catch (const std::exception&) {
-      throw Error("nano: rank " + std::to_string(rank) +
-                  ": the nano backend's rendezvous failed: " + first_line(e.what()));
-    }
-    std::string names;
-    for (int r : missing) names += (names.empty() ? "" : ", ") + std::to_string(r);
-    throw Error("nano: rank " + std::to_string(rank) + ": " + std::to_string(missing.size()) + " of " +
-                std::to_string(size) + " ranks did not join the nano process group within " + seconds_text(timeout) +
-                " s (missing: " + names + ")");
-  }
-}
-
 }  // namespace
-
-bool drain_torch_backends(std::chrono::milliseconds limit) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  const auto wait = [&](const std::shared_ptr<Completion>& done) {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    try {
-      return left.count() > 0 && done->wait_for(left);
-    } catch (const std::exception&) {
-      return true;  // it ended: what failed was its caller's to hear about
-    }
-  };
-  std::vector<std::shared_ptr<Completion>> marks;
-  {
-    // A no-op behind everything queued: the executor runs its tasks in order and releases each
-    // one's captures before the next starts, so once it ran, all before it are done with.
-    std::lock_guard<std::mutex> lock(live_mutex());
-    for (SerialExecutor* executor : live_executors()) {
-      try {
-        marks.push_back(executor->submit([] {}));
-      } catch (const std::exception&) {
-        // abandoned (a collective outlived its bound): it holds a thread nothing can end
-      }
-    }
-  }
-  bool drained = true;
-  for (const auto& mark : marks) drained = wait(mark) && drained;
-  // A backend destroyed by one of its own tasks meanwhile (its no-op then failed at once): its
-  // thread is still inside that task.
-  std::vector<std::shared_ptr<Completion>> leaving;
-  {
-    std::lock_guard<std::mutex> lock(live_mutex());
-    leaving = leaving_threads();
-  }
-  for (const auto& thread : leaving) drained = wait(thread) && drained;
-  return drained;
-}
 
 TorchBackend::Options torch_backend_options(int rank, int size, std::chrono::milliseconds timeout) {
   TorchBackend::Options options;
@@ -345,23 +192,20 @@ TorchBackend::TorchBackend(const c10::intrusive_ptr<c10d::Store>& store, const O
     throw Error("nano: rank " + std::to_string(rank) +
                 ": the nano backend's Gloo group did not connect: " + first_line(e.what()));
   }
+  std::shared_ptr<CallCheck> gloo_check;
   if (!shm_ && size > 1) {
     // One small Gloo all-gather of every rank's signature before each collective: where no
     // shared memory carries them, this is what keeps mismatched calls from moving data.
-    gloo_calls_ = std::make_unique<CallCheck>(
+    gloo_check = std::make_shared<CallCheck>(
         [this](const CollectiveSignature& mine) { return gather_signatures(*gloo_, getSize(), mine); });
   }
+  route_ = CollectiveRoute(shm_.get(), std::move(gloo_check));
   thread_ = std::make_unique<SerialExecutor>();
-  std::lock_guard<std::mutex> lock(live_mutex());
-  live_executors().insert(thread_.get());
+  register_backend_executor(*thread_);
 }
 
 TorchBackend::~TorchBackend() {
-  {
-    std::lock_guard<std::mutex> lock(live_mutex());
-    live_executors().erase(thread_.get());
-    if (thread_->on_own_thread()) leaving_threads().push_back(thread_->thread_finished());
-  }
+  unregister_backend_executor(*thread_);
   // What was issued runs to its end (each bounded by the timeout), its futures completed; then
   // peers still waiting for this rank in a shared-memory collective learn at once that it left.
   thread_.reset();
@@ -434,16 +278,7 @@ void TorchBackend::gloo_wait(const c10::intrusive_ptr<c10d::Work>& work, const c
   }
 }
 
-void TorchBackend::agree_before_gloo(const CollectiveSignature& call) {
-  if (shm_) {
-    shm_->agree_on(call);
-  } else if (gloo_calls_) {
-    gloo_calls_->agree(call);
-  }
-}
-
 void TorchBackend::gloo_all_reduce(at::Tensor& tensor, RedOp op) {
-  agree_before_gloo(all_reduce_signature(tensor, op, getSize()));
   // Gloo has no AVG: a sum, divided after. Debian's Gloo has no bfloat16 reduction: a float
   // copy, rounded back once.
   const bool average = op == c10d::ReduceOp::AVG;
@@ -465,24 +300,25 @@ void TorchBackend::gloo_all_reduce(at::Tensor& tensor, RedOp op) {
 
 void TorchBackend::all_reduce_now(at::Tensor& tensor, RedOp op) {
   ShmReduceOp fast;
-  if (shm_ && shm_op(op, &fast)) {
-    on_contiguous(tensor, [&](at::Tensor& t) { shm_->all_reduce(t, fast, op == c10d::ReduceOp::AVG ? getSize() : 1); });
-    return;
-  }
-  on_contiguous(tensor, [&](at::Tensor& t) { gloo_all_reduce(t, op); });
+  const bool shm_serves = shm_op(op, &fast);
+  on_contiguous(tensor, [&](at::Tensor& t) {
+    route_.run(
+        all_reduce_signature(t, op, getSize()), shm_serves,
+        [&](ShmCollectives& shm) { shm.all_reduce(t, fast, op == c10d::ReduceOp::AVG ? getSize() : 1); },
+        [&] { gloo_all_reduce(t, op); });
+  });
 }
 
 void TorchBackend::broadcast_now(at::Tensor& tensor, int root) {
   on_contiguous(tensor, [&](at::Tensor& t) {
-    if (shm_) {
-      shm_->broadcast(t, root);
-      return;
-    }
-    agree_before_gloo(signature_of(CollectiveKind::kBroadcast, t, root));
-    std::vector<at::Tensor> tensors{borrowed_bytes(t)};
-    c10d::BroadcastOptions opts;
-    opts.rootRank = root;
-    gloo_wait(gloo_->broadcast(tensors, opts), "broadcast");
+    route_.run(
+        signature_of(CollectiveKind::kBroadcast, t, root), true, [&](ShmCollectives& shm) { shm.broadcast(t, root); },
+        [&] {
+          std::vector<at::Tensor> tensors{borrowed_bytes(t)};
+          c10d::BroadcastOptions opts;
+          opts.rootRank = root;
+          gloo_wait(gloo_->broadcast(tensors, opts), "broadcast");
+        });
   });
 }
 
@@ -491,27 +327,23 @@ void TorchBackend::all_gather_now(const at::Tensor& input, std::vector<at::Tenso
   const at::Tensor in = input.contiguous();
   std::vector<at::Tensor> dense;
   for (const auto& out : outputs) dense.push_back(out.is_contiguous() ? out : at::empty_like(in));
-  if (shm_) {
-    shm_->all_gather(in, dense);
-  } else {
-    agree_before_gloo(signature_of(CollectiveKind::kAllGather, in));
-    std::vector<std::vector<at::Tensor>> gathered(1);
-    for (auto& d : dense) gathered[0].push_back(borrowed_bytes(d));
-    std::vector<at::Tensor> inputs{borrowed_bytes(in)};
-    gloo_wait(gloo_->allgather(gathered, inputs), "all_gather");
-  }
+  route_.run(
+      signature_of(CollectiveKind::kAllGather, in), true, [&](ShmCollectives& shm) { shm.all_gather(in, dense); },
+      [&] {
+        std::vector<std::vector<at::Tensor>> gathered(1);
+        for (auto& d : dense) gathered[0].push_back(borrowed_bytes(d));
+        std::vector<at::Tensor> inputs{borrowed_bytes(in)};
+        gloo_wait(gloo_->allgather(gathered, inputs), "all_gather");
+      });
   for (std::size_t q = 0; q < outputs.size(); ++q) {
     if (!outputs[q].is_contiguous()) outputs[q].copy_(dense[q].view(outputs[q].sizes()));
   }
 }
 
 void TorchBackend::barrier_now() {
-  if (shm_) {
-    shm_->barrier();
-    return;
-  }
-  agree_before_gloo(CollectiveSignature{});
-  gloo_wait(gloo_->barrier(), "barrier");
+  route_.run(
+      CollectiveSignature{}, true, [](ShmCollectives& shm) { shm.barrier(); },
+      [&] { gloo_wait(gloo_->barrier(), "barrier"); });
 }
 
 // `output` holds getSize() inputs of `input`'s dtype (checked by the caller).
@@ -689,7 +521,7 @@ c10::intrusive_ptr<c10d::Work> TorchBackend::gather(std::vector<std::vector<at::
       }
     }
     const at::Tensor dense_in = inputs[0].contiguous();
-    agree_before_gloo(signature_of(CollectiveKind::kGather, dense_in, static_cast<int>(opts.rootRank)));
+    route_.agree(signature_of(CollectiveKind::kGather, dense_in, static_cast<int>(opts.rootRank)));
     std::vector<at::Tensor> in{borrowed_bytes(dense_in)};
     gloo_wait(gloo_->gather(out, in, opts), "gather");
     for (std::size_t i = 0; i < outputs.size(); ++i) {
@@ -715,7 +547,7 @@ c10::intrusive_ptr<c10d::Work> TorchBackend::scatter(std::vector<at::Tensor>& ou
   at::Tensor output = outputs[0];
   return enqueue(c10d::OpType::SCATTER, "scatter", outputs, [this, output, inputs, opts]() mutable {
     on_contiguous(output, [&](at::Tensor& dense_out) {
-      agree_before_gloo(signature_of(CollectiveKind::kScatter, dense_out, static_cast<int>(opts.rootRank)));
+      route_.agree(signature_of(CollectiveKind::kScatter, dense_out, static_cast<int>(opts.rootRank)));
       std::vector<std::vector<at::Tensor>> dense(inputs.size()), in(inputs.size());
       for (std::size_t i = 0; i < inputs.size(); ++i) {
         for (const auto& t : inputs[i]) {
@@ -819,7 +651,7 @@ c10::intrusive_ptr<c10d::Work> TorchBackend::alltoall_base(at::Tensor& output, a
   return enqueue(c10d::OpType::ALLTOALL_BASE, "all_to_all_single", {output},
                  [this, in, out, out_splits, in_splits, opts]() mutable {
                    const at::Tensor dense_in = in.contiguous();
-                   agree_before_gloo(all_to_all_signature(dense_in));
+                   route_.agree(all_to_all_signature(dense_in));
                    on_contiguous(out, [&](at::Tensor& dense_out) {
                      at::Tensor gloo_in = borrowed(dense_in), gloo_out = borrowed(dense_out);
                      gloo_wait(gloo_->alltoall_base(gloo_out, gloo_in, out_splits, in_splits, opts),
@@ -838,7 +670,7 @@ c10::intrusive_ptr<c10d::Work> TorchBackend::alltoall(std::vector<at::Tensor>& o
   // Gloo's list form is missing in some versions: the single-tensor form over the joined
   // bytes serves every version and dtype.
   return enqueue(c10d::OpType::ALLTOALL, "all_to_all", outputs, [this, outputs, inputs, opts]() mutable {
-    agree_before_gloo(all_to_all_signature(inputs[0]));
+    route_.agree(all_to_all_signature(inputs[0]));
     std::vector<at::Tensor> in_bytes;
     std::vector<int64_t> in_splits, out_splits;
     for (const auto& t : inputs) {

@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/collectives/collective_route.h"
 #include "runtime/collectives/collective_signature.h"
 #include "runtime/collectives/gloo_binding.h"
 
@@ -161,10 +162,7 @@ class TorchBackend final : public TorchBackendBase {
   // Gloo's forms, with what Debian's Gloo lacks made up for (AVG, bfloat16, any dtype for
   // the operations that only move bytes).
   void gloo_all_reduce(at::Tensor& tensor, c10d::ReduceOp::RedOpType op);
-  // Before a collective goes through Gloo: every rank's signature compared, through shared
-  // memory where the group has it (one sequence with its own collectives), else through a
-  // small Gloo all-gather. Throws the mismatch naming both calls.
-  void agree_before_gloo(const CollectiveSignature& call);
+  // Waits for a Gloo operation (bounded by Gloo's timeout, the group's); its failure names `what`.
   void gloo_wait(const c10::intrusive_ptr<c10d::Work>& work, const char* what);
   // Throws nano::Error naming `what` unless `root` is a rank of the group.
   void check_root(int root, const char* what) const;
@@ -178,7 +176,8 @@ class TorchBackend final : public TorchBackendBase {
   c10::intrusive_ptr<TorchBackendBase> gloo_;  // c10d's ProcessGroupGloo
   std::unique_ptr<SharedMemory> shm_memory_;
   std::unique_ptr<ShmCollectives> shm_;
-  std::unique_ptr<CallCheck> gloo_calls_;  // where there is no shm_: signatures through Gloo
+  // Shared memory when every rank maps it, else Gloo after the signatures were compared.
+  CollectiveRoute route_;
   // The first failure: the ranks' collectives are out of step after it, so every later
   // operation (queued or new) fails at once with it instead of waiting on peers that moved on.
   mutable std::mutex broken_mutex_;
@@ -187,14 +186,7 @@ class TorchBackend final : public TorchBackendBase {
   std::unique_ptr<SerialExecutor> thread_;
 };
 
-/// Waits, at most `limit` in all, until every live backend of this process has run what was
-/// issued to it and the futures' callbacks that ran on its thread, and released what they
-/// held. nano_torch calls it at the interpreter's exit (atexit), with the interpreter lock
-/// released: afterwards no backend thread touches Python objects again, so none is caught by
-/// the interpreter's finalization while it runs a callback or drops a Python-owned tensor
-/// (torch ends such a thread inside a C++ frame: "terminate called without an active
-/// exception"). False when a backend did not get there within `limit`.
-bool drain_torch_backends(std::chrono::milliseconds limit);
+// drain_torch_backends(): python/backend_executors.h.
 
 /// The backend's options from the creator's arguments and the environment: NANO_SHM_BYTES
 /// (default ShmCollectives::kDefaultAreaBytes) and MASTER_ADDR. Throws nano::UsageError naming a

@@ -76,10 +76,12 @@ GlooCommunicator::GlooCommunicator(const Context& context, std::size_t shm_segme
                 " failed: " + first_line(e.what()));
   }
   connect_shared_memory(context, shm_segment_bytes);
+  std::shared_ptr<CallCheck> peer_check;
   if (!shm_ && size_ > 1) {
-    calls_ = std::make_unique<CallCheck>(
+    peer_check = std::make_shared<CallCheck>(
         [this](const CollectiveSignature& mine) { return gather_signatures(*group_, size_, mine); });
   }
+  route_ = CollectiveRoute(shm_.get(), std::move(peer_check));
   // Every rank has connected before any returns, so rank 0's store may go away later.
   barrier();
 }
@@ -104,74 +106,63 @@ void GlooCommunicator::connect_shared_memory(const Context& context, std::size_t
   shm_thread_ = std::make_unique<SerialExecutor>();
 }
 
-// Every collective goes through shared memory when the ranks have it (one sequence of signed
-// calls, on the thread that runs the all-reduces, so they stay in order); through Gloo,
-// after its signature was compared (`checked`), otherwise.
-template <class Body>
-void GlooCommunicator::checked(const CollectiveSignature& call, Body body) {
-  if (calls_) {
-    calls_->run(call, body);
-  } else {
-    body();  // a world of one
-  }
-}
+// Every collective goes through shared memory when the ranks have it (on the thread that runs
+// the all-reduces, so they stay in order), at every size: Gloo's TCP loses to shared memory
+// even at 4 bytes. Through Gloo otherwise (collective_route.h).
 
 void GlooCommunicator::broadcast(at::Tensor& tensor, int root) {
   check_broadcastable(tensor, root, size_);
-  if (shm_) {
-    ShmCollectives* shm = shm_.get();
-    shm_thread_->run([shm, &tensor, root] { shm->broadcast(tensor, root); });
-    return;
-  }
-  checked(signature_of(CollectiveKind::kBroadcast, tensor, root), [&] {
-    // Gloo lacks some dtypes (bool, bfloat16): broadcast the bytes.
-    std::vector<at::Tensor> tensors{at::from_blob(tensor.data_ptr(), {static_cast<int64_t>(tensor.nbytes())},
-                                                  at::TensorOptions().dtype(at::kByte))};
-    c10d::BroadcastOptions opts;
-    opts.rootRank = root;
-    GlooWork(group_->broadcast(tensors, opts), nullptr).wait();
-  });
+  route_.run(
+      signature_of(CollectiveKind::kBroadcast, tensor, root), true,
+      [&](ShmCollectives& shm) { shm_thread_->run([&shm, &tensor, root] { shm.broadcast(tensor, root); }); },
+      [&] {
+        // Gloo lacks some dtypes (bool, bfloat16): broadcast the bytes.
+        std::vector<at::Tensor> tensors{at::from_blob(tensor.data_ptr(), {static_cast<int64_t>(tensor.nbytes())},
+                                                      at::TensorOptions().dtype(at::kByte))};
+        c10d::BroadcastOptions opts;
+        opts.rootRank = root;
+        GlooWork(group_->broadcast(tensors, opts), nullptr).wait();
+      });
 }
 
 std::unique_ptr<Work> GlooCommunicator::all_reduce_async(at::Tensor& tensor, ReduceOp op) {
   check_reducible(tensor, "all_reduce");
   const int size = size_;
   const bool average = op == ReduceOp::kAverage && size > 1;
-  if (shm_) {  // every size: Gloo's TCP loses to shared memory even at 4 bytes
-    // The task holds its own reference so the storage outlives the collective.
-    ShmCollectives* shm = shm_.get();
-    return std::make_unique<CompletionWork>(shm_thread_->submit(
-        [shm, tensor, average, size]() mutable { shm->all_reduce(tensor, ShmReduceOp::kSum, average ? size : 1); }));
-  }
-  if (calls_) {
-    CollectiveSignature call = signature_of(CollectiveKind::kAllReduce, tensor);
-    if (average) call.average = static_cast<int16_t>(size);
-    calls_->agree(call);
-  }
-  if (tensor.scalar_type() == at::kBFloat16) {
-    // Debian's Gloo build has no bfloat16 reduction: reduce a float copy.
-    at::Tensor wide = tensor.to(at::kFloat);
-    std::vector<at::Tensor> tensors{wide};
-    auto work = group_->allreduce(tensors);
-    return std::make_unique<GlooWork>(work, [tensor, wide, average, size]() mutable {
-      if (average) wide.div_(size);
-      tensor.copy_(wide);
-    });
-  }
-  std::vector<at::Tensor> tensors{tensor};
-  auto work = group_->allreduce(tensors);
-  std::function<void()> after;
-  if (average) after = [tensor, size]() mutable { tensor.div_(size); };
-  return std::make_unique<GlooWork>(work, std::move(after));
+  CollectiveSignature call = signature_of(CollectiveKind::kAllReduce, tensor);
+  if (average) call.average = static_cast<int16_t>(size);
+  return route_.run(
+      call, true,
+      [&](ShmCollectives& shm) -> std::unique_ptr<Work> {
+        // The task holds its own reference so the storage outlives the collective.
+        ShmCollectives* area = &shm;
+        return std::make_unique<CompletionWork>(shm_thread_->submit([area, tensor, average, size]() mutable {
+          area->all_reduce(tensor, ShmReduceOp::kSum, average ? size : 1);
+        }));
+      },
+      [&]() -> std::unique_ptr<Work> {
+        if (tensor.scalar_type() == at::kBFloat16) {
+          // Debian's Gloo build has no bfloat16 reduction: reduce a float copy.
+          at::Tensor wide = tensor.to(at::kFloat);
+          std::vector<at::Tensor> tensors{wide};
+          auto work = group_->allreduce(tensors);
+          return std::make_unique<GlooWork>(work, [tensor, wide, average, size]() mutable {
+            if (average) wide.div_(size);
+            tensor.copy_(wide);
+          });
+        }
+        std::vector<at::Tensor> tensors{tensor};
+        auto work = group_->allreduce(tensors);
+        std::function<void()> after;
+        if (average) after = [tensor, size]() mutable { tensor.div_(size); };
+        return std::make_unique<GlooWork>(work, std::move(after));
+      });
 }
 
 void GlooCommunicator::barrier() {
-  if (shm_) {
-    ShmCollectives* shm = shm_.get();
-    shm_thread_->run([shm] { shm->barrier(); });
-    return;
-  }
-  checked(CollectiveSignature{}, [&] { GlooWork(group_->barrier(), nullptr).wait(); });
+  route_.run(
+      CollectiveSignature{}, true, [&](ShmCollectives& shm) { shm_thread_->run([&shm] { shm.barrier(); }); },
+      [&] { GlooWork(group_->barrier(), nullptr).wait(); });
 }
 
 std::vector<double> GlooCommunicator::gather(const std::vector<double>& values) {
@@ -180,20 +171,20 @@ std::vector<double> GlooCommunicator::gather(const std::vector<double>& values) 
   std::copy(values.begin(), values.end(), in.data_ptr<double>());
   std::vector<at::Tensor> gathered;
   for (int r = 0; r < size_; ++r) gathered.push_back(at::empty_like(in));
-  if (shm_) {
-    // Shared memory has no gather to one rank: every rank gathers, rank 0 keeps it.
-    ShmCollectives* shm = shm_.get();
-    shm_thread_->run([shm, &in, &gathered] { shm->all_gather(in, gathered); });
-  } else {
-    checked(signature(CollectiveKind::kGather, static_cast<int8_t>(at::kDouble), in.numel(), 0), [&] {
-      std::vector<at::Tensor> inputs{in};
-      std::vector<std::vector<at::Tensor>> outputs;
-      if (rank_ == 0) outputs.push_back(gathered);
-      c10d::GatherOptions opts;
-      opts.rootRank = 0;
-      GlooWork(group_->gather(outputs, inputs, opts), nullptr).wait();
-    });
-  }
+  route_.run(
+      signature(CollectiveKind::kGather, static_cast<int8_t>(at::kDouble), in.numel(), 0), true,
+      [&](ShmCollectives& shm) {
+        // Shared memory has no gather to one rank: every rank gathers, rank 0 keeps it.
+        shm_thread_->run([&shm, &in, &gathered] { shm.all_gather(in, gathered); });
+      },
+      [&] {
+        std::vector<at::Tensor> inputs{in};
+        std::vector<std::vector<at::Tensor>> outputs;
+        if (rank_ == 0) outputs.push_back(gathered);
+        c10d::GatherOptions opts;
+        opts.rootRank = 0;
+        GlooWork(group_->gather(outputs, inputs, opts), nullptr).wait();
+      });
   std::vector<double> result;
   if (rank_ == 0) {
     for (auto& t : gathered) result.insert(result.end(), t.data_ptr<double>(), t.data_ptr<double>() + t.numel());

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <memory>
 
+#include "runtime/collectives/collective_route.h"
 #include "runtime/collectives/collective_signature.h"
 #include "runtime/collectives/peer_communicator.h"
 #include "runtime/collectives/shm_collectives.h"
@@ -45,8 +46,6 @@ class GlooCommunicator : public PeerCommunicator {
 
  private:
   void connect_shared_memory(const Context& context, std::size_t segment_bytes);
-  template <class Body>
-  void checked(const CollectiveSignature& call, Body body);
 
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> group_;
@@ -54,8 +53,8 @@ class GlooCommunicator : public PeerCommunicator {
   std::unique_ptr<SharedMemory> shm_memory_;
   std::unique_ptr<ShmCollectives> shm_;
   std::unique_ptr<SerialExecutor> shm_thread_;
-  // Without shared memory: every collective's signature compared through Gloo first.
-  std::unique_ptr<CallCheck> calls_;
+  // Shared memory when every rank has it, else Gloo after the signatures were compared.
+  CollectiveRoute route_;
 };
 
 }  // namespace nano

@@ -279,18 +279,6 @@ std::shared_ptr<ShmArena> connect_shared_memory(MPI_Comm comm, int rank, int siz
   return arena;
 }
 
-// Run on the MPI thread before a collective whose data goes through MPI: every rank's
-// signature compared, in the shared window where the ranks have one (one sequence with the
-// all-reduces it carries), else with one small MPI_Allgather (`calls`).
-void agree_before_mpi(const std::shared_ptr<ShmArena>& shm, const std::shared_ptr<CallCheck>& calls,
-                      const CollectiveSignature& call) {
-  if (shm) {
-    shm->reduce->agree_on(call);
-  } else if (calls) {
-    calls->agree(call);
-  }
-}
-
 }  // namespace
 
 MpiCommunicator::MpiCommunicator(const Context& context, std::size_t shm_segment_bytes) {
@@ -317,9 +305,10 @@ MpiCommunicator::MpiCommunicator(const Context& context, std::size_t shm_segment
   // Every rank is past MPI_Init (MPI_Comm_dup is collective): the store may go.
   store.reset();
   comm_ = reinterpret_cast<void*>(comm);
+  std::shared_ptr<CallCheck> peer_check;
   if (!shm_ && size_ > 1) {
     const int size = size_;
-    calls_ = std::make_shared<CallCheck>([comm, size](const CollectiveSignature& mine) {
+    peer_check = std::make_shared<CallCheck>([comm, size](const CollectiveSignature& mine) {
       std::vector<CollectiveSignature> calls(static_cast<std::size_t>(size));
       CollectiveSignature sent = mine;
       const int n = static_cast<int>(sizeof(CollectiveSignature));
@@ -327,6 +316,7 @@ MpiCommunicator::MpiCommunicator(const Context& context, std::size_t shm_segment
       return calls;
     });
   }
+  route_ = CollectiveRoute(shm_ ? shm_->reduce.get() : nullptr, std::move(peer_check));
   if (rank_ != context.rank || size_ != context.world_size) {
     throw Error("nano: MPI world (rank " + std::to_string(rank_) + " of " + std::to_string(size_) +
                 ") disagrees with the environment (rank " + std::to_string(context.rank) + " of " +
@@ -348,11 +338,14 @@ void MpiCommunicator::broadcast(at::Tensor& tensor, int root) {
   MPI_Comm comm = as_comm(comm_);
   engine_->run(
       [&] {
-        agree_before_mpi(shm_, calls_, signature_of(CollectiveKind::kBroadcast, tensor, root));
-        for (int64_t off = 0; off < bytes; off += kMaxCount) {
-          int count = static_cast<int>(std::min(kMaxCount, bytes - off));
-          check_mpi(MPI_Bcast(data + off, count, MPI_BYTE, root, comm), "MPI_Bcast");
-        }
+        route_.run(
+            signature_of(CollectiveKind::kBroadcast, tensor, root), false, [](ShmCollectives&) {},
+            [&] {
+              for (int64_t off = 0; off < bytes; off += kMaxCount) {
+                int count = static_cast<int>(std::min(kMaxCount, bytes - off));
+                check_mpi(MPI_Bcast(data + off, count, MPI_BYTE, root, comm), "MPI_Bcast");
+              }
+            });
       },
       "broadcast");
 }
@@ -376,27 +369,27 @@ std::unique_ptr<Work> MpiCommunicator::all_reduce_async(at::Tensor& tensor, Redu
   }
   MPI_Comm comm = as_comm(comm_);
   const int size = size_;
-  std::shared_ptr<ShmArena> shm = shm_;
-  std::shared_ptr<CallCheck> calls = calls_;
+  CollectiveRoute route = route_;
   CollectiveSignature call = signature_of(CollectiveKind::kAllReduce, tensor);
   if (op == ReduceOp::kAverage && size > 1) call.average = static_cast<int16_t>(size);
   // The task holds its own reference so the storage outlives the collective. The shared-memory
   // path bounds its own waits and names the late rank; the handle's bound, a little longer,
   // catches MPI_Allreduce.
   const auto limit = engine_->collective_timeout() + std::chrono::seconds(1);
-  return std::make_unique<CompletionWork>(engine_->submit([=]() mutable {
+  // `window` keeps the shared window (which `route` points into) alive for the task.
+  return std::make_unique<CompletionWork>(engine_->submit([=, window = shm_]() mutable {
     char* data = static_cast<char*>(tensor.data_ptr());
     int64_t n = tensor.numel();
-    if (shm && n * static_cast<int64_t>(elem) >= ShmCollectives::kMinBytes) {
-      shm->reduce->all_reduce(tensor, ShmReduceOp::kSum, op == ReduceOp::kAverage ? size : 1);
-      return;
-    }
-    agree_before_mpi(shm, calls, call);
-    for (int64_t off = 0; off < n; off += kMaxCount) {
-      int count = static_cast<int>(std::min(kMaxCount, n - off));
-      check_mpi(MPI_Allreduce(MPI_IN_PLACE, data + off * elem, count, type, mpi_op, comm), "MPI_Allreduce");
-    }
-    if (op == ReduceOp::kAverage && size > 1) tensor.div_(size);
+    route.run(
+        call, n * static_cast<int64_t>(elem) >= ShmCollectives::kMinBytes,
+        [&](ShmCollectives& area) { area.all_reduce(tensor, ShmReduceOp::kSum, op == ReduceOp::kAverage ? size : 1); },
+        [&] {
+          for (int64_t off = 0; off < n; off += kMaxCount) {
+            int count = static_cast<int>(std::min(kMaxCount, n - off));
+            check_mpi(MPI_Allreduce(MPI_IN_PLACE, data + off * elem, count, type, mpi_op, comm), "MPI_Allreduce");
+          }
+          if (op == ReduceOp::kAverage && size > 1) tensor.div_(size);
+        });
   }),
                                           engine_->executor(), limit, "all_reduce");
 }
@@ -405,8 +398,8 @@ void MpiCommunicator::barrier() {
   MPI_Comm comm = as_comm(comm_);
   engine_->run(
       [&] {
-        agree_before_mpi(shm_, calls_, CollectiveSignature{});
-        check_mpi(MPI_Barrier(comm), "MPI_Barrier");
+        route_.run(
+            CollectiveSignature{}, false, [](ShmCollectives&) {}, [&] { check_mpi(MPI_Barrier(comm), "MPI_Barrier"); });
       },
       "barrier");
 }
@@ -417,12 +410,14 @@ std::vector<double> MpiCommunicator::gather(const std::vector<double>& values) {
   MPI_Comm comm = as_comm(comm_);
   engine_->run(
       [&] {
-        agree_before_mpi(
-            shm_, calls_,
-            signature(CollectiveKind::kGather, static_cast<int8_t>(at::kDouble), static_cast<int64_t>(in.size()), 0));
-        check_mpi(MPI_Gather(in.data(), static_cast<int>(in.size()), MPI_DOUBLE, out.data(),
-                             static_cast<int>(in.size()), MPI_DOUBLE, 0, comm),
-                  "MPI_Gather");
+        route_.run(
+            signature(CollectiveKind::kGather, static_cast<int8_t>(at::kDouble), static_cast<int64_t>(in.size()), 0),
+            false, [](ShmCollectives&) {},
+            [&] {
+              check_mpi(MPI_Gather(in.data(), static_cast<int>(in.size()), MPI_DOUBLE, out.data(),
+                                   static_cast<int>(in.size()), MPI_DOUBLE, 0, comm),
+                        "MPI_Gather");
+            });
       },
       "gather");
   return out;

@@ -7,6 +7,7 @@
 // it is MPI_Allreduce.
 #include <memory>
 
+#include "runtime/collectives/collective_route.h"
 #include "runtime/collectives/peer_communicator.h"
 #include "runtime/collectives/shm_collectives.h"
 
@@ -40,8 +41,9 @@ class MpiCommunicator : public PeerCommunicator {
   std::shared_ptr<MpiEngine> engine_;
   void* comm_ = nullptr;           // MPI_Comm, kept opaque so users need no <mpi.h>
   std::shared_ptr<ShmArena> shm_;  // null when ranks span hosts
-  // Without the shared window: every collective's signature compared through MPI first.
-  std::shared_ptr<CallCheck> calls_;
+  // The all-reduces through the shared window when the ranks have one, everything else through
+  // MPI after the signatures were compared (in the window, else with one small MPI_Allgather).
+  CollectiveRoute route_;
 };
 
 }  // namespace nano

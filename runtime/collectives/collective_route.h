@@ -1,0 +1,61 @@
+#pragma once
+// The one decision every communicator of nano makes for each collective: through shared memory
+// when every rank of the world maps it (ShmCollectives: one sequence of signed calls), else
+// through the peer library (MPI or Gloo) after every rank's signature was compared, so that
+// mismatched calls fail on every rank naming the difference instead of moving data. The MPI and
+// Gloo communicators and the torch backend route through it; which thread runs what stays theirs.
+#include <exception>
+#include <memory>
+#include <utility>
+
+#include "runtime/collectives/collective_signature.h"
+#include "runtime/collectives/shm_collectives.h"
+
+namespace nano {
+
+class CollectiveRoute {
+ public:
+  /// A world of one: every call takes the peer path, unchecked.
+  CollectiveRoute() = default;
+  /// `shm`: the world's shared-memory collectives, not owned (null when some rank cannot map
+  /// them, or shared memory is off). `peer_check`: how a call's signature is compared over the
+  /// peer library where there is no shared memory (null for a world of one).
+  CollectiveRoute(ShmCollectives* shm, std::shared_ptr<CallCheck> peer_check)
+      : shm_(shm), peer_check_(shm ? nullptr : std::move(peer_check)) {}
+
+  /// Whether every rank maps the shared memory.
+  bool shared() const { return shm_ != nullptr; }
+
+  /// Before data goes through the peer library: every rank's signature compared, in the shared
+  /// area where there is one (the same numbered sequence as its collectives), else with one small
+  /// all-gather of the peer library. Throws nano::Error naming the mismatch, on every rank.
+  void agree(const CollectiveSignature& call) const {
+    if (shm_) {
+      shm_->agree_on(call);
+    } else if (peer_check_) {
+      peer_check_->agree(call);
+    }
+  }
+
+  /// Runs `call`: `on_shm(ShmCollectives&)` when the world has shared memory and `shm_serves`
+  /// (the operation has a shared-memory form worth taking at its size), else `on_peer()` after
+  /// agree(). A failure of the peer path breaks the group: its calls are out of step after it.
+  template <class OnShm, class OnPeer>
+  auto run(const CollectiveSignature& call, bool shm_serves, OnShm on_shm, OnPeer on_peer) const {
+    if (shm_ && shm_serves) return on_shm(*shm_);
+    agree(call);
+    if (!peer_check_) return on_peer();
+    try {
+      return on_peer();
+    } catch (const std::exception& e) {
+      peer_check_->fail(e.what());
+      throw;
+    }
+  }
+
+ private:
+  ShmCollectives* shm_ = nullptr;
+  std::shared_ptr<CallCheck> peer_check_;
+};
+
+}  // namespace nano
