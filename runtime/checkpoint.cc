@@ -24,9 +24,11 @@
 #include <nano/auto_lr.h>
 #include <nano/communicator.h>
 #include <nano/error.h>
+#include "runtime/checkpoint_format.h"
 #include "runtime/checkpoint_staging.h"
 #include "runtime/collectives/rendezvous.h"  // first_line
 #include "runtime/collectives/serial_executor.h"
+#include "runtime/durable_file.h"
 #include "runtime/folder_claim.h"
 #include "runtime/step_report.h"
 
@@ -34,120 +36,7 @@ namespace nano {
 
 namespace {
 
-constexpr const char* kMagic = "nano-checkpoint 1";
-
-uint64_t fnv1a64(const char* p, size_t n) {
-  uint64_t h = 1469598103934665603ULL;
-  for (size_t i = 0; i < n; ++i) {
-    h ^= static_cast<unsigned char>(p[i]);
-    h *= 1099511628211ULL;
-  }
-  return h;
-}
-
-struct Header {
-  int64_t step = -1;
-  int world = 0;
-  std::string torch;
-  uint64_t bytes = 0;
-  uint64_t sum = 0;
-  size_t payload_at = 0;
-};
-
-std::string make_header(int64_t step, int world, const std::string& payload) {
-  char sum[32];
-  snprintf(sum, sizeof sum, "%016llx", static_cast<unsigned long long>(fnv1a64(payload.data(), payload.size())));
-  std::ostringstream h;
-  h << kMagic << "\nstep " << step << "\nworld " << world << "\ntorch " << TORCH_VERSION << "\nbytes " << payload.size()
-    << "\nfnv1a64 " << sum << "\n\n";
-  return h.str();
-}
-
-// False when `text` does not start with a whole nano header.
-bool parse_header(const std::string& text, Header& h) {
-  if (text.compare(0, strlen(kMagic), kMagic) != 0) return false;
-  const size_t end = text.find("\n\n");
-  if (end == std::string::npos || end > 4096) return false;
-  std::istringstream in(text.substr(0, end));
-  std::string line;
-  std::getline(in, line);
-  while (std::getline(in, line)) {
-    std::istringstream kv(line);
-    std::string key;
-    kv >> key;
-    if (key == "step")
-      kv >> h.step;
-    else if (key == "world")
-      kv >> h.world;
-    else if (key == "torch")
-      kv >> h.torch;
-    else if (key == "bytes")
-      kv >> h.bytes;
-    else if (key == "fnv1a64")
-      kv >> std::hex >> h.sum;
-  }
-  h.payload_at = end + 2;
-  return h.step >= 0 && h.world > 0;
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
 std::string errno_text() { return strerror(errno); }
-
-// The checkpoints of `dir`, newest first.
-std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string& dir) {
-  std::vector<std::pair<int64_t, std::string>> out;
-  DIR* d = opendir(dir.c_str());
-  if (!d) return out;
-  while (dirent* e = readdir(d)) {
-    const std::string name = e->d_name;
-    if (name.size() != 22 || name.compare(0, 5, "ckpt-") != 0 || name.compare(17, 5, ".nano") != 0) continue;
-    const std::string digits = name.substr(5, 12);
-    if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) continue;
-    out.emplace_back(std::stoll(digits), dir + "/" + name);
-  }
-  closedir(d);
-  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-  return out;
-}
-
-// Writes `bytes` to `path` so that a crash leaves the old file or the new one: a temporary in
-// the same folder, fsync, rename, fsync of the folder. Throws Error naming the file.
-void write_durable(const std::string& dir, const std::string& path, const std::string& bytes) {
-  const std::string tmp = dir + "/.tmp-" + std::to_string(getpid()) + "-" + path.substr(path.rfind('/') + 1);
-  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw Error("nano: cannot write checkpoint " + path + ": " + errno_text());
-  const char* p = bytes.data();
-  size_t left = bytes.size();
-  std::string failure;
-  while (left > 0 && failure.empty()) {
-    const ssize_t n = write(fd, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0)
-      failure = n < 0 ? errno_text() : "short write";
-    else {
-      p += n;
-      left -= static_cast<size_t>(n);
-    }
-  }
-  if (failure.empty() && fsync(fd) != 0) failure = errno_text();
-  if (close(fd) != 0 && failure.empty()) failure = errno_text();
-  if (failure.empty() && rename(tmp.c_str(), path.c_str()) != 0) failure = errno_text();
-  if (!failure.empty()) {
-    unlink(tmp.c_str());
-    throw Error("nano: cannot write checkpoint " + path + ": " + failure);
-  }
-  const int dfd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    fsync(dfd);
-    close(dfd);
-  }
-}
 
 }  // namespace
 
@@ -205,23 +94,6 @@ std::string text_of(const at::Tensor& bytes) {
 }
 
 }  // namespace
-
-std::string checkpoint_file_name(int64_t step) {
-  char name[32];
-  snprintf(name, sizeof name, "ckpt-%012lld.nano", static_cast<long long>(step));
-  return name;
-}
-
-std::string verify_checkpoint(const std::string& path) {
-  const std::string text = read_file(path);
-  Header h;
-  if (!parse_header(text, h)) return text.empty() ? "empty or unreadable" : "not a nano checkpoint";
-  const uint64_t have = text.size() - h.payload_at;
-  if (have < h.bytes) return "truncated: " + std::to_string(have) + " of " + std::to_string(h.bytes) + " payload bytes";
-  if (have > h.bytes) return "longer than its header says";
-  if (fnv1a64(text.data() + h.payload_at, h.bytes) != h.sum) return "checksum mismatch (damaged)";
-  return "";
-}
 
 Checkpointer::Checkpointer(std::string dir, std::shared_ptr<Communicator> comm, CheckpointOptions options)
     : dir_(std::move(dir)), comm_(std::move(comm)), options_(options), last_save_(std::chrono::steady_clock::now()) {
@@ -470,7 +342,7 @@ void Checkpointer::save() {
           std::ostringstream payload;
           archive.save_to(payload);
           const std::string body = payload.str();
-          write_durable(dir, path, make_header(step, world, body) + body);
+          write_durable(dir, path, checkpoint_header(step, world, body) + body);
           const auto all_files = list_checkpoints(dir);
           for (size_t i = static_cast<size_t>(keep); i < all_files.size(); ++i) unlink(all_files[i].second.c_str());
         } catch (const std::exception& e) {
@@ -505,9 +377,9 @@ std::optional<int64_t> Checkpointer::restore() {
   step = chosen.item<int64_t>();
   if (step < 0) return std::nullopt;
   const std::string path = dir_ + "/" + checkpoint_file_name(step);
-  const std::string text = read_file(path);
-  Header h;
-  if (!parse_header(text, h) || text.size() - h.payload_at != h.bytes)
+  const std::string text = read_whole_file(path);
+  CheckpointHeader h;
+  if (!parse_checkpoint_header(text, h) || text.size() - h.payload_at != h.bytes)
     throw Error("nano: rank " + std::to_string(comm_->rank()) + " cannot read checkpoint " + path +
                 " (every rank must see the checkpoint folder)");
   std::vector<std::function<void()>> apply;
