@@ -6,7 +6,7 @@
 #include <string>
 
 #include <nano/context.h>
-#include <nano/in_program.h>
+#include <nano/torch_nano_options.h>
 #include "examples/common/options.h"
 #include "examples/common/train.h"
 
