@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "launcher/launch_types.h"
+#include "launcher/program_timing.h"
 #include "launcher/tune_candidates.h"
 #include "launcher/tune_choice.h"
 #include "launcher/tune_store.h"
@@ -42,21 +43,6 @@ struct TuneOptions {
 /// `o` set to run `layout`: its rank count and allocator (the planner gives the threads). What
 /// a trial and -n auto launch.
 LaunchOptions with_layout(LaunchOptions o, const Layout& layout);
-
-/// How nano can time a program without its help.
-enum class ProgramTiming {
-  kRuntime,       ///< it links nano's runtime (its DDP steps and sharded loader report themselves)
-  kTorchBackend,  ///< a Python program on the nano torch backend (its all-reduces report themselves)
-  kNone,          ///< neither: it needs --tune-metric
-};
-
-/// Whether a Python program's text (its script or -c code) or its arguments ("--backend nano")
-/// name the nano backend: "nano_torch", or "nano" quoted or as an argument of its own. Pure.
-bool names_nano_backend(const std::string& source, const std::vector<std::string>& arguments);
-
-/// Reads the program (argv[0], resolved on PATH) to see whether it links nano's runtime, or,
-/// for a Python interpreter, its script (or -c code) and arguments for the nano backend.
-ProgramTiming program_timing(const std::vector<std::string>& argv);
 
 /// Every check that would fail all trials, before any starts; the layouts to try. Throws
 /// SettingError (one setting wrong: a candidate the planner refuses, a bad regex, a program
