@@ -1,5 +1,5 @@
 #pragma once
-// The launcher's value types, at the ground of cli/: what a launch is asked (LaunchOptions),
+// The launcher's value types, at the ground of launcher/: what a launch is asked (LaunchOptions),
 // what it ended with (LaunchResult, RankFailure) and what it would do (DryRun). Only the
 // planner's and the recipe's types below them; the functions that use them are in
 // launcher/launcher.h, the layers that fill them in their own headers.

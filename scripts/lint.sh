@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The tree's habits, checked (scripts/test.sh runs this after the build):
 #   1. every C++ file is formatted as .clang-format says (clang-format 14, Debian 12's);
-#   2. clang-tidy 14 with .clang-tidy's checks passes over the torch-free sources (cli/,
-#      core/), using the build folder's compile_commands.json. The runtime's files are left
+#   2. clang-tidy 14 with .clang-tidy's checks passes over the torch-free sources (core/,
+#      launcher/, cli/), using the build folder's compile_commands.json. The runtime's files are left
 #      out here because each takes clang-tidy most of a minute through torch's headers on a
 #      2-core machine; `scripts/lint.sh --all` includes them.
 # Usage: scripts/lint.sh [--fix] [--all] [BUILD_DIR]   (--fix formats the tree in place)
