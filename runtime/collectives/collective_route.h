@@ -38,11 +38,18 @@ class CollectiveRoute {
   }
 
   /// Runs `call`: `on_shm(ShmCollectives&)` when the world has shared memory and `shm_serves`
-  /// (the operation has a shared-memory form worth taking at its size), else `on_peer()` after
-  /// agree(). A failure of the peer path breaks the group: its calls are out of step after it.
+  /// (the operation has a shared-memory form worth taking at its size), else run_on_peer().
   template <class OnShm, class OnPeer>
   auto run(const CollectiveSignature& call, bool shm_serves, OnShm on_shm, OnPeer on_peer) const {
     if (shm_ && shm_serves) return on_shm(*shm_);
+    return run_on_peer(call, on_peer);
+  }
+
+  /// Runs `call` through the peer library, an operation shared memory does not carry:
+  /// `on_peer()` after agree(). A failure of the peer path breaks the group: its calls are out of
+  /// step after it.
+  template <class OnPeer>
+  auto run_on_peer(const CollectiveSignature& call, OnPeer on_peer) const {
     agree(call);
     if (!peer_check_) return on_peer();
     try {

@@ -338,14 +338,12 @@ void MpiCommunicator::broadcast(at::Tensor& tensor, int root) {
   MPI_Comm comm = as_comm(comm_);
   engine_->run(
       [&] {
-        route_.run(
-            signature_of(CollectiveKind::kBroadcast, tensor, root), false, [](ShmCollectives&) {},
-            [&] {
-              for (int64_t off = 0; off < bytes; off += kMaxCount) {
-                int count = static_cast<int>(std::min(kMaxCount, bytes - off));
-                check_mpi(MPI_Bcast(data + off, count, MPI_BYTE, root, comm), "MPI_Bcast");
-              }
-            });
+        route_.run_on_peer(signature_of(CollectiveKind::kBroadcast, tensor, root), [&] {
+          for (int64_t off = 0; off < bytes; off += kMaxCount) {
+            int count = static_cast<int>(std::min(kMaxCount, bytes - off));
+            check_mpi(MPI_Bcast(data + off, count, MPI_BYTE, root, comm), "MPI_Bcast");
+          }
+        });
       },
       "broadcast");
 }
@@ -396,12 +394,8 @@ std::unique_ptr<Work> MpiCommunicator::all_reduce_async(at::Tensor& tensor, Redu
 
 void MpiCommunicator::barrier() {
   MPI_Comm comm = as_comm(comm_);
-  engine_->run(
-      [&] {
-        route_.run(
-            CollectiveSignature{}, false, [](ShmCollectives&) {}, [&] { check_mpi(MPI_Barrier(comm), "MPI_Barrier"); });
-      },
-      "barrier");
+  engine_->run([&] { route_.run_on_peer(CollectiveSignature{}, [&] { check_mpi(MPI_Barrier(comm), "MPI_Barrier"); }); },
+               "barrier");
 }
 
 std::vector<double> MpiCommunicator::gather(const std::vector<double>& values) {
@@ -410,9 +404,8 @@ std::vector<double> MpiCommunicator::gather(const std::vector<double>& values) {
   MPI_Comm comm = as_comm(comm_);
   engine_->run(
       [&] {
-        route_.run(
+        route_.run_on_peer(
             signature(CollectiveKind::kGather, static_cast<int8_t>(at::kDouble), static_cast<int64_t>(in.size()), 0),
-            false, [](ShmCollectives&) {},
             [&] {
               check_mpi(MPI_Gather(in.data(), static_cast<int>(in.size()), MPI_DOUBLE, out.data(),
                                    static_cast<int>(in.size()), MPI_DOUBLE, 0, comm),
