@@ -299,7 +299,7 @@ void TorchBackend::gloo_all_reduce(at::Tensor& tensor, RedOp op) {
 }
 
 void TorchBackend::all_reduce_now(at::Tensor& tensor, RedOp op) {
-  ShmReduceOp fast;
+  ShmReduceOp fast = ShmReduceOp::kSum;  // set by shm_op where shared memory serves `op`
   const bool shm_serves = shm_op(op, &fast);
   on_contiguous(tensor, [&](at::Tensor& t) {
     route_.run(
