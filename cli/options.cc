@@ -3,12 +3,15 @@
 #include <CLI/CLI.hpp>
 
 #include <chrono>
+#include <map>
+#include <type_traits>
 
 #include <nano/error.h>
 #include "core/cpulist.h"
 #include "core/parse.h"
 #include "core/planner.h"
 #include "core/setting.h"
+#include "core/setting_list.h"
 #include "launcher/carried_env.h"
 
 namespace nano {
@@ -69,12 +72,40 @@ std::vector<int> parse_rank_list(Setting setting, const std::string& text) {
 // apply_flags, so that each bad value gets nano's one-line error naming it.
 struct TypedFlags {
   std::string num_processes, cpu_for_each_process, cores_per_process, threads, allocator, backend, master_port;
-  std::string grace_period, heartbeat_timeout, max_restarts, restart_delay, output_ranks;
+  std::string output_ranks;
   std::string tune_seconds, tune_steps, tune_candidates, tune_allocators, max_ranks, tune_metric_per_rank;
   std::vector<std::string> env;
+  std::map<Setting, std::string> shared;  // the numbers and durations of core/setting_list.h's settings
   bool no_tag_output = false;
   bool version = false;
 };
+
+// Declares the flag of one setting every front end honours (core/setting_list.h), by the type of
+// its LaunchOptions field: a bool is a switch and text is taken as typed; a number or a duration
+// is read as text, for parse_shared.
+template <class T>
+void declare_shared(CLI::App& app, Setting setting, T& field, const char* metavar, const char* help, TypedFlags& raw) {
+  if constexpr (std::is_same_v<T, bool>)
+    app.add_flag(flag(setting), field, help);
+  else if constexpr (std::is_same_v<T, std::string>)
+    app.add_option(flag(setting), field, help)->type_name(metavar);
+  else
+    app.add_option(flag(setting), raw.shared[setting], help)->type_name(metavar);
+}
+
+// A number or duration of declare_shared's, given, into its field: a duration in seconds, a
+// number a whole one >= 0 (each front end's launch checks finer bounds alike).
+template <class T>
+void parse_shared(Setting setting, const TypedFlags& raw, T& field) {
+  const auto given = raw.shared.find(setting);
+  if (given == raw.shared.end() || given->second.empty()) return;
+  if constexpr (std::is_same_v<T, std::chrono::milliseconds>)
+    field = parse_duration(setting, given->second);
+  else if constexpr (std::is_same_v<T, int>)
+    field = parse_int(setting, given->second, 0, 1000000, "a whole number >= 0");
+  else
+    static_assert(std::is_same_v<T, bool> || std::is_same_v<T, std::string>, "a shared setting of a new type");
+}
 
 // Declares every flag of nano-run on `app`: booleans and paths straight into `cmd`, the rest
 // into `raw`.
@@ -92,7 +123,6 @@ void declare_flags(CLI::App& app, RunCommand& cmd, TypedFlags& raw) {
   app.add_flag(flag(Setting::kUseLogicalCores), cmd.launch.plan.use_logical_cores, "Give ranks every SMT thread");
   app.add_flag(flag(Setting::kUseEfficiencyCores), cmd.launch.plan.use_efficiency_cores,
                "Also use efficiency cores of a hybrid CPU");
-  app.add_flag(flag(Setting::kOversubscribe), cmd.launch.plan.oversubscribe, "Allow more ranks than cores");
   app.add_option(flag(Setting::kTopology), cmd.launch.topology_xml, "Plan against an hwloc XML file")
       ->type_name("FILE");
   app.add_option(flag(Setting::kSynthetic), cmd.launch.synthetic, "Plan against an hwloc synthetic description");
@@ -103,8 +133,6 @@ void declare_flags(CLI::App& app, RunCommand& cmd, TypedFlags& raw) {
       ->type_name("INT");
   app.add_option(flag(Setting::kBackend), raw.backend,
                  "mpi|subprocess (default: subprocess on one host, mpi across hosts)");
-  app.add_option(flag(Setting::kHostfile), cmd.launch.hostfile, "Open MPI hostfile (mpi backend)")->type_name("FILE");
-  app.add_option(flag(Setting::kHosts), cmd.launch.hosts, "host:slots,... (mpi backend)");
   app.add_option(flag(Setting::kMasterAddr), cmd.launch.master_addr,
                  "MASTER_ADDR (default 127.0.0.1 or the first host)");
   app.add_option(flag(Setting::kMasterPort), raw.master_port, "MASTER_PORT (default: a free port)")->type_name("INT");
@@ -113,22 +141,13 @@ void declare_flags(CLI::App& app, RunCommand& cmd, TypedFlags& raw) {
                  "(repeatable; PATH, LD_LIBRARY_PATH, PYTHONPATH, MALLOC_CONF and NANO_*, OMP_*, KMP_*, "
                  "MKL_*, TORCH_*, GLOO_* ... travel to other hosts anyway)")
       ->allow_extra_args(false);
-  app.add_option(flag(Setting::kLogDir), cmd.launch.log_dir, "Write rank-N.log per rank and summary.log here")
-      ->type_name("DIR");
   app.add_option(flag(Setting::kOutputRanks), raw.output_ranks, "Show only these ranks' output: 0 or 0,2-3")
       ->type_name("RANKS");
   app.add_flag("--no-tag-output", raw.no_tag_output, "Do not prefix lines with [rank N]");
-  app.add_option(flag(Setting::kGracePeriod), raw.grace_period,
-                 "Seconds between SIGTERM and SIGKILL at teardown (default 5)")
-      ->type_name("SECONDS");
-  app.add_option(flag(Setting::kHeartbeatTimeout), raw.heartbeat_timeout,
-                 "mpi backend: seconds without word from a rank's host before it counts as lost (default 30)")
-      ->type_name("SECONDS");
-  app.add_option(flag(Setting::kMaxRestarts), raw.max_restarts,
-                 "Start the whole world again after a rank fails, at most N times (default 0)")
-      ->type_name("INT");
-  app.add_option(flag(Setting::kRestartDelay), raw.restart_delay, "Seconds to wait before a restart (default 1)")
-      ->type_name("SECONDS");
+#define NANO_DECLARE_SHARED(id, key, flag, field, member, metavar, docs, help) \
+  declare_shared(app, Setting::id, cmd.launch.member, metavar, help, raw);
+  NANO_SHARED_SETTINGS(NANO_DECLARE_SHARED)
+#undef NANO_DECLARE_SHARED
   app.add_flag(flag(Setting::kDryRun), cmd.dry_run, "Print the plan and each rank's environment; start nothing");
   app.add_flag(flag(Setting::kJson), cmd.json, "With " + flag(Setting::kDryRun) + ": print JSON");
   app.add_flag(flag(Setting::kTune), cmd.tune,
@@ -205,12 +224,10 @@ void apply_flags(const TypedFlags& raw, LaunchOptions& launch) {
     throw invalid(Setting::kBackend, raw.backend, "mpi or subprocess");
   if (!raw.master_port.empty())
     launch.master_port = parse_int(Setting::kMasterPort, raw.master_port, 1, 65535, "a port number 1-65535");
-  if (!raw.grace_period.empty()) launch.grace_period = parse_duration(Setting::kGracePeriod, raw.grace_period);
-  if (!raw.heartbeat_timeout.empty())
-    launch.heartbeat_timeout = parse_duration(Setting::kHeartbeatTimeout, raw.heartbeat_timeout);
-  if (!raw.max_restarts.empty())
-    launch.max_restarts = parse_int(Setting::kMaxRestarts, raw.max_restarts, 0, 1000000, "a whole number >= 0");
-  if (!raw.restart_delay.empty()) launch.restart_delay = parse_duration(Setting::kRestartDelay, raw.restart_delay);
+#define NANO_PARSE_SHARED(id, key, flag, field, member, metavar, docs, help) \
+  parse_shared(Setting::id, raw, launch.member);
+  NANO_SHARED_SETTINGS(NANO_PARSE_SHARED)
+#undef NANO_PARSE_SHARED
   if (!raw.output_ranks.empty()) launch.output_ranks = parse_rank_list(Setting::kOutputRanks, raw.output_ranks);
   launch.tag_output = !raw.no_tag_output;
   if (!raw.env.empty()) {

@@ -146,8 +146,8 @@ PreparedRank prepare_rank(const ShimSpec& spec, int rank) {
                              (unusable == "busy" ? "is busy" : unusable) + " on " + host_name() +
                              ", where rank 0 listens (choose another with {master_port})");
   }
-  const Topology topology = load_topology(spec.topology_xml, spec.synthetic);  // as nano-run planned
-  const Plan plan = plan_host_ranks(topology, spec.plan, id.local_world_size);
+  const Topology topology = load_topology(spec.options.topology_xml, spec.options.synthetic);  // as nano-run planned
+  const Plan plan = plan_host_ranks(topology, spec.options.plan, id.local_world_size);
   if (id.local_rank >= static_cast<int>(plan.ranks.size()))
     throw UsageError("local rank " + std::to_string(id.local_rank) + " has no CPUs in the plan");
   p.plan = plan.ranks[static_cast<size_t>(id.local_rank)];
@@ -158,7 +158,8 @@ PreparedRank prepare_rank(const ShimSpec& spec, int rank) {
   // The user_kept and agent warnings are nano-run's (printed once, before mpirun starts), not
   // the shims'.
   // --env's values came with the carried variables, as the host's own environment.
-  p.env = make_rank_environment(id, p.plan, spec.recipe, current, find_installed_library, {}, nano_python_folder());
+  p.env =
+      make_rank_environment(id, p.plan, spec.options.recipe, current, find_installed_library, {}, nano_python_folder());
   for (auto& [name, value] : attempt_variables(spec.attempt, rank)) p.env.env[name] = value;
   add_listen_guard(p.env.env, spec.listen_guard);
   return p;
@@ -272,7 +273,7 @@ int run_rank_shim(int argc, char** argv) {
     if (child.stdout_fd >= 0) setup.output = {child.stdout_fd, child.stderr_fd};
     setup.stdout_fd = child.stdout_fd;
     setup.parent = parent;
-    setup.heartbeat_timeout = spec.heartbeat_timeout;
+    setup.heartbeat_timeout = spec.options.heartbeat_timeout;
     ShimLoop loop(setup, io.from_launcher, *system, [&](const ProcessEnd& end) { report(io, spec, end); });
     const ShimLoopEnd end = loop.run();
     if (end.abandoned != ShimAbandon::kNone) abandon(end, io, spec, parent);
@@ -286,7 +287,7 @@ int run_rank_shim(int argc, char** argv) {
     io.drop_files();
     // Worded as the front end that started the launch names its settings.
     const std::string message =
-        "nano-run: rank " + std::to_string(io.rank) + ": " + worded(e, names_of(spec.front_end)) + "\n";
+        "nano-run: rank " + std::to_string(io.rank) + ": " + worded(e, names_of(spec.options.front_end)) + "\n";
     if (io.link >= 0) {
       io.send(FrameType::kErr, message);
       io.send(FrameType::kExit, exit_payload(2, 0));

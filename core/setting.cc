@@ -9,56 +9,53 @@ struct Known {
   Setting setting;
   const char* key;
   const char* flag;
-  const char* field = nullptr;  // TorchNanoOptions' name, where it is not the key
+  const char* field;  // TorchNanoOptions' name ("" where it is the key)
+  const char* docs;   // docs_page()
 };
 
-// One row per setting: its key, nano-run's flag and, where it differs from the key, the
-// TorchNanoOptions field.
+// One row per setting: its key, nano-run's flag, where it differs from the key the
+// TorchNanoOptions field, and its docs page; the settings every front end honours come from
+// their list.
 constexpr Known kSettings[] = {
-    {Setting::kNumProcesses, "num_processes", "--num-processes"},
-    {Setting::kCoresPerProcess, "cores_per_process", "--cores-per-process"},
-    {Setting::kCpuForEachProcess, "cpu_for_each_process", "--cpu-for-each-process"},
-    {Setting::kUseLogicalCores, "use_logical_cores", "--use-logical-cores"},
-    {Setting::kUseEfficiencyCores, "use_efficiency_cores", "--use-efficiency-cores"},
-    {Setting::kOversubscribe, "oversubscribe", "--oversubscribe"},
-    {Setting::kTopology, "topology", "--topology"},
-    {Setting::kSynthetic, "synthetic", "--synthetic"},
-    {Setting::kAllocator, "allocator", "--allocator"},
-    {Setting::kOpenMp, "openmp", "--openmp"},
-    {Setting::kDisableOpenMp, "disable_openmp", "--disable-openmp"},
-    {Setting::kThreads, "threads", "--threads"},
-    {Setting::kBackend, "backend", "--backend", "distributed_backend"},
-    {Setting::kHostfile, "hostfile", "--hostfile"},
-    {Setting::kHosts, "hosts", "--hosts"},
-    {Setting::kMasterAddr, "master_addr", "--master-addr"},
-    {Setting::kMasterPort, "master_port", "--master-port"},
-    {Setting::kEnv, "env", "--env"},
-    {Setting::kLogDir, "log_dir", "--log-dir"},
-    {Setting::kOutputRanks, "output_ranks", "--output-ranks"},
-    {Setting::kGracePeriod, "grace_period", "--grace-period", "grace_period_ms"},
-    {Setting::kHeartbeatTimeout, "heartbeat_timeout", "--heartbeat-timeout", "heartbeat_timeout_ms"},
-    {Setting::kMaxRestarts, "max_restarts", "--max-restarts"},
-    {Setting::kRestartDelay, "restart_delay", "--restart-delay", "restart_delay_ms"},
-    {Setting::kDryRun, "dry_run", "--dry-run"},
-    {Setting::kJson, "json", "--json"},
-    {Setting::kTune, "tune", "--tune"},
-    {Setting::kTuneSeconds, "tune_seconds", "--tune-seconds"},
-    {Setting::kTuneSteps, "tune_steps", "--tune-steps"},
-    {Setting::kTuneCandidates, "tune_candidates", "--tune-candidates"},
-    {Setting::kTuneAllocators, "tune_allocators", "--tune-allocators"},
-    {Setting::kTuneMetric, "tune_metric", "--tune-metric"},
-    {Setting::kTuneMetricPerRank, "tune_metric_per_rank", "--tune-metric-per-rank"},
-    {Setting::kMaxRanks, "max_ranks", "--max-ranks"},
-    {Setting::kPrecision, "precision", "--precision"},
-    {Setting::kChannelsLast, "channels_last", "--channels-last"},
-    {Setting::kCommunicator, "communicator", "--communicator"},
+    {Setting::kNumProcesses, "num_processes", "--num-processes", "", "docs/tuning.md"},
+    {Setting::kCoresPerProcess, "cores_per_process", "--cores-per-process", "", "docs/tuning.md"},
+    {Setting::kCpuForEachProcess, "cpu_for_each_process", "--cpu-for-each-process", "", "docs/tuning.md"},
+    {Setting::kUseLogicalCores, "use_logical_cores", "--use-logical-cores", "", "docs/tuning.md"},
+    {Setting::kUseEfficiencyCores, "use_efficiency_cores", "--use-efficiency-cores", "", "docs/tuning.md"},
+    {Setting::kTopology, "topology", "--topology", "", "docs/tuning.md"},
+    {Setting::kSynthetic, "synthetic", "--synthetic", "", "docs/tuning.md"},
+    {Setting::kAllocator, "allocator", "--allocator", "", "docs/tuning.md"},
+    {Setting::kOpenMp, "openmp", "--openmp", "", "docs/tuning.md"},
+    {Setting::kDisableOpenMp, "disable_openmp", "--disable-openmp", "", "docs/tuning.md"},
+    {Setting::kThreads, "threads", "--threads", "", "docs/tuning.md"},
+    {Setting::kBackend, "backend", "--backend", "distributed_backend", "docs/nano-run.md"},
+    {Setting::kMasterAddr, "master_addr", "--master-addr", "", "docs/multihost.md"},
+    {Setting::kMasterPort, "master_port", "--master-port", "", "docs/multihost.md"},
+    {Setting::kEnv, "env", "--env", "", "docs/nano-run.md"},
+    {Setting::kOutputRanks, "output_ranks", "--output-ranks", "", "docs/nano-run.md"},
+    {Setting::kDryRun, "dry_run", "--dry-run", "", "docs/nano-run.md"},
+    {Setting::kJson, "json", "--json", "", "docs/nano-run.md"},
+    {Setting::kTune, "tune", "--tune", "", "docs/tuning.md"},
+    {Setting::kTuneSeconds, "tune_seconds", "--tune-seconds", "", "docs/tuning.md"},
+    {Setting::kTuneSteps, "tune_steps", "--tune-steps", "", "docs/tuning.md"},
+    {Setting::kTuneCandidates, "tune_candidates", "--tune-candidates", "", "docs/tuning.md"},
+    {Setting::kTuneAllocators, "tune_allocators", "--tune-allocators", "", "docs/tuning.md"},
+    {Setting::kTuneMetric, "tune_metric", "--tune-metric", "", "docs/tuning.md"},
+    {Setting::kTuneMetricPerRank, "tune_metric_per_rank", "--tune-metric-per-rank", "", "docs/tuning.md"},
+    {Setting::kMaxRanks, "max_ranks", "--max-ranks", "", "docs/tuning.md"},
+    {Setting::kPrecision, "precision", "--precision", "", "docs/precision.md"},
+    {Setting::kChannelsLast, "channels_last", "--channels-last", "", "docs/precision.md"},
+    {Setting::kCommunicator, "communicator", "--communicator", "", "docs/cpp-api.md"},
+#define NANO_SETTING_ROW(id, key, flag, field, member, metavar, docs, help) {Setting::id, #key, flag, #field, docs},
+    NANO_SHARED_SETTINGS(NANO_SETTING_ROW)
+#undef NANO_SETTING_ROW
 };
 
 // The table is in the enumeration's order, one row per enumerator, so a setting is its index.
 constexpr bool in_enum_order() {
   for (size_t i = 0; i < std::size(kSettings); ++i)
     if (static_cast<size_t>(kSettings[i].setting) != i) return false;
-  return std::size(kSettings) == static_cast<size_t>(Setting::kCommunicator) + 1;
+  return std::size(kSettings) == static_cast<size_t>(kSettingCount);
 }
 static_assert(in_enum_order(), "kSettings: one row per Setting, in its order");
 
@@ -96,7 +93,7 @@ std::string command_line_flag(Setting setting) { return known(setting).flag; }
 
 std::string program_field(Setting setting) {
   const Known& k = known(setting);
-  return k.field ? k.field : k.key;
+  return *k.field ? k.field : k.key;
 }
 
 SettingNames names_of(FrontEnd front_end) {
@@ -115,48 +112,7 @@ std::string worded(const std::exception& error, SettingNames names) {
   return error.what();
 }
 
-const char* docs_page(Setting setting) {
-  switch (setting) {
-    case Setting::kNumProcesses:
-    case Setting::kCoresPerProcess:
-    case Setting::kCpuForEachProcess:
-    case Setting::kUseLogicalCores:
-    case Setting::kUseEfficiencyCores:
-    case Setting::kOversubscribe:
-    case Setting::kTopology:
-    case Setting::kSynthetic:
-    case Setting::kAllocator:
-    case Setting::kOpenMp:
-    case Setting::kDisableOpenMp:
-    case Setting::kThreads:
-    case Setting::kTune:
-    case Setting::kTuneSeconds:
-    case Setting::kTuneSteps:
-    case Setting::kTuneCandidates:
-    case Setting::kTuneAllocators:
-    case Setting::kTuneMetric:
-    case Setting::kTuneMetricPerRank:
-    case Setting::kMaxRanks: return "docs/tuning.md";
-    case Setting::kHostfile:
-    case Setting::kHosts:
-    case Setting::kMasterAddr:
-    case Setting::kMasterPort: return "docs/multihost.md";
-    case Setting::kGracePeriod:
-    case Setting::kHeartbeatTimeout:
-    case Setting::kMaxRestarts:
-    case Setting::kRestartDelay: return "docs/failures.md";
-    case Setting::kPrecision:
-    case Setting::kChannelsLast: return "docs/precision.md";
-    case Setting::kCommunicator: return "docs/cpp-api.md";
-    case Setting::kBackend:
-    case Setting::kEnv:
-    case Setting::kLogDir:
-    case Setting::kOutputRanks:
-    case Setting::kDryRun:
-    case Setting::kJson: break;
-  }
-  return "docs/nano-run.md";
-}
+const char* docs_page(Setting setting) { return known(setting).docs; }
 
 std::string docs_page_of(const std::exception& error, const std::string& fallback) {
   if (const auto* setting = dynamic_cast<const SettingError*>(&error)) return docs_page(setting->setting());

@@ -8,6 +8,7 @@
 #include <string>
 
 #include <nano/error.h>
+#include "core/setting_list.h"
 
 namespace nano {
 
@@ -18,7 +19,6 @@ enum class Setting {
   kCpuForEachProcess,
   kUseLogicalCores,
   kUseEfficiencyCores,
-  kOversubscribe,
   kTopology,
   kSynthetic,
   kAllocator,
@@ -26,17 +26,10 @@ enum class Setting {
   kDisableOpenMp,
   kThreads,
   kBackend,
-  kHostfile,
-  kHosts,
   kMasterAddr,
   kMasterPort,
   kEnv,
-  kLogDir,
   kOutputRanks,
-  kGracePeriod,
-  kHeartbeatTimeout,
-  kMaxRestarts,
-  kRestartDelay,
   kDryRun,
   kJson,
   kTune,
@@ -50,7 +43,16 @@ enum class Setting {
   kPrecision,
   kChannelsLast,
   kCommunicator,
+#define NANO_SETTING_ENUMERATOR(id, key, flag, field, member, metavar, docs, help) id,
+  NANO_SHARED_SETTINGS(NANO_SETTING_ENUMERATOR)  // the settings every front end honours (core/setting_list.h)
+#undef NANO_SETTING_ENUMERATOR
 };
+
+#define NANO_SETTING_ONE(...) +1
+/// How many settings there are: Setting's enumerators are 0 .. kSettingCount - 1.
+inline constexpr int kSettingCount =
+    static_cast<int>(Setting::kCommunicator) + 1 NANO_SHARED_SETTINGS(NANO_SETTING_ONE);
+#undef NANO_SETTING_ONE
 
 /// The setting's key, in snake case like the fields of the options structures ("num_processes",
 /// "cpu_for_each_process"): what placeholders in SettingError texts spell, and the wording of an

@@ -2,7 +2,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <chrono>
+
 #include <nano/error.h>
+#include "core/setting_list.h"
 #include "launcher/launch_setup.h"
 
 namespace nano {
@@ -53,15 +56,36 @@ std::map<std::string, std::string> texts_of(const json& j) {
   return out;
 }
 
+// A setting of core/setting_list.h as JSON and back: text as text(), a duration in milliseconds,
+// a bool or a number as itself.
+json setting_json(const std::string& value) { return text(value); }
+json setting_json(std::chrono::milliseconds value) { return value.count(); }
+template <class T>
+json setting_json(T value) {
+  return value;
+}
+void setting_of(const json& j, std::string& value) { value = text_of(j); }
+void setting_of(const json& j, std::chrono::milliseconds& value) {
+  value = std::chrono::milliseconds(j.get<long long>());
+}
+template <class T>
+void setting_of(const json& j, T& value) {
+  j.get_to(value);
+}
+
 }  // namespace
 
 ShimSpec shim_spec_for(const Setup& s, const std::map<std::string, std::string>& carried) {
   const LaunchOptions& o = s.options;
   ShimSpec spec;
-  spec.plan = o.plan;
-  spec.recipe = o.recipe;
-  spec.topology_xml = o.topology_xml;
-  spec.synthetic = o.synthetic;
+  spec.options.plan = o.plan;
+  spec.options.recipe = o.recipe;
+  spec.options.topology_xml = o.topology_xml;
+  spec.options.synthetic = o.synthetic;
+  spec.options.front_end = o.front_end;
+#define NANO_SPEC_SETTING(id, key, flag, field, member, metavar, docs, help) spec.options.member = o.member;
+  NANO_SHARED_SETTINGS(NANO_SPEC_SETTING)
+#undef NANO_SPEC_SETTING
   spec.carried_env = carried;
   spec.master_addr = s.master_addr;
   spec.master_port = s.master_port;
@@ -71,23 +95,27 @@ ShimSpec shim_spec_for(const Setup& s, const std::map<std::string, std::string>&
   spec.attempt = attempt_of(s);
   spec.session_dir = s.session_dir;
   spec.listen_guard = s.listen_guard;
-  spec.heartbeat_timeout = o.heartbeat_timeout;
-  spec.front_end = o.front_end;
   return spec;
 }
 
 std::string encode_shim_spec(const ShimSpec& spec) {
+  const LaunchOptions& o = spec.options;
   json plan = {
-      {"cores_per_process", spec.plan.cores_per_process}, {"cpu_for_each_process", spec.plan.cpu_for_each_process},
-      {"use_logical_cores", spec.plan.use_logical_cores}, {"use_efficiency_cores", spec.plan.use_efficiency_cores},
-      {"oversubscribe", spec.plan.oversubscribe},
+      {"cores_per_process", o.plan.cores_per_process},
+      {"cpu_for_each_process", o.plan.cpu_for_each_process},
+      {"use_logical_cores", o.plan.use_logical_cores},
+      {"use_efficiency_cores", o.plan.use_efficiency_cores},
   };
   json recipe = {
-      {"allocator", static_cast<int>(spec.recipe.allocator)},
-      {"openmp", static_cast<int>(spec.recipe.openmp)},
-      {"disable_openmp", spec.recipe.disable_openmp},
-      {"threads", spec.recipe.threads},
+      {"allocator", static_cast<int>(o.recipe.allocator)},
+      {"openmp", static_cast<int>(o.recipe.openmp)},
+      {"disable_openmp", o.recipe.disable_openmp},
+      {"threads", o.recipe.threads},
   };
+  json settings = json::object();
+#define NANO_ENCODE_SETTING(id, key, flag, field, member, metavar, docs, help) settings[#key] = setting_json(o.member);
+  NANO_SHARED_SETTINGS(NANO_ENCODE_SETTING)
+#undef NANO_ENCODE_SETTING
   json attempt = {
       {"job_id", text(spec.attempt.job_id)},
       {"run_id", text(spec.attempt.run_id)},
@@ -97,8 +125,9 @@ std::string encode_shim_spec(const ShimSpec& spec) {
   const json j = {
       {"plan", plan},
       {"recipe", recipe},
-      {"topology_xml", text(spec.topology_xml)},
-      {"synthetic", text(spec.synthetic)},
+      {"topology_xml", text(o.topology_xml)},
+      {"synthetic", text(o.synthetic)},
+      {"settings", settings},
       {"carried_env", texts(spec.carried_env)},
       {"master_addr", text(spec.master_addr)},
       {"master_port", spec.master_port},
@@ -108,29 +137,32 @@ std::string encode_shim_spec(const ShimSpec& spec) {
       {"listen_guard", {{"library", text(spec.listen_guard.library)}, {"sources", spec.listen_guard.sources}}},
       {"launcher_host", text(spec.launcher_host)},
       {"launcher_port", spec.launcher_port},
-      {"heartbeat_timeout_ms", spec.heartbeat_timeout.count()},
-      {"front_end", spec.front_end == FrontEnd::kProgram ? "program" : "command_line"},
+      {"front_end", o.front_end == FrontEnd::kProgram ? "program" : "command_line"},
   };
   return j.dump();
 }
 
 ShimSpec decode_shim_spec(const std::string& encoded) {
   ShimSpec spec;
+  LaunchOptions& o = spec.options;
   try {
     const json j = json::parse(encoded);
     const json& plan = j.at("plan");
-    plan.at("cores_per_process").get_to(spec.plan.cores_per_process);
-    plan.at("cpu_for_each_process").get_to(spec.plan.cpu_for_each_process);
-    plan.at("use_logical_cores").get_to(spec.plan.use_logical_cores);
-    plan.at("use_efficiency_cores").get_to(spec.plan.use_efficiency_cores);
-    plan.at("oversubscribe").get_to(spec.plan.oversubscribe);
+    plan.at("cores_per_process").get_to(o.plan.cores_per_process);
+    plan.at("cpu_for_each_process").get_to(o.plan.cpu_for_each_process);
+    plan.at("use_logical_cores").get_to(o.plan.use_logical_cores);
+    plan.at("use_efficiency_cores").get_to(o.plan.use_efficiency_cores);
     const json& recipe = j.at("recipe");
-    spec.recipe.allocator = static_cast<Allocator>(recipe.at("allocator").get<int>());
-    spec.recipe.openmp = static_cast<OpenMpRuntime>(recipe.at("openmp").get<int>());
-    recipe.at("disable_openmp").get_to(spec.recipe.disable_openmp);
-    recipe.at("threads").get_to(spec.recipe.threads);
-    spec.topology_xml = text_of(j.at("topology_xml"));
-    spec.synthetic = text_of(j.at("synthetic"));
+    o.recipe.allocator = static_cast<Allocator>(recipe.at("allocator").get<int>());
+    o.recipe.openmp = static_cast<OpenMpRuntime>(recipe.at("openmp").get<int>());
+    recipe.at("disable_openmp").get_to(o.recipe.disable_openmp);
+    recipe.at("threads").get_to(o.recipe.threads);
+    o.topology_xml = text_of(j.at("topology_xml"));
+    o.synthetic = text_of(j.at("synthetic"));
+    const json& settings = j.at("settings");
+#define NANO_DECODE_SETTING(id, key, flag, field, member, metavar, docs, help) setting_of(settings.at(#key), o.member);
+    NANO_SHARED_SETTINGS(NANO_DECODE_SETTING)
+#undef NANO_DECODE_SETTING
     spec.carried_env = texts_of(j.at("carried_env"));
     spec.master_addr = text_of(j.at("master_addr"));
     j.at("master_port").get_to(spec.master_port);
@@ -145,8 +177,7 @@ ShimSpec decode_shim_spec(const std::string& encoded) {
     j.at("listen_guard").at("sources").get_to(spec.listen_guard.sources);
     spec.launcher_host = text_of(j.at("launcher_host"));
     j.at("launcher_port").get_to(spec.launcher_port);
-    spec.heartbeat_timeout = std::chrono::milliseconds(j.at("heartbeat_timeout_ms").get<long long>());
-    spec.front_end = j.at("front_end").get<std::string>() == "program" ? FrontEnd::kProgram : FrontEnd::kCommandLine;
+    o.front_end = j.at("front_end").get<std::string>() == "program" ? FrontEnd::kProgram : FrontEnd::kCommandLine;
   } catch (const json::exception& e) {
     throw UsageError(std::string("unreadable rank shim spec (") + e.what() + ")");
   }

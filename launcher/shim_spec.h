@@ -3,7 +3,6 @@
 // `nano-run --nano-rank-shim SPEC -- PROGRAM ARGS...`, rather than flags the shim would parse
 // again with nano-run's command line. The shim plans its host's ranks and makes their
 // environments with the same stages as nano-run (launcher/launch_setup.h) from it.
-#include <chrono>
 #include <map>
 #include <string>
 #include <vector>
@@ -19,10 +18,12 @@ inline constexpr const char* kRankShimFlag = "--nano-rank-shim";
 
 struct ShimSpec {
   // ---- what the shim plans and sets, as nano-run would ----
-  PlanOptions plan;  ///< num_processes is the host's own (OMPI_COMM_WORLD_LOCAL_SIZE)
-  RecipeOptions recipe;
-  std::string topology_xml;  ///< plan against this instead of the host (as nano-run did)
-  std::string synthetic;
+  /// The launch's options as far as they travel: the plan's and the recipe's (the plan's
+  /// num_processes is the host's own, OMPI_COMM_WORLD_LOCAL_SIZE), topology_xml and synthetic
+  /// (plan against these instead of the host, as nano-run did), front_end (how the shim's errors
+  /// name settings) and every setting of core/setting_list.h (heartbeat_timeout...). The rest
+  /// keeps its defaults.
+  LaunchOptions options;
   /// Variables every shim sets over its host's own environment (launcher/carried_env.h), so ranks on
   /// other hosts run configured as on the launching one. They include LaunchOptions::extra_env
   /// (--env), applied as the host's own environment is: exported values the recipe respects.
@@ -41,13 +42,11 @@ struct ShimSpec {
   // ---- the link back to nano-run ----
   std::string launcher_host;  ///< "" = no link: the shim execs the program and passes its status on
   int launcher_port = 0;
-  std::chrono::milliseconds heartbeat_timeout{30000};
-  FrontEnd front_end = FrontEnd::kCommandLine;  ///< how the shim's errors name settings
 };
 
 struct Setup;
 
-/// Pure: the spec of the shims of `s`, launched with `o`; `carried`: the variables that travel
+/// Pure: the spec of the shims of `s`; `carried`: the variables that travel
 /// (carried_environment). The link (launcher_host, launcher_port) is the starter's to fill in
 /// once it listens. The attempt's secret is left out: it reaches the shims through mpirun's
 /// environment (add_job_secret), never through a command line.

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <nano/in_program.h>
+#include "core/setting_list.h"
 #include "launcher/launch_setup.h"
 #include "launcher/launcher.h"
 #include "runtime/in_program_options.h"
@@ -41,7 +42,8 @@ void assign(TorchNanoOptions& o, const py::handle& value, const std::string& nam
 
 using Setter = void (*)(TorchNanoOptions&, const py::handle&, const std::string&);
 
-// The Python keywords are TorchNanoOptions' field names: errors from the launch path name them
+// The Python keywords are TorchNanoOptions' field names, the launch settings' from their list
+// (core/setting_list.h): errors from the launch path name them
 // as the C++ API's do (in_program::program_message), and so name what the Python caller typed.
 const std::map<std::string, Setter>& setters() {
   using O = TorchNanoOptions;
@@ -54,14 +56,9 @@ const std::map<std::string, Setter>& setters() {
       {"checkpoint_every_steps", &assign<&O::checkpoint_every_steps>},
       {"checkpoint_every_seconds", &assign<&O::checkpoint_every_seconds>},
       {"checkpoint_keep", &assign<&O::checkpoint_keep>},
-      {"oversubscribe", &assign<&O::oversubscribe>},
-      {"hostfile", &assign<&O::hostfile>},
-      {"hosts", &assign<&O::hosts>},
-      {"log_dir", &assign<&O::log_dir>},
-      {"grace_period_ms", &assign<&O::grace_period_ms>},
-      {"max_restarts", &assign<&O::max_restarts>},
-      {"restart_delay_ms", &assign<&O::restart_delay_ms>},
-      {"heartbeat_timeout_ms", &assign<&O::heartbeat_timeout_ms>},
+#define NANO_PYTHON_SETTER(id, key, flag, field, member, metavar, docs, help) {#field, &assign<&O::field>},
+      NANO_SHARED_SETTINGS(NANO_PYTHON_SETTER)
+#undef NANO_PYTHON_SETTER
   };
   return table;
 }

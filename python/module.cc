@@ -7,6 +7,7 @@
 #include <chrono>
 
 #include <nano/error.h>
+#include "core/setting_list.h"
 #ifndef NANO_TORCH_WITHOUT_LAUNCH  // the build for a pip torch alone (scripts/bench/build_nano_torch.py)
 #include "python/launch.h"
 #endif
@@ -80,6 +81,10 @@ PYBIND11_MODULE(_C, m) {
         return nano_backend != nullptr && nano_backend->uses_shared_memory();
       },
       "True when this nano backend's collectives go through shared memory.");
+  // In both builds: a program under nano-run passes TorchNano its launch settings too.
+  py::list fields;
+  for (const char* field : nano::kSharedSettingFields) fields.append(field);
+  m.attr("launch_setting_fields") = py::tuple(fields);
 #ifndef NANO_TORCH_WITHOUT_LAUNCH
   nano::python::bind_launch(m);
 #endif

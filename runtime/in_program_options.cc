@@ -1,7 +1,10 @@
 #include "runtime/in_program_options.h"
 
+#include <chrono>
+
 #include <nano/in_program.h>
 #include "core/setting.h"
+#include "core/setting_list.h"
 
 namespace nano {
 
@@ -21,6 +24,17 @@ CheckpointOptions checkpoint_options_of(const TorchNanoOptions& o) {
 }
 
 namespace in_program {
+namespace {
+
+// One setting every front end honours (core/setting_list.h), from TorchNanoOptions' field into
+// LaunchOptions': a duration is a count of milliseconds there, anything else the same value.
+void from_program(std::chrono::milliseconds& launch, int ms) { launch = std::chrono::milliseconds(ms); }
+template <class T>
+void from_program(T& launch, const T& program) {
+  launch = program;
+}
+
+}  // namespace
 
 LaunchOptions launch_options_of(const TorchNanoOptions& o) {
   LaunchOptions l;
@@ -46,14 +60,9 @@ LaunchOptions launch_options_of(const TorchNanoOptions& o) {
   // kAuto: the tuned count is filled in just before the launch (in_program::with_tuned_layout).
   l.plan.num_processes = o.num_processes == kAuto ? 0 : o.num_processes;
   l.plan.cpu_for_each_process = o.cpu_for_each_process;
-  l.plan.oversubscribe = o.oversubscribe;
-  l.hostfile = o.hostfile;
-  l.hosts = o.hosts;
-  l.log_dir = o.log_dir;
-  l.grace_period = std::chrono::milliseconds(o.grace_period_ms);
-  l.max_restarts = o.max_restarts;
-  l.restart_delay = std::chrono::milliseconds(o.restart_delay_ms);
-  l.heartbeat_timeout = std::chrono::milliseconds(o.heartbeat_timeout_ms);
+#define NANO_FROM_PROGRAM(id, key, flag, field, member, metavar, docs, help) from_program(l.member, o.field);
+  NANO_SHARED_SETTINGS(NANO_FROM_PROGRAM)
+#undef NANO_FROM_PROGRAM
   return l;
 }
 

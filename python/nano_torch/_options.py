@@ -9,10 +9,9 @@ import importlib
 import os
 import sys
 
-# Keywords that are nano::TorchNanoOptions' launch fields, passed on as they are.
-LAUNCH_KEYS = ("cpu_for_each_process", "oversubscribe", "hostfile", "hosts", "log_dir", "grace_period_ms",
-               "max_restarts", "restart_delay_ms", "heartbeat_timeout_ms", "checkpoint_dir", "checkpoint_every_steps",
-               "checkpoint_every_seconds", "checkpoint_keep")
+# Keywords that are nano::TorchNanoOptions' fields, passed on as they are: the launch settings that
+# every front end honours, whose list the extension holds (_C.launch_setting_fields), and these.
+_CHECKPOINT_KEYS = ("checkpoint_dir", "checkpoint_every_steps", "checkpoint_every_seconds", "checkpoint_keep")
 _PYTHON_KEYS = ("output_ranks", "timeout", "auto_lr_warmup_steps")
 
 
@@ -84,10 +83,10 @@ def options_of(num_processes=1, use_ipex=False, distributed_backend="subprocess"
                precision=32, cpu_for_each_process=None, channels_last=False, auto_lr=True, **nano_options):
     """Checks every option (TypeError or ValueError naming it; nothing starts) and returns Options."""
     from . import _C
-    unknown = sorted(set(nano_options) - set(LAUNCH_KEYS) - set(_PYTHON_KEYS))
+    known = tuple(_C.launch_setting_fields) + _CHECKPOINT_KEYS + _PYTHON_KEYS
+    unknown = sorted(set(nano_options) - set(known))
     if unknown:
-        raise TypeError(f"nano_torch: unknown option {unknown[0]!r} (nano's own: "
-                        f"{', '.join(LAUNCH_KEYS + _PYTHON_KEYS)})")
+        raise TypeError(f"nano_torch: unknown option {unknown[0]!r} (nano's own: {', '.join(known)})")
     if isinstance(num_processes, bool) or not isinstance(num_processes, int):
         raise TypeError(f"nano: num_processes must be an int, got {num_processes!r}")
     if _flag("use_ipex", use_ipex):

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <nano/error.h>
+#include "core/setting_list.h"
 #include "launcher/carried_env.h"
 
 using namespace nano;
@@ -19,7 +20,50 @@ std::string parse_error(std::vector<std::string> args) {
   }
   return "";
 }
+
+// nano-run's arguments that give `flag` a value other than its default, and that value in
+// `expected`, by the type of its LaunchOptions field.
+std::vector<std::string> typed(const char* flag, bool& expected) {
+  expected = true;
+  return {flag};
+}
+std::vector<std::string> typed(const char* flag, std::string& expected) {
+  expected = "given/value";
+  return {flag, expected};
+}
+std::vector<std::string> typed(const char* flag, int& expected) {
+  expected = 7;
+  return {flag, "7"};
+}
+std::vector<std::string> typed(const char* flag, std::chrono::milliseconds& expected) {
+  expected = std::chrono::milliseconds(2500);
+  return {flag, "2.5"};
+}
 }  // namespace
+
+TEST_CASE("every setting of core/setting_list.h is a flag of nano-run, parsed by its field's type") {
+  int rows = 0;
+#define NANO_CHECK_FLAG(id, key, flag, field, member, metavar, docs, help)                 \
+  {                                                                                        \
+    CAPTURE(flag);                                                                         \
+    LaunchOptions expected;                                                                \
+    std::vector<std::string> args = typed(flag, expected.member);                          \
+    CHECK_FALSE(expected.member == LaunchOptions{}.member); /* the sample is no default */ \
+    args.push_back("./train");                                                             \
+    CHECK(parse(args).launch.member == expected.member);                                   \
+    CHECK(parse({"./train"}).launch.member == LaunchOptions{}.member);                     \
+    CHECK(parse({"--help"}).text.find(flag) != std::string::npos);                         \
+    ++rows;                                                                                \
+  }
+  NANO_SHARED_SETTINGS(NANO_CHECK_FLAG)
+#undef NANO_CHECK_FLAG
+  CHECK(rows == 8);
+  // A bad number or duration is nano's one line, naming the flag.
+  CHECK(parse_error({"--max-restarts", "-1", "./train"}) ==
+        "invalid value '-1' for --max-restarts: expected a whole number >= 0");
+  CHECK(parse_error({"--heartbeat-timeout", "soon", "./train"}) ==
+        "invalid value 'soon' for --heartbeat-timeout: expected seconds >= 0");
+}
 
 TEST_CASE("options fill LaunchOptions; the program and its options stay untouched") {
   RunCommand c = parse({"-n",

@@ -20,6 +20,8 @@ TEST_CASE("a shim spec round-trips through its JSON") {
   o.recipe.threads = 2;
   o.heartbeat_timeout = std::chrono::milliseconds(7500);
   o.max_restarts = 3;
+  o.grace_period = std::chrono::milliseconds(1500);
+  o.hosts = "node1:4,node2:4";
   o.front_end = FrontEnd::kProgram;
   Setup s;
   s.master_addr = "node1";
@@ -41,14 +43,14 @@ TEST_CASE("a shim spec round-trips through its JSON") {
   CHECK(text.find("5ec2e7") == std::string::npos);  // a command line: any user of the host reads it
 
   const ShimSpec back = decode_shim_spec(text);
-  CHECK(back.plan.cpu_for_each_process == o.plan.cpu_for_each_process);
-  CHECK(back.plan.use_logical_cores);
-  CHECK_FALSE(back.plan.use_efficiency_cores);
-  CHECK(back.plan.oversubscribe);
-  CHECK(back.synthetic == "pack:1 core:8");
-  CHECK(back.recipe.allocator == Allocator::kTcmalloc);
-  CHECK(back.recipe.openmp == OpenMpRuntime::kIntel);
-  CHECK(back.recipe.threads == 2);
+  CHECK(back.options.plan.cpu_for_each_process == o.plan.cpu_for_each_process);
+  CHECK(back.options.plan.use_logical_cores);
+  CHECK_FALSE(back.options.plan.use_efficiency_cores);
+  CHECK(back.options.plan.oversubscribe);
+  CHECK(back.options.synthetic == "pack:1 core:8");
+  CHECK(back.options.recipe.allocator == Allocator::kTcmalloc);
+  CHECK(back.options.recipe.openmp == OpenMpRuntime::kIntel);
+  CHECK(back.options.recipe.threads == 2);
   CHECK(back.carried_env == carried);
   CHECK(back.master_addr == "node1");
   CHECK(back.master_port == 1234);
@@ -60,8 +62,11 @@ TEST_CASE("a shim spec round-trips through its JSON") {
   CHECK(back.launcher_host == "node0");
   CHECK(back.launcher_port == 999);
   CHECK(back.attempt.secret.empty());
-  CHECK(back.heartbeat_timeout.count() == 7500);
-  CHECK(back.front_end == FrontEnd::kProgram);
+  CHECK(back.options.heartbeat_timeout.count() == 7500);
+  CHECK(back.options.grace_period.count() == 1500);  // every setting of core/setting_list.h travels
+  CHECK(back.options.max_restarts == 3);
+  CHECK(back.options.hosts == "node1:4,node2:4");
+  CHECK(back.options.front_end == FrontEnd::kProgram);
   // One argument on mpirun's command line: one line of text.
   CHECK(encode_shim_spec(spec).find('\n') == std::string::npos);
 }

@@ -26,6 +26,7 @@
 
 #include <nano/nano_wrapper.h>
 #include <nano/torch_nano.h>
+#include "core/setting_list.h"
 #include "runtime/in_program_launch.h"
 #include "runtime/in_program_options.h"
 #include "runtime/in_program_report.h"
@@ -437,6 +438,37 @@ int run_b_precision(const std::string& what, const std::string& backend) {
 }  // namespace
 
 // ---- unit tables (no processes) ----
+namespace {
+// TorchNanoOptions' value, other than its default, for one setting of core/setting_list.h, and the
+// LaunchOptions value it stands for, by the fields' types.
+void sample(bool& program, bool& launch) { program = launch = true; }
+void sample(std::string& program, std::string& launch) { program = launch = "given/value"; }
+void sample(int& program, int& launch) { program = launch = 7; }
+void sample(int& program_ms, std::chrono::milliseconds& launch) {
+  program_ms = 2500;
+  launch = std::chrono::milliseconds(2500);
+}
+}  // namespace
+
+TEST_CASE("every setting of core/setting_list.h reaches LaunchOptions from TorchNanoOptions") {
+  int rows = 0;
+#define NANO_CHECK_FIELD(id, key, flag, field, member, metavar, docs, help)                \
+  {                                                                                        \
+    CAPTURE(#field);                                                                       \
+    nano::TorchNanoOptions o;                                                              \
+    nano::LaunchOptions expected;                                                          \
+    sample(o.field, expected.member);                                                      \
+    CHECK_FALSE(expected.member == nano::LaunchOptions{}.member);                          \
+    CHECK(nano::in_program::launch_options_of(o).member == expected.member);               \
+    CHECK(nano::in_program::launch_options_of({}).member == nano::LaunchOptions{}.member); \
+    CHECK(nano::program_field(nano::Setting::id) == #field);                               \
+    ++rows;                                                                                \
+  }
+  NANO_SHARED_SETTINGS(NANO_CHECK_FIELD)
+#undef NANO_CHECK_FIELD
+  CHECK(rows == 8);
+}
+
 TEST_CASE("bad options are one-line usage errors, naming TorchNanoOptions' fields") {
   using nano::in_program::launch_options_of;
   using nano::in_program::prepare_self;

@@ -274,6 +274,19 @@ def bad_options(tmp):
     for (option, kind, named), line in zip(BAD, lines):
         print(f"{option}: {line}")
         check(line.startswith(kind + " | ") and named in line, f"{option}: expected a {kind} naming {named!r}")
+    # Every launch setting the extension lists (core/setting_list.h) is a keyword that reaches its
+    # TorchNanoOptions field: a value of another type is a TypeError naming it.
+    program = ("import nano_torch\nfrom nano_torch import _C\nfor field in _C.launch_setting_fields:\n"
+               "    try:\n        nano_torch.TorchNano(num_processes=2, **{field: object()})\n"
+               "        print('ACCEPTED', field)\n    except TypeError as e:\n        print(field, '|', e)\n")
+    code, out, err, _ = run(["-c", program], tmp, timeout=60)
+    check(code == 0, f"exit {code}: {err[-1000:]}")
+    lines = out.splitlines()
+    check(len(lines) >= 8, f"expected the 8 launch settings at least: {out!r}")
+    for line in lines:
+        field, _, message = line.partition(" | ")
+        print(f"{field}=object(): {message}")
+        check(message.startswith(f"nano: {field} must be "), f"{field}: {line!r}")
     check(not os.listdir(tmp), f"bad options left {os.listdir(tmp)} in TMPDIR")
 
 

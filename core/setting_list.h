@@ -1,0 +1,50 @@
+#pragma once
+// The launch settings that every front end honours, one row each: nano-run's flag,
+// TorchNanoOptions' field (and so the Python API's keyword), the LaunchOptions field the launcher
+// reads, and the rank shims' spec. Each front end expands the list where it sees its own types:
+//
+//   core/setting.h, core/setting.cc    the Setting enumerator, its names and docs page
+//   cli/options.cc                     the flag, its help and its parse
+//   runtime/in_program_options.cc      TorchNanoOptions' field into LaunchOptions
+//   python/launch.cc                   the keyword's setter; nano_torch learns the keywords from it
+//   launcher/shim_spec.cc              the shims' JSON spec, out and in
+//
+// so adding such a setting is a row here, its LaunchOptions field (launcher/launch_types.h) and
+// its TorchNanoOptions field (include/nano/torch_nano_options.h), and then the code where it acts
+// (docs/developing.md, "Settings"). The fields' types pick the conversions: a bool is a flag, a
+// std::string is text, an int a whole number >= 0, and a std::chrono::milliseconds is seconds on
+// the command line and milliseconds (an int, "_ms") in TorchNanoOptions. A setting whose front
+// ends differ more (num_processes' "auto", the backend's names) is written out by hand in each.
+//
+// A row: X(enumerator, key, flag, program field, LaunchOptions member, metavar, docs page, help)
+//   key            setting_key(): the snake-case name errors' placeholders spell ({grace_period})
+//   program field  TorchNanoOptions' field and the Python keyword
+//   metavar        the value's name in nano-run --help ("" for a flag)
+//   help           nano-run --help's line
+// Header only, and without types, so that the Python extension built for a pip torch (no
+// launcher) still knows its keywords.
+#define NANO_SHARED_SETTINGS(X)                                                                                       \
+  X(kOversubscribe, oversubscribe, "--oversubscribe", oversubscribe, plan.oversubscribe, "", "docs/tuning.md",        \
+    "Allow more ranks than cores")                                                                                    \
+  X(kHostfile, hostfile, "--hostfile", hostfile, hostfile, "FILE", "docs/multihost.md",                               \
+    "Open MPI hostfile (mpi backend)")                                                                                \
+  X(kHosts, hosts, "--hosts", hosts, hosts, "HOST:SLOTS,...", "docs/multihost.md", "Several machines (mpi backend)")  \
+  X(kLogDir, log_dir, "--log-dir", log_dir, log_dir, "DIR", "docs/nano-run.md",                                       \
+    "Write rank-N.log per rank and summary.log here")                                                                 \
+  X(kGracePeriod, grace_period, "--grace-period", grace_period_ms, grace_period, "SECONDS", "docs/failures.md",       \
+    "Seconds between SIGTERM and SIGKILL at teardown (default 5)")                                                    \
+  X(kHeartbeatTimeout, heartbeat_timeout, "--heartbeat-timeout", heartbeat_timeout_ms, heartbeat_timeout, "SECONDS",  \
+    "docs/failures.md", "mpi backend: seconds without word from a rank's host before it counts as lost (default 30)") \
+  X(kMaxRestarts, max_restarts, "--max-restarts", max_restarts, max_restarts, "INT", "docs/failures.md",              \
+    "Start the whole world again after a rank fails, at most N times (default 0)")                                    \
+  X(kRestartDelay, restart_delay, "--restart-delay", restart_delay_ms, restart_delay, "SECONDS", "docs/failures.md",  \
+    "Seconds to wait before a restart (default 1)")
+
+namespace nano {
+
+#define NANO_SETTING_PROGRAM_FIELD(id, key, flag, field, member, metavar, docs, help) #field,
+/// TorchNanoOptions' fields (the Python keywords) of the settings above, in the list's order.
+inline constexpr const char* kSharedSettingFields[] = {NANO_SHARED_SETTINGS(NANO_SETTING_PROGRAM_FIELD)};
+#undef NANO_SETTING_PROGRAM_FIELD
+
+}  // namespace nano
