@@ -1,6 +1,7 @@
 #include "runtime/in_program_options.h"
 
 #include <chrono>
+#include <iostream>
 
 #include <nano/in_program.h>
 #include "core/setting.h"
@@ -74,6 +75,13 @@ CommBackend communicator_of(const TorchNanoOptions& o) {
   if (o.communicator == "gloo") return CommBackend::kGloo;
   throw SettingError(Setting::kCommunicator, o.communicator,
                      "unknown {communicator} \"" + o.communicator + "\": expected \"auto\", \"mpi\" or \"gloo\"");
+}
+
+void warn_if_slow_bf16() {
+  if (cpu_has_bf16()) return;
+  std::cerr << "nano: warning: precision \"bf16\" on a CPU without AVX512-BF16 or AMX: bfloat16 is emulated in "
+               "float32 instructions here, and training is usually slower than with \"32\""
+            << std::endl;
 }
 
 std::string program_message(const std::exception& error) { return "nano: " + worded(error, program_field); }

@@ -28,6 +28,11 @@ Precision precision_of(const TorchNanoOptions& options);
 /// MPI under mpirun, else Gloo). Throws SettingError naming a bad communicator.
 CommBackend communicator_of(const TorchNanoOptions& options);
 
+/// Says on stderr that precision "bf16" is emulated in float32 instructions on this CPU (no
+/// AVX512-BF16 or AMX) and usually slower than "32"; nothing where the CPU has them. Once per
+/// job: the caller of an in-program launch, or rank 0 of an outer world's first attempt.
+void warn_if_slow_bf16();
+
 /// The message an in-program caller reads for `error` raised by the launch path: "nano: " and
 /// the settings named by TorchNanoOptions' fields ("nano: max_restarts must be at least 0, got -1").
 std::string program_message(const std::exception& error);

@@ -1,9 +1,10 @@
 #pragma once
 // The shared core of nano's in-program launch (nano::TorchNano and nano::nano): who this
 // process is (the caller, a rank it launched, or a rank of an outer nano-run/mpirun world) and
-// the per-process session that launches (in the caller) or joins the world, wraps the model and
-// reports rank 0's results (in a rank). The options are <nano/torch_nano_options.h>, the value
-// rank 0 hands back <nano/train_result.h>.
+// the per-process session that gives each step to the side of that role: the caller's launch,
+// which takes back rank 0's report (runtime/in_program_caller.h), or the rank's training, which
+// joins the world, wraps the model and reports (runtime/in_program_rank.h). The options are
+// <nano/torch_nano_options.h>, the value rank 0 hands back <nano/train_result.h>.
 #include <ATen/core/Tensor.h>
 #include <torch/nn/module.h>
 
@@ -51,13 +52,17 @@ Role role_from_env(const Environment& env);
 /// wrapper call it, in launched ranks only (nano-run's and nano-init's mains aside).
 [[noreturn]] void end_launched_rank(int exit_code);
 
-struct Report;  // rank 0's report to the caller (runtime/in_program_report.h)
+class CallerLaunch;  // the caller's launch and rank 0's report of it (runtime/in_program_caller.h)
+class RankTraining;  // a rank's world, model and hooks (runtime/in_program_rank.h)
 
-/// One in-program training of this process. Not copyable.
+/// One in-program training of this process: decides its role, and gives each step of TorchNano
+/// and nano() to the side that role has, the caller's launch or the rank's training. Not
+/// copyable.
 class Session {
  public:
   /// Decides the role. In a launched rank, checks that this is the training the caller
-  /// launched (the n-th one this program reaches); throws UsageError otherwise.
+  /// launched (the n-th one this program reaches); throws UsageError otherwise. Checks the
+  /// options every role applies (precision, communicator): UsageError naming the field.
   explicit Session(TorchNanoOptions options);
   ~Session();
   Session(const Session&) = delete;
@@ -66,84 +71,55 @@ class Session {
   Role role() const { return role_; }
   const TorchNanoOptions& options() const { return options_; }
 
-  // ---- caller ----
+  // ---- caller (nothing, or nano::Error, in a rank) ----
   /// Runs the ranks (this program re-executed) and waits; then reads rank 0's report.
-  /// Throws UsageError (nothing started) or RankFailedError. Idempotent.
+  /// Throws UsageError (nothing started) or RankFailedError. Idempotent; nothing in a rank.
   void launch();
-  bool launch_attempted() const { return launch_attempted_; }
+  bool launch_attempted() const;
   /// Converts `model` as the ranks did theirs (precision "64": float64; channels_last), then
   /// copies rank 0's trained parameters and buffers into it (same names and shapes), and
   /// its optimizers' state (moments, learning rates) into `optimizers` (the same kinds, in the
   /// same order, over the model's parameters).
   void load_trained(torch::nn::Module& model, const std::vector<torch::optim::Optimizer*>& optimizers) const;
-  const TrainResult& result() const { return result_; }
+  /// The caller: what rank 0 set; a rank: what it set itself.
+  const TrainResult& result() const;
 
-  // ---- ranks ----
+  // ---- ranks (nano::Error in the caller) ----
   /// The connected world (nano::init() on first use).
   World& world();
   /// Converts `model` to the options' precision and memory format, wraps it for gradient
   /// averaging (DDP on the same module object: a plain loss.backward() averages) and applies
   /// auto_lr to `optimizers`: the rate moves at every backward after the first, i.e. before
   /// each optimizer.step() (one backward per step). With precision "bf16" this thread runs
-  /// under CPU autocast from here until detach().
+  /// under CPU autocast from here until the session ends or the next attach().
   void attach(std::shared_ptr<torch::nn::Module> model, std::vector<torch::optim::Optimizer*> optimizers);
-  DistributedDataParallel* ddp() { return ddp_.get(); }
-  /// A batch balancer for one loader of `per_rank_batch` samples per rank, wired to this
-  /// session's DDP (made by attach(), before or after this call); null when
-  /// options().balance_batches is off or the world has one rank.
-  std::shared_ptr<BatchBalancer> make_batch_balancer(std::size_t per_rank_batch);
-  /// Loader options for this session: `options` with the batch balancer (as above, unless the
-  /// options bring one or workers > 0) and the checkpoint hook when checkpoint_dir is set.
+  /// Loader options for this session: `options` with a batch balancer for `per_rank_batch`
+  /// samples per rank (with options().balance_batches, workers == 0 and more than one rank,
+  /// unless the options bring one) and the checkpoint hook when checkpoint_dir is set.
   /// Throws UsageError for workers > 0 with checkpoint_dir (positions would run ahead).
   ShardOptions loader_options(ShardOptions options, std::size_t per_rank_batch);
   /// Of the pass in progress of the loader that last handed out a batch: the batches an
   /// interrupted run had trained before this one resumed it (0 when it was not resumed).
-  std::size_t resumed_batches() const { return *resumed_batches_; }
-  /// Keeps `result` for the caller; the optimizers' state is taken too (see snapshot_optimizers).
+  std::size_t resumed_batches() const;
+  /// Keeps `result` for the caller; the optimizers' state is copied with it, and again when a
+  /// nano loader ends a pass after steps.
   void set_result(TrainResult result);
-  /// Copies the optimizers' state for the caller's report, unless no step was taken since the
-  /// last copy. Taken when a nano loader ends a pass after steps (the training loop is still
-  /// running, so the optimizers still exist), at set_result(), and by finish_launched_rank().
-  void snapshot_optimizers();
-  /// Launched rank: rank 0 writes its model, its optimizers' state (the last snapshot, when
-  /// no step came after it) and result for the caller; every rank tears down (hooks, DDP,
+  /// Launched rank: rank 0 writes its model, its optimizers' state (the last copy, when no
+  /// step came after it) and result for the caller; every rank tears down (hooks, DDP,
   /// communicator). Returns the rank's exit code for end_launched_rank(): 0, or 1 when the
   /// report could not be written (said on stderr). `optimizers_alive`: the objects given to
-  /// attach() still exist (nano(): the caller's arguments), so a last snapshot can be taken;
+  /// attach() still exist (nano(): the caller's arguments), so a last copy can be taken;
   /// TorchNano ends its ranks from its destructor, when a train()-local optimizer is gone.
   int finish_launched_rank(bool optimizers_alive);
-  /// Removes hooks and DDP (the communicator stays until destruction).
-  void detach();
 
  private:
-  Report make_report() const;       // rank 0: what goes back to the caller
-  void take_report(Report report);  // caller: what came back
+  CallerLaunch& caller() const;
+  RankTraining& rank() const;
 
-  TorchNanoOptions options_;
+  TorchNanoOptions options_;  // before the sides, which refer to it
   Role role_;
-  bool launched_ = false;
-  bool launch_attempted_ = false;
-  std::optional<World> world_;
-  std::shared_ptr<torch::nn::Module> model_;
-  std::unique_ptr<DistributedDataParallel> ddp_;
-  // ddp_ as the batch balancers see it: cleared when the DDP goes, which they may outlive.
-  std::shared_ptr<DistributedDataParallel*> ddp_link_ = std::make_shared<DistributedDataParallel*>(nullptr);
-  std::vector<std::unique_ptr<AutoLr>> auto_lrs_;
-  std::vector<torch::optim::Optimizer*> optimizers_;
-  std::unique_ptr<AutoCheckpoint> checkpoints_;  // with checkpoint_dir, made by world()
-  std::shared_ptr<std::size_t> resumed_batches_ = std::make_shared<std::size_t>(0);  // loaders' hooks set it
-  Precision precision_ = Precision::kFloat32;
-  std::unique_ptr<AutocastScope> autocast_;  // precision "bf16": from attach() to detach()
-  struct Hook;
-  std::shared_ptr<Hook> hook_;
-  TrainResult result_;
-  std::vector<std::string> report_names_;  // caller: rank 0's parameter and buffer names
-  std::vector<at::Tensor> report_tensors_;
-  std::vector<std::shared_ptr<torch::serialize::InputArchive>> report_optimizers_;
-  std::vector<std::string> optimizer_snapshot_;  // rank 0's optimizers, serialised
-  int64_t snapshot_step_ = -1;                   // the step count they were taken at
-  // This session as its loaders' hooks see it: cleared by the destructor (they may outlive it).
-  std::shared_ptr<Session*> self_ = std::make_shared<Session*>(this);
+  std::unique_ptr<CallerLaunch> caller_;  // role kCaller
+  std::unique_ptr<RankTraining> rank_;    // the ranks' roles
 };
 
 }  // namespace in_program
