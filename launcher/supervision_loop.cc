@@ -113,8 +113,12 @@ void SupervisionLoop::rank_ended(int rank, int code, int sig) {
     const std::string what = lost_[static_cast<size_t>(rank)].empty()
                                  ? "rank " + std::to_string(rank + setup_.rank_offset) + " " + describe_end(code, sig)
                                  : describe_lost(rank, shims_.hosts(), lost_, host_name());
-    router_.note("nano-run: " + what + "; stopping the other ranks");
+    router_.note("nano-run: " + what +
+                 (d.replaces_root_cause
+                      ? " (not by nano-run): the root cause; the failure told before was its consequence"
+                      : "; stopping the other ranks"));
   }
+  if (d.start_settle) settle_deadline_ = io_.now() + kRootCauseSettle;
   apply(d);
 }
 
@@ -281,6 +285,15 @@ void SupervisionLoop::loop() {
         router_.note("nano-run: grace period over; killing the remaining ranks");
         apply(supervisor_.grace_expired());
         deadline_.reset();
+      } else {
+        timeout = std::min(left, timeout);
+      }
+    }
+    if (settle_deadline_) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*settle_deadline_ - io_.now());
+      if (left.count() <= 0) {
+        supervisor_.settled();
+        settle_deadline_.reset();
       } else {
         timeout = std::min(left, timeout);
       }

@@ -87,6 +87,7 @@ class SupervisionLoop : private ShimEvents {
   int listen_fd_ = -1;
   size_t strangers_ = 0;  // connections to the listener closed without a hello that answered
   std::optional<Clock::time_point> deadline_;
+  std::optional<Clock::time_point> settle_deadline_;  // the root cause may still change until then
 };
 
 }  // namespace nano

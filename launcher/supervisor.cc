@@ -23,11 +23,23 @@ Decision Supervisor::rank_exited(int rank, int exit_code, int signal) {
     exited_[static_cast<size_t>(rank)] = true;
   }
   bool failed = exit_code != 0 || signal != 0;
-  // Once a teardown or an interruption is under way, failures are its consequences.
-  if (!failed || tearing_down_ || interrupted_by_ != 0) return {};
+  if (!failed || interrupted_by_ != 0) return {};
+  // Once a teardown is under way, failures are its consequences, but for a SIGKILL that nobody
+  // here sent, told late: that one was the cause (see kRootCauseSettle).
+  if (tearing_down_) {
+    const bool takes_over = settling_ && root_cause_ && root_cause_->signal == 0 && signal == SIGKILL && !killed_;
+    if (!takes_over) return {};
+    root_cause_ = RootCause{rank, exit_code, signal};
+    Decision d;
+    d.announce = true;
+    d.replaces_root_cause = true;
+    return d;
+  }
   root_cause_ = RootCause{rank, exit_code, signal};
   Decision d = all_exited() ? Decision{} : start_teardown(SIGTERM);
   d.announce = true;
+  d.start_settle = !all_exited();
+  settling_ = d.start_settle;
   return d;
 }
 

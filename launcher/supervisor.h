@@ -18,6 +18,11 @@ struct Decision {
   /// (rank_exited), or the backend failed with no rank to blame and no interruption so far
   /// (backend_exited; its verdict is told even when every rank had reported its end already).
   bool announce = false;
+  /// The announced failure is the first: arm the settle window (kRootCauseSettle), after which
+  /// settled() is due.
+  bool start_settle = false;
+  /// The announced failure takes the root cause from an earlier one (see rank_exited).
+  bool replaces_root_cause = false;
 };
 
 /// The rank that failed first, how it ended.
@@ -32,8 +37,12 @@ class Supervisor {
   explicit Supervisor(int world_size);
 
   /// Rank `rank` ended with `exit_code` or by `signal`. The first non-zero end before any
-  /// teardown is the root cause and starts a teardown with SIGTERM.
+  /// teardown is the root cause and starts a teardown with SIGTERM. Until settled(), a rank
+  /// killed by SIGKILL before nano-run sent one takes the root cause from a first failure that
+  /// exited with a code (that exit was its consequence: a peer's connection broke).
   Decision rank_exited(int rank, int exit_code, int signal);
+  /// The settle window after the first failure ran out: the root cause is final.
+  void settled() { settling_ = false; }
   /// The backend process (mpirun) ended: ranks that did not report are counted as ended; a
   /// failure of the backend with no rank to blame becomes the root cause (rank -1), unless
   /// every rank had already reported its end (then mpirun's verdict on them adds nothing).
@@ -67,6 +76,7 @@ class Supervisor {
   bool tearing_down_ = false;
   bool killed_ = false;
   bool stopped_ = false;
+  bool settling_ = false;
 };
 
 /// Whether a world that ended with `exit_code` is started again: it failed (a rank or the

@@ -35,6 +35,13 @@ inline constexpr int kShimAcceptsPerWake = 64;
 /// cause names it rather than the shim mpirun ended.
 inline constexpr int kSilenceShareOnShimClose = 2;
 
+/// After the first failure, how long a rank killed by SIGKILL that nano-run did not send (the
+/// OOM killer, a user, a fault injection) may still take the root cause from it: across hosts a
+/// peer that lost its connection to the killed rank can exit before the killed rank's shim
+/// reports, and the peer's exit is the consequence. No library kills its own process with
+/// SIGKILL, so a consequence does not take the root cause back; the teardown is not delayed.
+inline constexpr std::chrono::milliseconds kRootCauseSettle{1500};
+
 /// After every rank ended and the shims were released, how long mpirun gets to end before it is
 /// SIGKILLed: its daemons report back and its session directory goes, which takes a few seconds
 /// on a loaded machine.

@@ -148,8 +148,9 @@ TEST_CASE("which failures are told as they happen: the root cause, and mpirun's 
       {"the first failure, with others left", {{'r', 1, 3, 0, true}, {'r', 0, 0, SIGTERM, false}}},
       {"the first failure, with nobody left",
        {{'r', 0, 0, 0, false}, {'r', 2, 0, 0, false}, {'r', 1, 0, SIGSEGV, true}}},
-      {"a later failure during the teardown",
-       {{'r', 2, 1, 0, true}, {'r', 0, 7, 0, false}, {'r', 1, 0, SIGKILL, false}}},
+      {"a later failure during the teardown, and nano-run's own SIGKILL",
+       {{'r', 2, 1, 0, true}, {'r', 0, 7, 0, false}, {'g', 0, 0, 0, false}, {'r', 1, 0, SIGKILL, false}}},
+      {"a SIGKILL nano-run did not send takes the root cause", {{'r', 2, 1, 0, true}, {'r', 1, 0, SIGKILL, true}}},
       {"a failure after nano-run was interrupted", {{'s', 0, 0, SIGINT, false}, {'r', 0, 1, 0, false}}},
       {"the same rank reported twice", {{'r', 0, 0, 0, false}, {'r', 0, 5, 0, false}, {'r', 1, 0, 0, false}}},
       {"a success is never told",
@@ -221,4 +222,51 @@ TEST_CASE("a stop the caller asked for (a tuning trial): SIGTERM, nobody's failu
   CHECK(u.stop_requested().kind == Decision::kNone);
   CHECK_FALSE(u.stopped());
   CHECK(u.exit_code() == 3);
+}
+
+TEST_CASE("a SIGKILL nano-run did not send, told within the settle window, takes the root cause") {
+  // Across hosts: rank 1 on hostB is SIGKILLed; rank 0 on hostA loses its connection and exits
+  // 14 before hostB's shim has reported rank 1's end.
+  struct Row {
+    const char* name;
+    int first_code, first_signal;  // rank 0's end, the first told
+    bool settled, grace_over;      // before rank 1's end is told
+    int second_signal;             // rank 1's end
+    int root_rank, exit_code;
+  };
+  const std::vector<Row> table = {
+      {"SIGKILL within the window", 14, 0, false, false, SIGKILL, 1, 128 + SIGKILL},
+      {"SIGKILL after the window", 14, 0, true, false, SIGKILL, 0, 14},
+      {"SIGKILL after nano-run's own", 14, 0, false, true, SIGKILL, 0, 14},
+      {"our SIGTERM's consequence", 14, 0, false, false, SIGTERM, 0, 14},
+      {"an abort is a consequence too", 14, 0, false, false, SIGABRT, 0, 14},
+      {"a first failure by a signal stays", 0, SIGSEGV, false, false, SIGKILL, 0, 128 + SIGSEGV},
+  };
+  for (const Row& row : table) {
+    CAPTURE(row.name);
+    Supervisor s(3);
+    const Decision first = s.rank_exited(0, row.first_code, row.first_signal);
+    CHECK(first.announce);
+    CHECK(first.start_settle);
+    CHECK_FALSE(first.replaces_root_cause);
+    if (row.settled) s.settled();
+    if (row.grace_over) CHECK(s.grace_expired().kind == Decision::kKillAll);
+    const Decision second = s.rank_exited(1, 0, row.second_signal);
+    CHECK(second.kind == Decision::kNone);  // the teardown is under way already
+    CHECK(second.announce == (row.root_rank == 1));
+    CHECK(second.replaces_root_cause == (row.root_rank == 1));
+    REQUIRE(s.root_cause());
+    CHECK(s.root_cause()->rank == row.root_rank);
+    CHECK(s.exit_code() == row.exit_code);
+    // Once taken by a SIGKILL, a third rank's SIGKILL does not take it again.
+    if (row.root_rank == 1) CHECK_FALSE(s.rank_exited(2, 0, SIGKILL).replaces_root_cause);
+  }
+}
+
+TEST_CASE("a last rank failing alone starts no settle window") {
+  Supervisor s(2);
+  s.rank_exited(0, 0, 0);
+  const Decision d = s.rank_exited(1, 3, 0);
+  CHECK(d.announce);
+  CHECK_FALSE(d.start_settle);
 }
