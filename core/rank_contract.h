@@ -22,6 +22,9 @@ inline constexpr const char* kCpus = "NANO_CPUS";
 /// number, which every report carries.
 inline constexpr const char* kTuneReport = "NANO_TUNE_REPORT";
 inline constexpr const char* kTuneTrial = "NANO_TUNE_TRIAL";
+/// Under `nano-run --timeline` (TorchNanoOptions::timeline): the folder where each rank writes
+/// its timeline records (runtime/timeline.h), which the launcher merges when the job ends.
+inline constexpr const char* kTimeline = "NANO_TIMELINE";
 /// The job a checkpoint folder is claimed for: an in-program launch hands its caller's to its
 /// ranks, so the folder stays the caller's.
 inline constexpr const char* kCheckpointJob = "NANO_CHECKPOINT_JOB";

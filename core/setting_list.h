@@ -38,7 +38,9 @@
   X(kMaxRestarts, max_restarts, "--max-restarts", max_restarts, max_restarts, "INT", "docs/failures.md",              \
     "Start the whole world again after a rank fails, at most N times (default 0)")                                    \
   X(kRestartDelay, restart_delay, "--restart-delay", restart_delay_ms, restart_delay, "SECONDS", "docs/failures.md",  \
-    "Seconds to wait before a restart (default 1)")
+    "Seconds to wait before a restart (default 1)")                                                                   \
+  X(kTimeline, timeline, "--timeline", timeline, timeline, "FILE", "docs/timeline.md",                                \
+    "Record where every rank's time goes: a trace FILE (Perfetto, chrome://tracing) and a report at the end")
 
 namespace nano {
 

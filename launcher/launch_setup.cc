@@ -17,6 +17,7 @@
 #include "launcher/self_exe.h"
 #include "launcher/source_filter.h"
 #include "launcher/subprocess.h"
+#include "launcher/timeline.h"
 
 #ifndef NANO_RUN_BUILD_PATH
 #define NANO_RUN_BUILD_PATH ""
@@ -446,7 +447,9 @@ Setup prepare(const LaunchOptions& o, const std::vector<std::string>& argv, Purp
   inputs.recipe = &o.recipe;
   inputs.current = &current;
   inputs.finder = find_installed_library;
-  inputs.extra_env = &o.extra_env;
+  // The ranks' records of a timeline go to its folder (launcher/timeline.h).
+  if (!o.timeline.empty()) s.options.extra_env[contract::kTimeline] = timeline_records_folder(o.timeline);
+  inputs.extra_env = &s.options.extra_env;
   inputs.python_folder = nano_python_folder();
   if (purpose == Purpose::kLaunch && needs_listen_guard(s)) {
     std::vector<std::string> names;

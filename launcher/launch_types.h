@@ -50,6 +50,10 @@ struct LaunchOptions {
   /// to log_dir/attempt-N/ and summary.log tells every attempt.
   int max_restarts = 0;
   std::chrono::milliseconds restart_delay{1000};  ///< wait between a failed attempt and the next
+  /// Every rank records its steps' phases and its collectives (runtime/timeline.h); when the
+  /// launch ends, however it ends, they are merged into this Chrome trace-event file, with
+  /// FILE.report.json beside it, and the report is told (docs/timeline.md). "" = none.
+  std::string timeline;
   /// Who asked: how the launch's own reports (notes, the rank shims' errors) name settings.
   FrontEnd front_end = FrontEnd::kProgram;
   /// Nothing reaches the terminal: rank output and the launcher's own lines go to log_dir's

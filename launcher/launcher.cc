@@ -23,6 +23,7 @@
 #include "launcher/subprocess_starter.h"
 #include "launcher/supervision_loop.h"
 #include "launcher/supervisor.h"
+#include "launcher/timeline.h"
 #include "launcher/timeouts.h"
 
 namespace nano {
@@ -108,6 +109,7 @@ LaunchResult launch(const LaunchOptions& options, const std::vector<std::string>
 LaunchResult launch(Setup s) {
   if (s.purpose != Purpose::kLaunch) throw Error("nano: launch() was given a dry run's plan");
   const LaunchOptions& options = s.options;
+  if (!options.timeline.empty()) start_timeline(options.timeline);  // before any output file or rank
   StdioSink sink;
   OutputConfig config;
   config.tag = options.tag_output;
@@ -147,6 +149,8 @@ LaunchResult launch(Setup s) {
   if (options.max_restarts > 0 && result.attempts > 1)
     router.note("nano-run: " + std::to_string(result.attempts) + " attempts; the last ended with " +
                 std::to_string(result.exit_code));
+  if (!options.timeline.empty())
+    for (const std::string& line : finish_timeline(options.timeline)) router.note(line);
   const std::string lost = sink.drain(kOutputDrain);
   if (!lost.empty()) {
     router.note(lost);

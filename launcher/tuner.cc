@@ -127,6 +127,7 @@ LaunchOptions trial_options(const LaunchOptions& base, const Layout& layout) {
   LaunchOptions o = with_layout(base, layout);
   o.quiet = true;
   o.max_restarts = 0;
+  o.timeline.clear();  // a trial is no part of the run the user asked to see
   o.output_ranks.clear();
   o.extra_env[kTrialVar] = "1";
   return o;

@@ -31,6 +31,7 @@
 #include "runtime/durable_file.h"
 #include "runtime/folder_claim.h"
 #include "runtime/step_report.h"
+#include "runtime/timeline.h"
 
 namespace nano {
 
@@ -275,6 +276,7 @@ bool Checkpointer::step() {
   }
   if (!due) return false;
   ++due_;
+  const int64_t held = timeline::now_ns();
   // A checkpoint due while the previous one is still being written waits for it (save() joins
   // the writer): one staged copy in flight at most, and no checkpoint lost. Counted for the
   // closing line, which says to checkpoint less often.
@@ -285,6 +287,7 @@ bool Checkpointer::step() {
     waited_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
   save();
+  timeline::checkpoint_since(held);
   return true;
 }
 

@@ -15,6 +15,7 @@
 
 #include "runtime/bucket_assignment.h"
 #include "runtime/step_report.h"
+#include "runtime/timeline.h"
 
 namespace nano {
 
@@ -174,6 +175,7 @@ struct Reducer : std::enable_shared_from_this<Reducer> {
     try {
       while (next_to_launch < buckets.size()) launch(buckets[next_to_launch++]);
       at::NoGradGuard no_grad;
+      timeline::exchange_begin();
       for (auto& bucket : buckets) {
         const auto waiting = std::chrono::steady_clock::now();
         bucket.work->wait();
@@ -192,13 +194,17 @@ struct Reducer : std::enable_shared_from_this<Reducer> {
     }
     reset_iteration();
     step_report::ddp_step();
+    timeline::step_end();
   }
 };
 
 }  // namespace detail
 
 namespace detail {
-void count_forward_samples(long long samples) { step_report::forward_samples(samples); }
+void count_forward_samples(long long samples) {
+  step_report::forward_samples(samples);
+  timeline::forward_begin();
+}
 }  // namespace detail
 
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Module> module,

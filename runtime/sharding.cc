@@ -5,6 +5,7 @@
 #include <random>
 
 #include "runtime/step_report.h"
+#include "runtime/timeline.h"
 
 namespace nano {
 
@@ -25,6 +26,10 @@ EpochShardSampler::EpochShardSampler(std::size_t size, int rank, int world_size,
 EpochShardSampler::~EpochShardSampler() {
   if (hooked_ && hook_) hook_(*this, SamplerEvent::kGone);
 }
+
+namespace detail {
+void batch_ready() { timeline::data_end(); }
+}  // namespace detail
 
 void EpochShardSampler::call_hook(SamplerEvent event) {
   if (!hook_) return;
@@ -77,6 +82,7 @@ void EpochShardSampler::build_order(std::size_t epoch) {
 }
 
 torch::optional<std::vector<std::size_t>> EpochShardSampler::next(std::size_t batch_size) {
+  timeline::data_begin();  // ends when the batch is formatted (batch_ready)
   call_hook(SamplerEvent::kBatch);
   auto indices = next_indices(batch_size);
   if (indices) step_report::loader_batch(indices->size());

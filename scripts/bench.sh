@@ -26,6 +26,7 @@ Subcommands:
   torch-backend [BUILD_DIR] [REPS] [REPEATS]    stock PyTorch on the nano torch backend against gloo
   signature-cost BEFORE_BUILD AFTER_BUILD [TURNS]   the collectives' signature check: its cost, before/after
   scaling      [--ranks 1,2,4,8,16] [--budget S]  stock DDP at 1..N ranks, gloo against nano (needs only torch)
+  timeline     [BUILD_DIR] [REPEATS]            --timeline's cost (on/off) and the phase shares it reports
   tune         [BUILD_DIR] [TUNINGS] [SWEEPS]   nano-run --tune's pick against an exhaustive sweep, its cost
 
 BUILD_DIR defaults to $NANO_BUILD_DIR, else build.
@@ -34,7 +35,7 @@ USAGE
 
 case ${1:-training} in
   -h | --help | help) usage ;;
-  training | allreduce | balance | checkpoint | ddp | launcher | multihost | platforms | precision | precision-spread | python-api | scaling | signature-cost | torch-backend | tune)
+  training | allreduce | balance | checkpoint | ddp | launcher | multihost | platforms | precision | precision-spread | python-api | scaling | signature-cost | timeline | torch-backend | tune)
     name=${1:-training}
     shift || true
     exec bash "$here/bench/$name.sh" "$@" ;;

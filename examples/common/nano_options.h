@@ -55,6 +55,7 @@ inline TorchNanoOptions fashion_mnist_nano_options(const ExampleOptions& o, int6
   n.auto_lr = lr;
   n.balance_batches = o.balance;
   n.max_restarts = o.max_restarts;
+  n.timeline = o.timeline;
   n.checkpoint_dir = o.checkpoint_dir;
   n.checkpoint_every_steps = o.checkpoint_every;
   n.precision = o.precision;

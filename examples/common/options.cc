@@ -91,6 +91,9 @@ ParsedOptions parse_example_options(int argc, const char* const* argv, const Exa
     app.add_option("--max-restarts", max_restarts,
                    "start the ranks again, from the newest checkpoint, after one fails (default 0)")
         ->type_name("INT");
+    app.add_option("--timeline", o.timeline,
+                   "record where every rank's time goes: a trace FILE (Perfetto, chrome://tracing) and a report")
+        ->type_name("FILE");
     app.add_flag("--no-auto-lr", no_auto_lr, "keep the learning rate fixed (no warm-up to N times it)");
     app.add_option("--backend", o.backend,
                    "how --num-processes ranks start: subprocess or mpi (default " + o.backend + ")");

@@ -29,6 +29,7 @@ struct ExampleOptions {
   std::string checkpoint_dir;          ///< --checkpoint-dir: checkpoint here and resume from here ("" = none)
   int64_t checkpoint_every = 100;      ///< --checkpoint-every: steps between checkpoints, >= 1
   int max_restarts = 0;                ///< --max-restarts (in-program launchers): start failed ranks again
+  std::string timeline;                ///< --timeline (in-program launchers): TorchNanoOptions::timeline
   std::string precision = "32";        ///< --precision: 32, 64 or bf16 (TorchNanoOptions::precision)
   bool channels_last = false;          ///< --channels-last: model and 4-D inputs in channels-last format
   bool bf16_gradients = false;         ///< --bf16-gradients: gradients all-reduced as bfloat16

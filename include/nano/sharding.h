@@ -66,6 +66,9 @@ void format_batch(std::vector<T>& batch, const BatchFormat& format) {
 template <class Other>
 void format_batch(Other&, const BatchFormat&) {}
 
+/// A nano loader's batch is fetched and formatted (the timeline's data phase ends).
+void batch_ready();
+
 /// The transform every nano loader maps its batches through.
 template <class Batch>
 class FormatBatch : public torch::data::transforms::BatchTransform<Batch, Batch> {
@@ -73,6 +76,7 @@ class FormatBatch : public torch::data::transforms::BatchTransform<Batch, Batch>
   explicit FormatBatch(BatchFormat format) : format_(format) {}
   Batch apply_batch(Batch batch) override {
     if (!format_.identity()) format_batch(batch, format_);
+    batch_ready();
     return batch;
   }
 

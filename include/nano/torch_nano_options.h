@@ -46,6 +46,10 @@ struct TorchNanoOptions {
   /// mpi with hosts: a host not heard from this long counts as lost (a cut link, a dead host),
   /// and ends the attempt (nano-run's --heartbeat-timeout); at least 1000.
   int heartbeat_timeout_ms = 30000;
+  /// Record where every rank's time goes (nano-run's --timeline): a Chrome trace-event file
+  /// (Perfetto, chrome://tracing) written when the ranks end, FILE.report.json beside it, and
+  /// the report on stderr. "" = none.
+  std::string timeline;
   DdpOptions ddp;  ///< gradient bucket size etc.
   /// Split each global batch among the ranks by their measured speed (<nano/load_balance.h>),
   /// so a slower core does not hold back the others; gradients are weighted by each rank's

@@ -60,6 +60,11 @@ bool same_call(const CollectiveSignature& a, const CollectiveSignature& b) {
          a.root == b.root && a.average == b.average;
 }
 
+std::size_t payload_bytes(const CollectiveSignature& call) {
+  if (call.dtype < 0 || call.count <= 0) return 0;
+  return static_cast<std::size_t>(call.count) * c10::elementSize(static_cast<c10::ScalarType>(call.dtype));
+}
+
 std::string describe(const CollectiveSignature& call) {
   const std::string tensor = dtype_name(call.dtype) + "[" + std::to_string(call.count) + "]";
   switch (call.kind) {

@@ -7,6 +7,7 @@
 // comparison are pure; the shared-memory layer (runtime/collectives/shm_collectives.h) carries signatures in
 // its header, and CallCheck (below) gathers them through the peer library where no shared
 // memory joins the ranks.
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -47,6 +48,10 @@ CollectiveSignature signature_of(CollectiveKind kind, const at::Tensor& tensor, 
 
 /// Whether two calls are the same collective (every field, the sequence number included).
 bool same_call(const CollectiveSignature& a, const CollectiveSignature& b);
+
+/// The bytes one rank's tensor of the call holds (count x the dtype's size; 0 for a barrier or
+/// where ranks may differ).
+std::size_t payload_bytes(const CollectiveSignature& call);
 
 /// The call in a user's words: "all_reduce(float32[1000], SUM)", "broadcast(int64[3], root 1)",
 /// "all_gather(float32[4])", "barrier()", "gather(float32[4], root 0)", "all_to_all(float32)".

@@ -16,6 +16,8 @@
 // weights' bytes ("weights <hex>"), so runs can be compared bit for bit.
 // --pid-dir writes DIR/rank-R.pid first (and DIR/grandchild-R.pid with --grandchild, a
 // `sleep 300` the rank starts in its own process group, as data loaders and pools do).
+// --slow RANK:MS: rank RANK sleeps MS ms in every step, between the forward and the backward (a
+// straggler for the timeline's tests).
 // --on-term-save: on SIGTERM, finish the current step (the ranks agree on which), write
 // FILE.R after SECONDS, exit 0.
 #include <signal.h>
@@ -151,6 +153,7 @@ int main(int argc, char** argv) {
   bool print_weights = false;
   double save_seconds = 0;
   bool grandchild = false;
+  int slow_rank = -1, slow_ms = 0;
   const int rank = env_rank();
   for (size_t i = 0; i < args.size(); ++i) {
     const bool more = i + 1 < args.size();
@@ -166,7 +169,11 @@ int main(int argc, char** argv) {
       print_weights = true;
     else if (args[i] == "--pid-dir" && more)
       pid_dir = args[++i];
-    else if (args[i] == "--grandchild")
+    else if (args[i] == "--slow" && more) {
+      const std::string v = args[++i];
+      slow_rank = std::stoi(v.substr(0, v.find(':')));
+      slow_ms = std::stoi(v.substr(v.find(':') + 1));
+    } else if (args[i] == "--grandchild")
       grandchild = true;
     else if (args[i] == "--on-term-save" && more) {
       const std::string v = args[++i];
@@ -210,6 +217,7 @@ int main(int argc, char** argv) {
       auto loss = net->forward(x).pow(2).mean();
       strike("step", step, &code);
       if (code >= 0) return code;
+      if (rank == slow_rank) std::this_thread::sleep_for(std::chrono::milliseconds(slow_ms));
       opt.zero_grad();
       loss.backward();
       opt.step();

@@ -57,7 +57,7 @@ TEST_CASE("every setting of core/setting_list.h is a flag of nano-run, parsed by
   }
   NANO_SHARED_SETTINGS(NANO_CHECK_FLAG)
 #undef NANO_CHECK_FLAG
-  CHECK(rows == 8);
+  CHECK(rows == static_cast<int>(std::size(kSharedSettingFields)));
   // A bad number or duration is nano's one line, naming the flag.
   CHECK(parse_error({"--max-restarts", "-1", "./train"}) ==
         "invalid value '-1' for --max-restarts: expected a whole number >= 0");

@@ -212,6 +212,24 @@ train)
     echo "$backend: $two on one host and on two"
   done
   ;;
+timeline)
+  # --timeline across 2 hosts x 1 rank: one trace with a track per rank, each named by its own
+  # host (the hosts share the records folder here, as a cluster's shared work folder would).
+  tl=$(mktemp -d /run/nano-multihost-timeline-XXXXXX)
+  run_a "$nano_run" -n 2 --hosts hostA:1,hostB:1 --timeline "$tl/trace.json" "$fault_rank" --steps 30 --slow 1:40
+  [ $rc -eq 0 ] || fail "exit $rc: $(tail -5 "$out")"
+  expect_line "^nano-run: timeline: straggler: rank 1 \(hostB, CPUs [0-9,-]+(, NUMA [0-9,-]+)?\) takes"
+  /usr/bin/python3 - "$tl/trace.json" <<'PY' || fail "the trace's tracks are not one per rank and host"
+import json, sys
+events = json.load(open(sys.argv[1]))["traceEvents"]
+tracks = sorted(e["args"]["name"].split(" (")[0] + " " + e["args"]["name"].split(" (")[1].split(",")[0]
+                for e in events if e["name"] == "thread_name" and not e["args"]["name"].endswith("collectives"))
+assert tracks == ["rank 0 hostA", "rank 1 hostB"], tracks
+PY
+  [ ! -e "$tl/trace.json.records" ] || fail "the records folder was left behind"
+  rm -rf "$tl"
+  check_nothing_left
+  ;;
 fashion)
   # Fashion-MNIST, 2 hosts x 2 ranks against 4 ranks on one host (equal batches, 24 steps): the
   # same final test accuracy on both communicators. Four gradients are summed in another order

@@ -282,7 +282,7 @@ def bad_options(tmp):
     code, out, err, _ = run(["-c", program], tmp, timeout=60)
     check(code == 0, f"exit {code}: {err[-1000:]}")
     lines = out.splitlines()
-    check(len(lines) >= 8, f"expected the 8 launch settings at least: {out!r}")
+    check(len(lines) >= 9, f"expected the 9 launch settings at least: {out!r}")
     for line in lines:
         field, _, message = line.partition(" | ")
         print(f"{field}=object(): {message}")

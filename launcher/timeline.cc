@@ -1,0 +1,432 @@
+#include "launcher/timeline.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <tuple>
+
+#include "core/cpulist.h"
+#include "core/setting.h"
+#include "launcher/guardian.h"
+
+namespace nano {
+namespace {
+
+using nlohmann::json;
+
+constexpr double kMs = 1e6;  // nanoseconds per millisecond
+
+double quantile(std::vector<double> values, double q) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const double at = q * static_cast<double>(values.size() - 1);
+  const auto lo = static_cast<size_t>(std::floor(at));
+  const auto hi = static_cast<size_t>(std::ceil(at));
+  return values[lo] + (values[hi] - values[lo]) * (at - static_cast<double>(lo));
+}
+
+std::string percent(double share) { return std::to_string(static_cast<int>(std::lround(share * 100))) + "%"; }
+
+std::string fixed(double value, int digits) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.*f", digits, value);
+  return text;
+}
+
+// "rank 3 (hostB, CPUs 12-15, NUMA 1)"
+std::string who(const RankSummary& r) {
+  std::string s = "rank " + std::to_string(r.rank) + " (" + r.host + ", CPUs " + r.cpus;
+  if (r.numa != "-") s += ", NUMA " + r.numa;
+  return s + ")";
+}
+
+RankSummary summarise(const RankRecords& r) {
+  RankSummary s;
+  s.rank = r.rank;
+  s.host = r.host;
+  s.cpus = r.cpus;
+  s.numa = r.numa;
+  s.collectives = static_cast<int>(r.collectives.size());
+  std::vector<double> times, work;
+  double total = 0, data = 0, compute = 0, exchange = 0, checkpoint = 0;
+  for (const TimelineStep& st : r.steps) {
+    const double span = static_cast<double>(st.end - st.start);
+    s.steps += st.steps;
+    total += span;
+    data += static_cast<double>(st.data);
+    compute += static_cast<double>(st.compute);
+    exchange += static_cast<double>(st.exchange);
+    checkpoint += static_cast<double>(st.checkpoint);
+    // An interval stands for its steps' mean, once per step.
+    const double n = static_cast<double>(st.steps);
+    for (int64_t i = 0; i < st.steps; ++i) {
+      times.push_back(span / n / kMs);
+      work.push_back((span - static_cast<double>(st.exchange)) / n / kMs);
+    }
+  }
+  s.median_ms = quantile(times, 0.5);
+  s.p10_ms = quantile(times, 0.1);
+  s.p90_ms = quantile(times, 0.9);
+  s.work_ms = quantile(work, 0.5);
+  if (total > 0) {
+    s.data = data / total;
+    s.compute = compute / total;
+    s.exchange = exchange / total;
+    s.checkpoint = checkpoint / total;
+    s.other = std::max(0.0, 1 - s.data - s.compute - s.exchange - s.checkpoint);
+  }
+  return s;
+}
+
+std::string cpu_count(size_t n) { return std::to_string(n) + (n == 1 ? " CPU" : " CPUs"); }
+
+std::vector<int> cpus_of(const std::string& list) {
+  try {
+    return list == "-" ? std::vector<int>{} : parse_cpu_list(list);
+  } catch (const std::exception&) {
+    return {};
+  }
+}
+
+// The placement check of the ranks of one attempt.
+std::vector<std::string> placement_warnings(const std::vector<const RankRecords*>& ranks) {
+  std::vector<std::string> warnings;
+  for (const RankRecords* r : ranks) {
+    const std::vector<int> cpus = cpus_of(r->cpus);
+    const std::string name = "rank " + std::to_string(r->rank) + " (" + r->host + ", CPUs " + r->cpus + ")";
+    char* end = nullptr;
+    const long omp = std::strtol(r->omp.c_str(), &end, 10);
+    if (end && *end == '\0' && !cpus.empty() && omp > static_cast<long>(cpus.size()))
+      warnings.push_back(name + ": OMP_NUM_THREADS=" + r->omp + " is more threads than its " + cpu_count(cpus.size()) +
+                         ": they take turns (oversubscribed)");
+    if (!r->placement_seen) continue;
+    if (r->threads_outside > 0)
+      warnings.push_back(name + ": " + std::to_string(r->threads_outside) +
+                         " of its computing threads ran outside its CPUs (on " + r->cpus_used + ")");
+    if (r->computing_threads == 1 && cpus.size() > 1)
+      warnings.push_back(name + ": one thread computes on its " + cpu_count(cpus.size()) +
+                         " (OMP_NUM_THREADS=" + r->omp + ", or the program sets torch's threads)");
+  }
+  for (size_t i = 0; i < ranks.size(); ++i)
+    for (size_t j = i + 1; j < ranks.size(); ++j) {
+      if (ranks[i]->host != ranks[j]->host) continue;
+      std::vector<int> a = cpus_of(ranks[i]->cpus), b = cpus_of(ranks[j]->cpus), both;
+      std::set_intersection(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(both));
+      if (!both.empty())
+        warnings.push_back("ranks " + std::to_string(ranks[i]->rank) + " and " + std::to_string(ranks[j]->rank) +
+                           " on " + ranks[i]->host + " share CPUs " + format_cpu_list(both));
+    }
+  return warnings;
+}
+
+std::string advice_of(const std::vector<RankSummary>& ranks) {
+  double exchange = 0, data = 0, checkpoint = 0;
+  int n = 0;
+  for (const RankSummary& r : ranks) {
+    if (r.steps == 0) continue;
+    exchange += r.exchange;
+    data += r.data;
+    checkpoint += r.checkpoint;
+    ++n;
+  }
+  if (n == 0) return "";
+  exchange /= n;
+  data /= n;
+  checkpoint /= n;
+  const double top = std::max({exchange, data, checkpoint});
+  if (top <= kAdviceShare) return "";
+  if (top == exchange)
+    return "the gradient exchange takes " + percent(exchange) +
+           " of the step: try the bf16 gradient exchange, fewer ranks, or a larger batch";
+  if (top == data)
+    return "data loading takes " + percent(data) +
+           " of the step: prepare the data once (a tensor dataset), or use loader workers";
+  return "checkpoints take " + percent(checkpoint) + " of the step: checkpoint less often";
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
+RankRecords parse_records(const std::string& text, int attempt) {
+  RankRecords r;
+  r.attempt = attempt;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream in(line);
+    std::string kind;
+    in >> kind;
+    if (kind == "R") {
+      in >> r.rank >> r.host >> r.cpus >> r.numa >> r.omp;
+    } else if (kind == "P") {
+      TimelineSpan p;
+      if (in >> p.name >> p.start >> p.end) r.phases.push_back(p);
+    } else if (kind == "C") {
+      TimelineSpan c;
+      if (in >> c.start >> c.end >> c.bytes) {
+        std::getline(in >> std::ws, c.name);
+        r.collectives.push_back(c);
+      }
+    } else if (kind == "S") {
+      TimelineStep s;
+      if (in >> s.first >> s.start >> s.end >> s.data >> s.compute >> s.exchange >> s.checkpoint) r.steps.push_back(s);
+    } else if (kind == "A") {
+      TimelineStep s;
+      int64_t collectives = 0;
+      if (in >> s.first >> s.steps >> s.start >> s.end >> s.data >> s.compute >> s.exchange >> s.checkpoint >>
+          collectives)
+        r.steps.push_back(s);
+    } else if (kind == "T") {
+      if (in >> r.computing_threads >> r.cpus_used >> r.threads_outside) r.placement_seen = true;
+    }
+  }
+  return r;
+}
+
+std::string trace_json(const std::vector<RankRecords>& ranks) {
+  int64_t t0 = INT64_MAX;
+  for (const RankRecords& r : ranks) {
+    for (const TimelineStep& s : r.steps) t0 = std::min(t0, s.start);
+    for (const TimelineSpan& p : r.phases) t0 = std::min(t0, p.start);
+    for (const TimelineSpan& c : r.collectives) t0 = std::min(t0, c.start);
+  }
+  auto us = [t0](int64_t ns) { return static_cast<double>(ns - t0) / 1000.0; };
+  json events = json::array();
+  std::map<int, bool> attempts;
+  for (const RankRecords& r : ranks) {
+    const int pid = r.attempt + 1;
+    if (!attempts[r.attempt]) {
+      attempts[r.attempt] = true;
+      events.push_back({{"ph", "M"},
+                        {"name", "process_name"},
+                        {"pid", pid},
+                        {"args", {{"name", "attempt " + std::to_string(r.attempt)}}}});
+      events.push_back({{"ph", "M"}, {"name", "process_sort_index"}, {"pid", pid}, {"args", {{"sort_index", pid}}}});
+    }
+    const std::string where = " (" + r.host + ", CPUs " + r.cpus + ")";
+    const int steps_tid = 2 * r.rank, collectives_tid = 2 * r.rank + 1;
+    events.push_back({{"ph", "M"},
+                      {"name", "thread_name"},
+                      {"pid", pid},
+                      {"tid", steps_tid},
+                      {"args", {{"name", "rank " + std::to_string(r.rank) + where}}}});
+    events.push_back({{"ph", "M"},
+                      {"name", "thread_sort_index"},
+                      {"pid", pid},
+                      {"tid", steps_tid},
+                      {"args", {{"sort_index", steps_tid}}}});
+    if (!r.collectives.empty()) {
+      events.push_back({{"ph", "M"},
+                        {"name", "thread_name"},
+                        {"pid", pid},
+                        {"tid", collectives_tid},
+                        {"args", {{"name", "rank " + std::to_string(r.rank) + " collectives"}}}});
+      events.push_back({{"ph", "M"},
+                        {"name", "thread_sort_index"},
+                        {"pid", pid},
+                        {"tid", collectives_tid},
+                        {"args", {{"sort_index", collectives_tid}}}});
+    }
+    for (const TimelineStep& s : r.steps) {
+      const std::string name =
+          s.steps == 1 ? "step " + std::to_string(s.first)
+                       : "steps " + std::to_string(s.first) + "-" + std::to_string(s.first + s.steps - 1) + " (totals)";
+      events.push_back({{"ph", "X"},
+                        {"cat", "step"},
+                        {"name", name},
+                        {"pid", pid},
+                        {"tid", steps_tid},
+                        {"ts", us(s.start)},
+                        {"dur", us(s.end) - us(s.start)},
+                        {"args",
+                         {{"data_ms", s.data / kMs},
+                          {"compute_ms", s.compute / kMs},
+                          {"exchange_ms", s.exchange / kMs},
+                          {"checkpoint_ms", s.checkpoint / kMs}}}});
+    }
+    for (const TimelineSpan& p : r.phases)
+      events.push_back({{"ph", "X"},
+                        {"cat", "phase"},
+                        {"name", p.name},
+                        {"pid", pid},
+                        {"tid", steps_tid},
+                        {"ts", us(p.start)},
+                        {"dur", us(p.end) - us(p.start)}});
+    for (const TimelineSpan& c : r.collectives)
+      events.push_back({{"ph", "X"},
+                        {"cat", "collective"},
+                        {"name", c.name},
+                        {"pid", pid},
+                        {"tid", collectives_tid},
+                        {"ts", us(c.start)},
+                        {"dur", us(c.end) - us(c.start)},
+                        {"args", {{"bytes", c.bytes}}}});
+  }
+  return json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump();
+}
+
+TimelineReport report_of(const std::vector<RankRecords>& ranks) {
+  TimelineReport report;
+  for (const RankRecords& r : ranks) {
+    if (!r.steps.empty()) report.attempt = std::max(report.attempt, r.attempt);
+  }
+  bool any_steps = false;
+  for (const RankRecords& r : ranks) any_steps = any_steps || !r.steps.empty();
+  if (!any_steps)
+    for (const RankRecords& r : ranks) report.attempt = std::max(report.attempt, r.attempt);
+  std::vector<const RankRecords*> mine;
+  for (const RankRecords& r : ranks)
+    if (r.attempt == report.attempt) mine.push_back(&r);
+  std::sort(mine.begin(), mine.end(), [](const RankRecords* a, const RankRecords* b) { return a->rank < b->rank; });
+  for (const RankRecords* r : mine) report.ranks.push_back(summarise(*r));
+  report.warnings = placement_warnings(mine);
+  report.advice = advice_of(report.ranks);
+
+  std::vector<const RankSummary*> stepped;
+  for (const RankSummary& r : report.ranks)
+    if (r.steps > 0) stepped.push_back(&r);
+  if (stepped.size() < 2) return report;
+  std::vector<double> work;
+  for (const RankSummary* r : stepped) work.push_back(r->work_ms);
+  const double median = quantile(work, 0.5);
+  const RankSummary* slowest =
+      *std::max_element(stepped.begin(), stepped.end(), [](auto* a, auto* b) { return a->work_ms < b->work_ms; });
+  if (median <= 0 || slowest->work_ms < kStragglerRatio * median) return report;
+  report.straggler = slowest->rank;
+  report.straggler_ratio = slowest->work_ms / median;
+  double wait = 0;
+  for (const RankSummary* r : stepped)
+    if (r != slowest) wait += r->exchange;
+  report.others_wait = wait / static_cast<double>(stepped.size() - 1);
+  return report;
+}
+
+std::vector<std::string> report_lines(const TimelineReport& report, const std::string& trace) {
+  std::vector<std::string> lines;
+  const std::string head = "nano-run: timeline: ";
+  int64_t steps = 0;
+  for (const RankSummary& r : report.ranks) steps = std::max(steps, r.steps);
+  const size_t n = report.ranks.size();
+  lines.push_back(head + trace + " (" + std::to_string(n) + (n == 1 ? " rank, " : " ranks, ") + std::to_string(steps) +
+                  " steps" + (report.attempt > 0 ? ", attempt " + std::to_string(report.attempt) : "") +
+                  "; open it in Perfetto or chrome://tracing)");
+  for (const RankSummary& r : report.ranks) {
+    if (r.steps == 0) {
+      lines.push_back(head + who(r) + ": no steps of nano's DDP seen; " + std::to_string(r.collectives) +
+                      " collectives recorded");
+      continue;
+    }
+    lines.push_back(head + who(r) + ": step " + fixed(r.median_ms, 1) + " ms median (" + fixed(r.p10_ms, 1) + "-" +
+                    fixed(r.p90_ms, 1) + " from the 10th to the 90th percentile): data " + percent(r.data) +
+                    ", compute " + percent(r.compute) + ", exchange wait " + percent(r.exchange) + ", checkpoint " +
+                    percent(r.checkpoint) + ", optimizer and other " + percent(r.other));
+  }
+  if (report.straggler) {
+    const auto r = std::find_if(report.ranks.begin(), report.ranks.end(),
+                                [&](const RankSummary& s) { return s.rank == *report.straggler; });
+    lines.push_back(head + "straggler: " + who(*r) + " takes " + fixed(report.straggler_ratio, 2) +
+                    "x the median rank's time per step outside the exchange; the other ranks wait " +
+                    percent(report.others_wait) + " of each step on it");
+  } else if (std::count_if(report.ranks.begin(), report.ranks.end(), [](const RankSummary& r) { return r.steps > 0; }) >
+             1) {
+    lines.push_back(head + "no straggler: every rank's time per step is within " + percent(kStragglerRatio - 1) +
+                    " of the median rank's");
+  }
+  for (const std::string& w : report.warnings) lines.push_back(head + "placement: " + w);
+  if (!report.advice.empty()) lines.push_back(head + "advice: " + report.advice);
+  return lines;
+}
+
+std::string report_json(const TimelineReport& report) {
+  json ranks = json::array();
+  for (const RankSummary& r : report.ranks)
+    ranks.push_back({{"rank", r.rank},
+                     {"host", r.host},
+                     {"cpus", r.cpus},
+                     {"numa", r.numa},
+                     {"steps", r.steps},
+                     {"median_step_ms", r.median_ms},
+                     {"p10_step_ms", r.p10_ms},
+                     {"p90_step_ms", r.p90_ms},
+                     {"work_ms", r.work_ms},
+                     {"shares",
+                      {{"data", r.data},
+                       {"compute", r.compute},
+                       {"exchange", r.exchange},
+                       {"checkpoint", r.checkpoint},
+                       {"other", r.other}}},
+                     {"collectives", r.collectives}});
+  json j = {{"attempt", report.attempt}, {"ranks", ranks}, {"warnings", report.warnings}, {"advice", report.advice}};
+  if (report.straggler)
+    j["straggler"] = {
+        {"rank", *report.straggler}, {"ratio", report.straggler_ratio}, {"others_wait", report.others_wait}};
+  else
+    j["straggler"] = nullptr;
+  return j.dump(2);
+}
+
+std::string timeline_records_folder(const std::string& file) {
+  return std::filesystem::absolute(file).lexically_normal().string() + ".records";
+}
+
+void start_timeline(const std::string& file) {
+  const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0)
+    throw SettingError(Setting::kTimeline, file, "cannot write {timeline} " + file + ": " + std::strerror(errno));
+  ::close(fd);
+  const std::string folder = timeline_records_folder(file);
+  remove_tree(folder.c_str());
+  if (::mkdir(folder.c_str(), 0755) != 0)
+    throw SettingError(Setting::kTimeline, file,
+                       "cannot make {timeline}'s records folder " + folder + ": " + std::strerror(errno));
+}
+
+std::vector<std::string> finish_timeline(const std::string& file) {
+  const std::string folder = timeline_records_folder(file);
+  std::vector<RankRecords> ranks;
+  if (DIR* dir = opendir(folder.c_str())) {
+    while (dirent* e = readdir(dir)) {
+      int rank = -1, attempt = 0;
+      if (std::sscanf(e->d_name, "rank-%d.attempt-%d", &rank, &attempt) != 2) continue;
+      RankRecords r = parse_records(read_file(folder + "/" + e->d_name), attempt);
+      if (r.rank < 0) r.rank = rank;
+      ranks.push_back(std::move(r));
+    }
+    closedir(dir);
+  }
+  remove_tree(folder.c_str());
+  if (ranks.empty()) {
+    ::unlink(file.c_str());
+    return {
+        "nano-run: timeline: no rank recorded anything (the program does not use nano's runtime or the "
+        "nano torch backend, or no rank started); no trace written"};
+  }
+  std::sort(ranks.begin(), ranks.end(), [](const RankRecords& a, const RankRecords& b) {
+    return std::tie(a.attempt, a.rank) < std::tie(b.attempt, b.rank);
+  });
+  const TimelineReport report = report_of(ranks);
+  std::ofstream(file, std::ios::trunc) << trace_json(ranks);
+  std::ofstream(file + ".report.json", std::ios::trunc) << report_json(report) << "\n";
+  return report_lines(report, file);
+}
+
+}  // namespace nano

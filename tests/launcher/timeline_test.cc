@@ -1,0 +1,170 @@
+// The timeline's pure stages: records parsed, the trace, and the report's straggler, placement
+// check and advice, from hand-made records.
+#include "launcher/timeline.h"
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+using namespace nano;
+
+namespace {
+
+constexpr int64_t kMs = 1000000;
+
+// `steps` steps of `step_ms`, each with `exchange_ms` of exchange wait and `data_ms` of data.
+RankRecords rank_of(int rank, int steps, int64_t step_ms, int64_t exchange_ms, int64_t data_ms = 0,
+                    const std::string& cpus = "0", int attempt = 0) {
+  RankRecords r;
+  r.rank = rank;
+  r.attempt = attempt;
+  r.host = "hostA";
+  r.cpus = cpus;
+  r.numa = "0";
+  for (int i = 0; i < steps; ++i) {
+    TimelineStep s;
+    s.first = i;
+    s.start = 1000 * kMs + i * step_ms * kMs;
+    s.end = s.start + step_ms * kMs;
+    s.exchange = exchange_ms * kMs;
+    s.data = data_ms * kMs;
+    s.compute = (step_ms - exchange_ms - data_ms) * kMs;
+    r.steps.push_back(s);
+  }
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("records are parsed line by line; a torn last line is skipped") {
+  const std::string text =
+      "R 3 hostB 12-15 1 4\n"
+      "P data 100 200\n"
+      "P compute 200 900\n"
+      "C 250 400 4096 all_reduce(float32[1024], SUM)\n"
+      "S 0 50 1000 100 700 100 0\n"
+      "A 2000 100 5000 9000 10 20 30 40 7\n"
+      "T 4 12-15 0\n"
+      "S 1 1000 20";  // a rank killed while writing
+  const RankRecords r = parse_records(text, 2);
+  CHECK(r.rank == 3);
+  CHECK(r.attempt == 2);
+  CHECK(r.host == "hostB");
+  CHECK(r.cpus == "12-15");
+  CHECK(r.numa == "1");
+  CHECK(r.omp == "4");
+  REQUIRE(r.phases.size() == 2);
+  CHECK(r.phases[1].name == "compute");
+  REQUIRE(r.collectives.size() == 1);
+  CHECK(r.collectives[0].name == "all_reduce(float32[1024], SUM)");
+  CHECK(r.collectives[0].bytes == 4096);
+  REQUIRE(r.steps.size() == 2);
+  CHECK(r.steps[1].steps == 100);
+  CHECK(r.steps[1].checkpoint == 40);
+  CHECK(r.placement_seen);
+  CHECK(r.computing_threads == 4);
+}
+
+TEST_CASE("the straggler is the rank the others wait on, named with its CPUs") {
+  struct Row {
+    const char* name;
+    std::vector<RankRecords> ranks;
+    int straggler;  // -1: none
+    const char* line;
+  };
+  const std::vector<Row> table = {
+      {"rank 1 slow: the others wait on it",
+       {rank_of(0, 20, 100, 30), rank_of(1, 20, 100, 0, 0, "1"), rank_of(2, 20, 100, 30, 0, "2")},
+       1,
+       "nano-run: timeline: straggler: rank 1 (hostA, CPUs 1, NUMA 0) takes 1.43x the median rank's time per step "
+       "outside the exchange; the other ranks wait 30% of each step on it"},
+      {"even ranks",
+       {rank_of(0, 20, 100, 5), rank_of(1, 20, 100, 2, 0, "1")},
+       -1,
+       "nano-run: timeline: no straggler: every rank's time per step is within 10% of the median rank's"},
+      {"one rank", {rank_of(0, 20, 100, 0)}, -1, nullptr},
+  };
+  for (const Row& row : table) {
+    CAPTURE(row.name);
+    const TimelineReport report = report_of(row.ranks);
+    CHECK(report.straggler.value_or(-1) == row.straggler);
+    const std::vector<std::string> lines = report_lines(report, "t.json");
+    if (row.line) CHECK(std::find(lines.begin(), lines.end(), row.line) != lines.end());
+  }
+}
+
+TEST_CASE("each rank's shares add up to its step time") {
+  const TimelineReport report = report_of({rank_of(0, 10, 100, 20, 10)});
+  REQUIRE(report.ranks.size() == 1);
+  const RankSummary& r = report.ranks[0];
+  CHECK(r.steps == 10);
+  CHECK(r.median_ms == doctest::Approx(100));
+  CHECK(r.data == doctest::Approx(0.10));
+  CHECK(r.exchange == doctest::Approx(0.20));
+  CHECK(r.compute == doctest::Approx(0.70));
+  CHECK(r.data + r.compute + r.exchange + r.checkpoint + r.other == doctest::Approx(1));
+  CHECK(r.work_ms == doctest::Approx(80));
+}
+
+TEST_CASE("the placement check names the rank and the cause") {
+  RankRecords over = rank_of(0, 5, 10, 0, 0, "0-1");
+  over.omp = "8";
+  RankRecords single = rank_of(1, 5, 10, 0, 0, "2-5");
+  single.placement_seen = true;
+  single.computing_threads = 1;
+  single.cpus_used = "2";
+  RankRecords strayed = rank_of(2, 5, 10, 0, 0, "5-6");  // shares CPU 5 with rank 1
+  strayed.placement_seen = true;
+  strayed.computing_threads = 2;
+  strayed.cpus_used = "5,9";
+  strayed.threads_outside = 1;
+  const std::vector<std::string> warnings = report_of({over, single, strayed}).warnings;
+  const std::vector<std::string> expected = {
+      "rank 0 (hostA, CPUs 0-1): OMP_NUM_THREADS=8 is more threads than its 2 CPUs: they take turns (oversubscribed)",
+      "rank 1 (hostA, CPUs 2-5): one thread computes on its 4 CPUs (OMP_NUM_THREADS=-, or the program sets torch's "
+      "threads)",
+      "rank 2 (hostA, CPUs 5-6): 1 of its computing threads ran outside its CPUs (on 5,9)",
+      "ranks 1 and 2 on hostA share CPUs 5",
+  };
+  CHECK(warnings == expected);
+}
+
+TEST_CASE("one line of advice when a phase dominates") {
+  CHECK(report_of({rank_of(0, 5, 100, 40), rank_of(1, 5, 100, 30, 0, "1")}).advice ==
+        "the gradient exchange takes 35% of the step: try the bf16 gradient exchange, fewer ranks, or a larger batch");
+  CHECK(report_of({rank_of(0, 5, 100, 5, 50)}).advice.rfind("data loading takes 50% of the step", 0) == 0);
+  CHECK(report_of({rank_of(0, 5, 100, 10, 10)}).advice.empty());
+}
+
+TEST_CASE("the trace: one track per rank and attempt, steps with their phases, valid JSON") {
+  RankRecords a = rank_of(0, 2, 10, 1, 0, "0", 0);
+  a.phases.push_back({"compute", a.steps[0].start, a.steps[0].start + 9 * kMs, -1});
+  a.collectives.push_back({"all_reduce(float32[4], SUM)", a.steps[0].start + 9 * kMs, a.steps[0].end, 16});
+  RankRecords b = rank_of(1, 2, 10, 1, 0, "1", 0);
+  RankRecords restarted = rank_of(0, 1, 10, 1, 0, "0", 1);
+  const auto trace = nlohmann::json::parse(trace_json({a, b, restarted}));
+  std::vector<std::string> tracks, processes;
+  int steps = 0, phases = 0, collectives = 0;
+  double earliest = 1e18;
+  for (const auto& e : trace.at("traceEvents")) {
+    if (e.at("name") == "thread_name") tracks.push_back(e.at("args").at("name"));
+    if (e.at("name") == "process_name") processes.push_back(e.at("args").at("name"));
+    if (e.at("ph") != "X") continue;
+    earliest = std::min(earliest, e.at("ts").get<double>());
+    steps += e.at("cat") == "step";
+    phases += e.at("cat") == "phase";
+    collectives += e.at("cat") == "collective";
+  }
+  CHECK(processes == std::vector<std::string>{"attempt 0", "attempt 1"});
+  CHECK(tracks == std::vector<std::string>{"rank 0 (hostA, CPUs 0)", "rank 0 collectives", "rank 1 (hostA, CPUs 1)",
+                                           "rank 0 (hostA, CPUs 0)"});
+  CHECK(steps == 5);
+  CHECK(phases == 1);
+  CHECK(collectives == 1);
+  CHECK(earliest == 0);
+  // The report is of the last attempt.
+  CHECK(report_of({a, b, restarted}).attempt == 1);
+  CHECK(report_of({a, b, restarted}).ranks.size() == 1);
+}
