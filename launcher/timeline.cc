@@ -19,6 +19,7 @@
 #include <sstream>
 #include <tuple>
 
+#include <nano/error.h>
 #include "core/cpulist.h"
 #include "core/setting.h"
 #include "launcher/guardian.h"
@@ -202,7 +203,7 @@ RankRecords parse_records(const std::string& text, int attempt) {
   return r;
 }
 
-std::string trace_json(const std::vector<RankRecords>& ranks) {
+std::string trace_json(const std::vector<RankRecords>& ranks, const TimelineReport& report) {
   int64_t t0 = INT64_MAX;
   for (const RankRecords& r : ranks) {
     for (const TimelineStep& s : r.steps) t0 = std::min(t0, s.start);
@@ -281,7 +282,8 @@ std::string trace_json(const std::vector<RankRecords>& ranks) {
                         {"dur", us(c.end) - us(c.start)},
                         {"args", {{"bytes", c.bytes}}}});
   }
-  return json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump();
+  return json{{"traceEvents", events}, {"displayTimeUnit", "ms"}, {"nanoReport", json::parse(report_json(report))}}
+      .dump();
 }
 
 TimelineReport report_of(const std::vector<RankRecords>& ranks) {
@@ -384,6 +386,45 @@ std::string report_json(const TimelineReport& report) {
   return j.dump(2);
 }
 
+TimelineReport report_from_json(const std::string& text) {
+  TimelineReport report;
+  try {
+    const json whole = json::parse(text);
+    const json& j = whole.contains("nanoReport") ? whole.at("nanoReport") : whole;
+    report.attempt = j.at("attempt").get<int>();
+    for (const json& r : j.at("ranks")) {
+      RankSummary s;
+      s.rank = r.at("rank").get<int>();
+      s.host = r.at("host").get<std::string>();
+      s.cpus = r.at("cpus").get<std::string>();
+      s.numa = r.at("numa").get<std::string>();
+      s.steps = r.at("steps").get<int64_t>();
+      s.median_ms = r.at("median_step_ms").get<double>();
+      s.p10_ms = r.at("p10_step_ms").get<double>();
+      s.p90_ms = r.at("p90_step_ms").get<double>();
+      s.work_ms = r.at("work_ms").get<double>();
+      const json& shares = r.at("shares");
+      s.data = shares.at("data").get<double>();
+      s.compute = shares.at("compute").get<double>();
+      s.exchange = shares.at("exchange").get<double>();
+      s.checkpoint = shares.at("checkpoint").get<double>();
+      s.other = shares.at("other").get<double>();
+      s.collectives = r.at("collectives").get<int>();
+      report.ranks.push_back(s);
+    }
+    report.warnings = j.at("warnings").get<std::vector<std::string>>();
+    report.advice = j.at("advice").get<std::string>();
+    if (!j.at("straggler").is_null()) {
+      report.straggler = j.at("straggler").at("rank").get<int>();
+      report.straggler_ratio = j.at("straggler").at("ratio").get<double>();
+      report.others_wait = j.at("straggler").at("others_wait").get<double>();
+    }
+  } catch (const json::exception& e) {
+    throw UsageError(std::string("not a timeline report of nano's (") + e.what() + ")");
+  }
+  return report;
+}
+
 std::string timeline_records_folder(const std::string& file) {
   return std::filesystem::absolute(file).lexically_normal().string() + ".records";
 }
@@ -424,7 +465,7 @@ std::vector<std::string> finish_timeline(const std::string& file) {
     return std::tie(a.attempt, a.rank) < std::tie(b.attempt, b.rank);
   });
   const TimelineReport report = report_of(ranks);
-  std::ofstream(file, std::ios::trunc) << trace_json(ranks);
+  std::ofstream(file, std::ios::trunc) << trace_json(ranks, report);
   std::ofstream(file + ".report.json", std::ios::trunc) << report_json(report) << "\n";
   return report_lines(report, file);
 }

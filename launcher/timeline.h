@@ -46,10 +46,13 @@ struct RankRecords {
 /// of a rank that died while writing) is skipped.
 RankRecords parse_records(const std::string& text, int attempt);
 
+struct TimelineReport;
+
 /// Pure: the trace-event JSON of every rank and attempt: per attempt a process, per rank a track
 /// of its steps with their phases nested inside, and a track of its collectives; times in
-/// microseconds from the earliest record.
-std::string trace_json(const std::vector<RankRecords>& ranks);
+/// microseconds from the earliest record. `report` rides along under the top-level key
+/// "nanoReport" (trace viewers ignore it; nano-report reads it).
+std::string trace_json(const std::vector<RankRecords>& ranks, const TimelineReport& report);
 
 /// One rank's summary, over the steps of the last attempt that has any.
 struct RankSummary {
@@ -87,6 +90,10 @@ std::vector<std::string> report_lines(const TimelineReport& report, const std::s
 
 /// Pure: the report as JSON (FILE.report.json).
 std::string report_json(const TimelineReport& report);
+
+/// Pure: the report back from report_json's text, or from a trace that carries it under
+/// "nanoReport". Throws UsageError when it is neither.
+TimelineReport report_from_json(const std::string& text);
 
 /// Where the ranks write their records for the trace `file`: FILE.records, absolute.
 std::string timeline_records_folder(const std::string& file);

@@ -3,6 +3,7 @@
 #include "launcher/timeline.h"
 
 #include <doctest/doctest.h>
+#include <nano/error.h>
 #include <nlohmann/json.hpp>
 
 #include <string>
@@ -144,7 +145,7 @@ TEST_CASE("the trace: one track per rank and attempt, steps with their phases, v
   a.collectives.push_back({"all_reduce(float32[4], SUM)", a.steps[0].start + 9 * kMs, a.steps[0].end, 16});
   RankRecords b = rank_of(1, 2, 10, 1, 0, "1", 0);
   RankRecords restarted = rank_of(0, 1, 10, 1, 0, "0", 1);
-  const auto trace = nlohmann::json::parse(trace_json({a, b, restarted}));
+  const auto trace = nlohmann::json::parse(trace_json({a, b, restarted}, report_of({a, b, restarted})));
   std::vector<std::string> tracks, processes;
   int steps = 0, phases = 0, collectives = 0;
   double earliest = 1e18;
@@ -164,7 +165,19 @@ TEST_CASE("the trace: one track per rank and attempt, steps with their phases, v
   CHECK(phases == 1);
   CHECK(collectives == 1);
   CHECK(earliest == 0);
-  // The report is of the last attempt.
+  // The report rides along, and is of the last attempt.
+  CHECK(trace.at("nanoReport").at("attempt") == 1);
   CHECK(report_of({a, b, restarted}).attempt == 1);
   CHECK(report_of({a, b, restarted}).ranks.size() == 1);
+}
+
+TEST_CASE("the report survives its JSON: nano-report tells the same lines") {
+  RankRecords over = rank_of(1, 20, 100, 0, 0, "1");
+  over.omp = "4";
+  const TimelineReport report = report_of({rank_of(0, 20, 100, 30), over});
+  REQUIRE(report.straggler);
+  const TimelineReport back = report_from_json(report_json(report));
+  CHECK(report_lines(back, "t.json") == report_lines(report, "t.json"));
+  CHECK_THROWS_AS(report_from_json("{}"), UsageError);
+  CHECK_THROWS_AS(report_from_json("not json"), UsageError);
 }

@@ -12,6 +12,8 @@
 #   interrupt    Ctrl-C (SIGINT to nano-run) mid-run: exit 130, and the trace is valid JSON
 #   unwritable   a path in a missing folder: one line naming it, exit 2, no rank started
 #   stock_ddp    a stock PyTorch DDP program on the nano backend: its all-reduces are recorded
+#   report       nano-report tells the run's report again, line for line, and draws a PNG; a file
+#                that is not a trace is one line and exit 2
 set -u
 build=$1
 case_=$2
@@ -148,6 +150,23 @@ events = json.load(open(sys.argv[1]))["traceEvents"]
 reduces = [e for e in events if e.get("cat") == "collective" and e["name"].startswith("all_reduce(")]
 assert len(reduces) >= 12, f"{len(reduces)} all-reduces recorded for 6 steps on 2 ranks"
 PY
+  ;;
+report)
+  run "$nano_run" -n 2 --timeline "$trace" "$fault_rank" --steps 30 --slow 1:30
+  [ $rc -eq 0 ] || { cat "$work/err"; fail "exit $rc"; }
+  grep "^nano-run: timeline: " "$work/err" | sed 's/^nano-run: //' > "$work/told"
+  timeout 60 "$build/bin/nano-report" "$trace" > "$work/again" 2> "$work/err"
+  rc=$?
+  [ $rc -eq 0 ] || { cat "$work/err"; fail "nano-report exited $rc"; }
+  head -n -1 "$work/again" | diff "$work/told" - || fail "nano-report's report differs from nano-run's (above)"
+  [ "$(tail -1 "$work/again")" = "picture: $work/trace.png" ] || fail "no picture line: $(tail -1 "$work/again")"
+  [ "$(head -c 8 "$work/trace.png" | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ] || fail "trace.png is no PNG"
+  [ "$(stat -c %s "$work/trace.png")" -gt 10000 ] || fail "trace.png is nearly empty"
+  echo '{"traceEvents": []}' > "$work/other.json"
+  timeout 60 "$build/bin/nano-report" "$work/other.json" > /dev/null 2> "$work/err"
+  rc=$?
+  [ $rc -eq 2 ] && [ "$(wc -l < "$work/err")" -eq 1 ] && grep -q "^nano-report: $work/other.json: not a trace" "$work/err" ||
+    { cat "$work/err"; fail "a file that is no trace: exit $rc"; }
   ;;
 *)
   fail "unknown case"
