@@ -1,5 +1,7 @@
 #include "core/cpulist.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <cctype>
 #include <climits>
@@ -92,6 +94,16 @@ std::vector<std::vector<int>> parse_cpu_lists(const std::string& text) {
 std::string format_cpu_lists(const std::vector<std::vector<int>>& lists) {
   std::string out;
   for (std::size_t r = 0; r < lists.size(); ++r) out += (r ? ";" : "") + format_cpu_list(lists[r]);
+  return out;
+}
+
+std::vector<int> allowed_cpus_of_this_process() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> out;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return out;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &set)) out.push_back(c);
   return out;
 }
 

@@ -21,4 +21,7 @@ std::vector<std::vector<int>> parse_cpu_lists(const std::string& text);
 /// The inverse: "0-3;4-7".
 std::string format_cpu_lists(const std::vector<std::vector<int>>& lists);
 
+/// The CPUs this process may run on (sched_getaffinity), sorted; empty when they cannot be read.
+std::vector<int> allowed_cpus_of_this_process();
+
 }  // namespace nano

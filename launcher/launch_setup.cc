@@ -29,16 +29,6 @@
 namespace nano {
 namespace {
 
-std::vector<int> allowed_cpus_of_this_process() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  std::vector<int> out;
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return out;
-  for (int c = 0; c < CPU_SETSIZE; ++c)
-    if (CPU_ISSET(c, &set)) out.push_back(c);
-  return out;
-}
-
 // A name the ranks could not resolve would only show as their rendezvous timing out.
 void check_resolves(const std::string& addr) {
   addrinfo hints{};

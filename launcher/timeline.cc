@@ -210,8 +210,25 @@ std::string trace_json(const std::vector<RankRecords>& ranks, const TimelineRepo
     for (const TimelineSpan& p : r.phases) t0 = std::min(t0, p.start);
     for (const TimelineSpan& c : r.collectives) t0 = std::min(t0, c.start);
   }
-  auto us = [t0](int64_t ns) { return static_cast<double>(ns - t0) / 1000.0; };
   json events = json::array();
+  // A track's name and place (thread_name and thread_sort_index), and one span on it.
+  auto track = [&events](int pid, int tid, const std::string& name) {
+    events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", pid}, {"tid", tid}, {"args", {{"name", name}}}});
+    events.push_back(
+        {{"ph", "M"}, {"name", "thread_sort_index"}, {"pid", pid}, {"tid", tid}, {"args", {{"sort_index", tid}}}});
+  };
+  auto span = [&events, t0](const char* cat, const std::string& name, int pid, int tid, int64_t start, int64_t end,
+                            json args) {
+    json e = {{"ph", "X"},
+              {"cat", cat},
+              {"name", name},
+              {"pid", pid},
+              {"tid", tid},
+              {"ts", (start - t0) / 1000.0},
+              {"dur", (end - start) / 1000.0}};
+    if (!args.is_null()) e["args"] = std::move(args);
+    events.push_back(std::move(e));
+  };
   std::map<int, bool> attempts;
   for (const RankRecords& r : ranks) {
     const int pid = r.attempt + 1;
@@ -223,64 +240,22 @@ std::string trace_json(const std::vector<RankRecords>& ranks, const TimelineRepo
                         {"args", {{"name", "attempt " + std::to_string(r.attempt)}}}});
       events.push_back({{"ph", "M"}, {"name", "process_sort_index"}, {"pid", pid}, {"args", {{"sort_index", pid}}}});
     }
-    const std::string where = " (" + r.host + ", CPUs " + r.cpus + ")";
     const int steps_tid = 2 * r.rank, collectives_tid = 2 * r.rank + 1;
-    events.push_back({{"ph", "M"},
-                      {"name", "thread_name"},
-                      {"pid", pid},
-                      {"tid", steps_tid},
-                      {"args", {{"name", "rank " + std::to_string(r.rank) + where}}}});
-    events.push_back({{"ph", "M"},
-                      {"name", "thread_sort_index"},
-                      {"pid", pid},
-                      {"tid", steps_tid},
-                      {"args", {{"sort_index", steps_tid}}}});
-    if (!r.collectives.empty()) {
-      events.push_back({{"ph", "M"},
-                        {"name", "thread_name"},
-                        {"pid", pid},
-                        {"tid", collectives_tid},
-                        {"args", {{"name", "rank " + std::to_string(r.rank) + " collectives"}}}});
-      events.push_back({{"ph", "M"},
-                        {"name", "thread_sort_index"},
-                        {"pid", pid},
-                        {"tid", collectives_tid},
-                        {"args", {{"sort_index", collectives_tid}}}});
-    }
+    track(pid, steps_tid, "rank " + std::to_string(r.rank) + " (" + r.host + ", CPUs " + r.cpus + ")");
+    if (!r.collectives.empty()) track(pid, collectives_tid, "rank " + std::to_string(r.rank) + " collectives");
     for (const TimelineStep& s : r.steps) {
       const std::string name =
           s.steps == 1 ? "step " + std::to_string(s.first)
                        : "steps " + std::to_string(s.first) + "-" + std::to_string(s.first + s.steps - 1) + " (totals)";
-      events.push_back({{"ph", "X"},
-                        {"cat", "step"},
-                        {"name", name},
-                        {"pid", pid},
-                        {"tid", steps_tid},
-                        {"ts", us(s.start)},
-                        {"dur", us(s.end) - us(s.start)},
-                        {"args",
-                         {{"data_ms", s.data / kMs},
-                          {"compute_ms", s.compute / kMs},
-                          {"exchange_ms", s.exchange / kMs},
-                          {"checkpoint_ms", s.checkpoint / kMs}}}});
+      span("step", name, pid, steps_tid, s.start, s.end,
+           {{"data_ms", s.data / kMs},
+            {"compute_ms", s.compute / kMs},
+            {"exchange_ms", s.exchange / kMs},
+            {"checkpoint_ms", s.checkpoint / kMs}});
     }
-    for (const TimelineSpan& p : r.phases)
-      events.push_back({{"ph", "X"},
-                        {"cat", "phase"},
-                        {"name", p.name},
-                        {"pid", pid},
-                        {"tid", steps_tid},
-                        {"ts", us(p.start)},
-                        {"dur", us(p.end) - us(p.start)}});
+    for (const TimelineSpan& p : r.phases) span("phase", p.name, pid, steps_tid, p.start, p.end, nullptr);
     for (const TimelineSpan& c : r.collectives)
-      events.push_back({{"ph", "X"},
-                        {"cat", "collective"},
-                        {"name", c.name},
-                        {"pid", pid},
-                        {"tid", collectives_tid},
-                        {"ts", us(c.start)},
-                        {"dur", us(c.end) - us(c.start)},
-                        {"args", {{"bytes", c.bytes}}}});
+      span("collective", c.name, pid, collectives_tid, c.start, c.end, {{"bytes", c.bytes}});
   }
   return json{{"traceEvents", events}, {"displayTimeUnit", "ms"}, {"nanoReport", json::parse(report_json(report))}}
       .dump();
@@ -288,13 +263,12 @@ std::string trace_json(const std::vector<RankRecords>& ranks, const TimelineRepo
 
 TimelineReport report_of(const std::vector<RankRecords>& ranks) {
   TimelineReport report;
+  int last = 0, last_with_steps = -1;
   for (const RankRecords& r : ranks) {
-    if (!r.steps.empty()) report.attempt = std::max(report.attempt, r.attempt);
+    last = std::max(last, r.attempt);
+    if (!r.steps.empty()) last_with_steps = std::max(last_with_steps, r.attempt);
   }
-  bool any_steps = false;
-  for (const RankRecords& r : ranks) any_steps = any_steps || !r.steps.empty();
-  if (!any_steps)
-    for (const RankRecords& r : ranks) report.attempt = std::max(report.attempt, r.attempt);
+  report.attempt = last_with_steps >= 0 ? last_with_steps : last;
   std::vector<const RankRecords*> mine;
   for (const RankRecords& r : ranks)
     if (r.attempt == report.attempt) mine.push_back(&r);

@@ -2,7 +2,6 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <sched.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -32,16 +31,6 @@ int64_t clock_ns() {
 std::string variable(const char* name, const char* fallback) {
   const char* value = std::getenv(name);
   return value && *value ? value : fallback;
-}
-
-std::vector<int> my_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  std::vector<int> cpus;
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return cpus;
-  for (int c = 0; c < CPU_SETSIZE; ++c)
-    if (CPU_ISSET(c, &set)) cpus.push_back(c);
-  return cpus;
 }
 
 // The NUMA nodes `cpus` lie on, from sysfs ("-" where it tells none).
@@ -219,7 +208,7 @@ Recorder* open_recorder() {
   const std::string path = std::string(folder) + "/rank-" + rank + ".attempt-" + variable(contract::kRestartCount, "0");
   auto* r = new Recorder;  // lives as long as the process: steps may end during its exit
   r->fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  r->cpus = my_cpus();
+  r->cpus = allowed_cpus_of_this_process();
   char host[256] = "-";
   gethostname(host, sizeof host - 1);
   r->write("R " + rank + " " + host + " " + (r->cpus.empty() ? "-" : format_cpu_list(r->cpus)) + " " +
@@ -241,6 +230,16 @@ Recorder* recorder() {
   return instance;
 }
 
+// Runs `event(recorder, now)` under the recorder's lock; nothing when the timeline is off.
+template <class Event>
+void record(Event event) {
+  Recorder* r = recorder();
+  if (!r) return;
+  const int64_t t = clock_ns();
+  std::lock_guard<std::mutex> lock(r->mutex);
+  event(*r, t);
+}
+
 }  // namespace
 
 bool on() { return recorder() != nullptr; }
@@ -248,87 +247,75 @@ bool on() { return recorder() != nullptr; }
 int64_t now_ns() { return on() ? clock_ns() : 0; }
 
 void data_begin() {
-  Recorder* r = recorder();
-  if (!r) return;
-  const int64_t t = clock_ns();
-  std::lock_guard<std::mutex> lock(r->mutex);
-  r->started(t);
-  // Without DDP (a world of one) a step ends where the loader is asked for the next batch.
-  if (!r->ddp_seen && r->batch_seen) r->end_step(t);
-  r->fetch_start = t;
-  r->checkpoint_in_fetch = 0;
+  record([](Recorder& r, int64_t t) {
+    r.started(t);
+    // Without DDP (a world of one) a step ends where the loader is asked for the next batch.
+    if (!r.ddp_seen && r.batch_seen) r.end_step(t);
+    r.fetch_start = t;
+    r.checkpoint_in_fetch = 0;
+  });
 }
 
 void data_end() {
-  Recorder* r = recorder();
-  if (!r) return;
-  const int64_t t = clock_ns();
-  std::lock_guard<std::mutex> lock(r->mutex);
-  if (r->fetch_start < 0) return;
-  r->step.data += std::max<int64_t>(0, t - r->fetch_start - r->checkpoint_in_fetch);
-  r->phase("data", r->fetch_start, t);
-  r->fetch_start = -1;
-  r->batch_seen = true;
-  if (!r->forward_seen) r->compute_start = t;
+  record([](Recorder& r, int64_t t) {
+    if (r.fetch_start < 0) return;
+    r.step.data += std::max<int64_t>(0, t - r.fetch_start - r.checkpoint_in_fetch);
+    r.phase("data", r.fetch_start, t);
+    r.fetch_start = -1;
+    r.batch_seen = true;
+    if (!r.forward_seen) r.compute_start = t;
+  });
 }
 
 void forward_begin() {
-  Recorder* r = recorder();
-  if (!r) return;
-  const int64_t t = clock_ns();
-  std::lock_guard<std::mutex> lock(r->mutex);
-  r->started(t);
-  if (r->forward_seen) return;
-  r->forward_seen = true;
-  r->compute_start = t;
+  record([](Recorder& r, int64_t t) {
+    r.started(t);
+    if (r.forward_seen) return;
+    r.forward_seen = true;
+    r.compute_start = t;
+  });
 }
 
 void exchange_begin() {
-  Recorder* r = recorder();
-  if (!r) return;
-  const int64_t t = clock_ns();
-  std::lock_guard<std::mutex> lock(r->mutex);
-  r->started(t);
-  const int64_t from = r->compute_start >= 0 ? r->compute_start : r->step_start;
-  r->step.compute += t - from;
-  r->phase("compute", from, t);
-  r->exchange_start = t;
+  record([](Recorder& r, int64_t t) {
+    r.started(t);
+    const int64_t from = r.compute_start >= 0 ? r.compute_start : r.step_start;
+    r.step.compute += t - from;
+    r.phase("compute", from, t);
+    r.exchange_start = t;
+  });
 }
 
 void step_end() {
-  Recorder* r = recorder();
-  if (!r) return;
-  const int64_t t = clock_ns();
-  std::lock_guard<std::mutex> lock(r->mutex);
-  r->ddp_seen = true;
-  r->end_step(t);
+  record([](Recorder& r, int64_t t) {
+    r.ddp_seen = true;
+    r.end_step(t);
+  });
 }
 
 void checkpoint_since(int64_t start) {
-  Recorder* r = recorder();
-  if (!r || start == 0) return;
-  const int64_t t = clock_ns();
-  std::lock_guard<std::mutex> lock(r->mutex);
-  r->started(start);
-  r->step.checkpoint += t - start;
-  if (r->fetch_start >= 0) r->checkpoint_in_fetch += t - start;
-  r->phase("checkpoint", start, t);
+  if (start == 0) return;  // the timeline was off when it started
+  record([start](Recorder& r, int64_t t) {
+    r.started(start);
+    r.step.checkpoint += t - start;
+    if (r.fetch_start >= 0) r.checkpoint_in_fetch += t - start;
+    r.phase("checkpoint", start, t);
+  });
 }
 
 void collective_since(int64_t start, std::size_t bytes, const std::string& description) {
-  Recorder* r = recorder();
-  if (!r || start == 0) return;
-  const int64_t t = clock_ns();
-  std::lock_guard<std::mutex> lock(r->mutex);
-  ++r->step.collectives;
-  if (!r->detailed()) return;
-  ++r->collectives;
-  r->lines +=
-      "C " + std::to_string(start) + " " + std::to_string(t) + " " + std::to_string(bytes) + " " + description + "\n";
-  if (r->steps == 0 && r->lines.size() >= kCollectiveBlock) {
-    r->write(r->lines);
-    r->lines.clear();
-  }
+  if (start == 0) return;
+  record([&](Recorder& r, int64_t t) {
+    ++r.step.collectives;
+    if (!r.detailed()) return;
+    ++r.collectives;
+    r.lines +=
+        "C " + std::to_string(start) + " " + std::to_string(t) + " " + std::to_string(bytes) + " " + description + "\n";
+    if (r.steps == 0 && r.lines.size() >= kCollectiveBlock) {
+      r.write(r.lines);
+      r.lines.clear();
+    }
+  });
 }
 
 }  // namespace nano::timeline
