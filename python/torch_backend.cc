@@ -1,5 +1,7 @@
 #include "python/torch_backend.h"
 
+#include <Python.h>
+
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
@@ -208,7 +210,11 @@ TorchBackend::~TorchBackend() {
   unregister_backend_executor(*thread_);
   // What was issued runs to its end (each bounded by the timeout), its futures completed; then
   // peers still waiting for this rank in a shared-memory collective learn at once that it left.
+  // A future's callback may be Python (a DDP communication hook's then()) and need the GIL, which
+  // a Python caller dropping the group (destroy_process_group) holds: it is let go meanwhile.
+  PyThreadState* python = Py_IsInitialized() && PyGILState_Check() ? PyEval_SaveThread() : nullptr;
   thread_.reset();
+  if (python) PyEval_RestoreThread(python);
   if (shm_) shm_->leave();
 }
 

@@ -207,4 +207,11 @@ print(f"collectives: {total} checks passed ({checks['gloo']} against Gloo's own 
 dist.destroy_process_group(GLOO)
 del GLOO
 GLOO_TENSORS.clear()
+# Dropped with a future's Python callback still to run (a DDP communication hook's then()): the
+# group lets the GIL go while its thread runs the callback (it waited for it, holding the GIL).
+ran = []
+dist.all_reduce(torch.ones(1 << 16), async_op=True).get_future().then(lambda f: ran.append(float(f.value()[0][0])))
 dist.destroy_process_group()
+if ran != [float(N)]:
+    print(f"MISMATCH rank {RANK}: the all-reduce's callback ran with {ran}, expected [{float(N)}]", flush=True)
+    sys.exit(1)
