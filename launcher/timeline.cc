@@ -307,8 +307,7 @@ std::vector<std::string> report_lines(const TimelineReport& report, const std::s
                   "; open it in Perfetto or chrome://tracing)");
   for (const RankSummary& r : report.ranks) {
     if (r.steps == 0) {
-      lines.push_back(head + who(r) + ": no steps of nano's DDP seen; " + std::to_string(r.collectives) +
-                      " collectives recorded");
+      lines.push_back(head + who(r) + ": no steps seen; " + std::to_string(r.collectives) + " collectives recorded");
       continue;
     }
     lines.push_back(head + who(r) + ": step " + fixed(r.median_ms, 1) + " ms median (" + fixed(r.p10_ms, 1) + "-" +

@@ -14,6 +14,7 @@
 #include "python/backend_executors.h"
 #include "python/torch_backend.h"
 #include "runtime/collectives/rendezvous.h"
+#include "runtime/timeline.h"
 
 namespace py = pybind11;
 
@@ -37,6 +38,20 @@ c10::intrusive_ptr<nano::TorchBackendBase> gloo_group(const c10::intrusive_ptr<c
   } catch (const py::error_already_set& e) {
     throw nano::Error(e.what());  // while the GIL is held: the Python error is released here
   }
+}
+
+// The timeline's events that Python sees (nano_torch/_timeline.py): the Python API's loaders,
+// forwards and DDP buckets, and a stock program's optimizer steps (runtime/timeline.h).
+void bind_timeline(py::module_& m) {
+  namespace t = nano::timeline;
+  m.def("_timeline_on", &t::on, "Whether this rank records a timeline (NANO_TIMELINE is set).");
+  m.def("_timeline_now", &t::now_ns, "The timeline's clock in ns (0 when it is off).");
+  m.def("_timeline_data_begin", &t::data_begin);
+  m.def("_timeline_data_end", &t::data_end);
+  m.def("_timeline_forward_begin", &t::forward_begin);
+  m.def("_timeline_backward_ended", &t::backward_ended, py::arg("last_bucket"), py::arg("exchange_done"));
+  m.def("_timeline_optimizer_begin", &t::optimizer_begin);
+  m.def("_timeline_step_end", &t::step_end);
 }
 
 }  // namespace
@@ -85,6 +100,7 @@ PYBIND11_MODULE(_C, m) {
   py::list fields;
   for (const char* field : nano::kSharedSettingFields) fields.append(field);
   m.attr("launch_setting_fields") = py::tuple(fields);
+  bind_timeline(m);
 #ifndef NANO_TORCH_WITHOUT_LAUNCH
   nano::python::bind_launch(m);
 #endif

@@ -147,6 +147,14 @@ struct Recorder {
     interval = Totals{};
     interval_steps = 0;
   }
+  // The step's compute ended at `t`: it ran from its first forward (else its batch, else the
+  // step's start).
+  void end_compute(int64_t t) {
+    const int64_t from = compute_start >= 0 ? compute_start : step_start;
+    step.compute += t - from;
+    phase("compute", from, t);
+    compute_start = -1;
+  }
   // The step in progress ended at `t`: its records written (or added to the interval).
   void end_step(int64_t t) {
     started(t);
@@ -279,10 +287,29 @@ void forward_begin() {
 void exchange_begin() {
   record([](Recorder& r, int64_t t) {
     r.started(t);
-    const int64_t from = r.compute_start >= 0 ? r.compute_start : r.step_start;
-    r.step.compute += t - from;
-    r.phase("compute", from, t);
+    r.end_compute(t);
     r.exchange_start = t;
+  });
+}
+
+void backward_ended(int64_t last_bucket, int64_t exchange_done) {
+  if (last_bucket == 0) return;  // the timeline was off when the bucket went
+  record([last_bucket, exchange_done](Recorder& r, int64_t t) {
+    r.started(last_bucket);
+    const int64_t ready = std::max(last_bucket, r.step_start);
+    const int64_t done = std::clamp(exchange_done, ready, t);
+    r.end_compute(ready);
+    r.step.exchange += done - ready;
+    r.phase("exchange", ready, done);
+    r.ddp_seen = true;
+    r.end_step(t);
+  });
+}
+
+void optimizer_begin() {
+  record([](Recorder& r, int64_t t) {
+    r.started(t);
+    r.end_compute(t);
   });
 }
 

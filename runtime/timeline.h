@@ -52,6 +52,15 @@ void forward_begin();
 /// DDP's backward starts waiting for its all-reduces / its synchronising backward ended.
 void exchange_begin();
 void step_end();
+/// The Python API's ranks (torch's DDP): a synchronising backward handed its last gradient bucket
+/// to the exchange at `last_bucket` and the exchange finished at `exchange_done` (now_ns()
+/// times); the first set-up optimizer to step after it calls this, and the step ends now:
+/// compute ran to `last_bucket`, the exchange wait from then to `exchange_done`.
+void backward_ended(int64_t last_bucket, int64_t exchange_done);
+/// A stock program's optimizer starts its step (torch 2's optimizer hooks): the step's compute
+/// (from its start: the batch, forward, and backward with the exchange it holds) ends here; the
+/// optimizer's step is the step's "other", and its end (step_end) ends the step.
+void optimizer_begin();
 /// A checkpoint held the loop from `start` to now (timeline clock, now_ns()).
 void checkpoint_since(int64_t start);
 /// One collective ran from `start` to now.

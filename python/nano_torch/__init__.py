@@ -31,7 +31,7 @@ import urllib.parse
 import torch
 import torch.distributed as dist
 
-from . import _C
+from . import _C, _timeline
 
 BACKEND = "nano"
 
@@ -107,6 +107,7 @@ try:
 except RuntimeError:  # registered already: the module loaded twice under two names
     pass
 atexit.register(_drain_at_exit)
+_timeline.watch_stock_optimizers()  # with nano-run --timeline on torch 2: the program's steps
 
 # BigDL-Nano's Python API (lite.py). Imported last: it uses the backend registered above.
 from .lite import RankFailedError, TorchNano, nano  # noqa: E402

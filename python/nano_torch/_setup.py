@@ -10,6 +10,8 @@ import torch
 import torch.distributed as dist
 from torch.utils.data import DataLoader, DistributedSampler, IterableDataset, RandomSampler, SequentialSampler
 
+from . import _timeline
+
 
 @dataclasses.dataclass
 class World:
@@ -55,6 +57,7 @@ class NanoModule(torch.nn.Module):
         return self._nano_module
 
     def forward(self, *args, **kwargs):
+        _timeline.forward_begin(self)
         with autocast(self._nano_options):
             return self._forward_module(*args, **kwargs)
 
@@ -100,6 +103,7 @@ def setup_model(module, world):
     forward = module
     if world.distributed:
         forward = torch.nn.parallel.DistributedDataParallel(module)
+    _timeline.watch_model(forward)
     if world.checkpoints():
         world.checkpointer.models.append(module)
     return NanoModule(module, forward, world.options)
@@ -112,18 +116,24 @@ def auto_lr_ratio(step, world_size, length):
 
 def setup_optimizer(optimizer, world):
     """auto_lr: after each step() the rate moves towards N times the user's, multiplying the
-    group's current rate (the previous factor divided out), so a user schedule still composes."""
+    group's current rate (the previous factor divided out), so a user schedule still composes.
+    A step() also ends the timeline's step (_timeline.optimizer_stepping)."""
     options = world.options
     if world.checkpoints() and optimizer not in world.checkpointer.optimizers:
         world.checkpointer.optimizers.append(optimizer)
-    if not options.auto_lr or world.world_size == 1 or getattr(optimizer, "_nano_auto_lr", False):
+    if getattr(optimizer, "_nano_set_up", False):
         return optimizer
+    auto_lr = options.auto_lr and world.world_size > 1
     state = {"step": 0, "applied": 1.0}
-    optimizer._nano_auto_lr_state = state  # checkpoints save and restore it
+    if auto_lr:
+        optimizer._nano_auto_lr_state = state  # checkpoints save and restore it
     step = optimizer.step
 
     def stepped(*args, **kwargs):
+        _timeline.optimizer_stepping()
         out = step(*args, **kwargs)
+        if not auto_lr:
+            return out
         state["step"] += 1
         ratio = auto_lr_ratio(state["step"], world.world_size, options.auto_lr_warmup_steps)
         for group in optimizer.param_groups:
@@ -132,7 +142,7 @@ def setup_optimizer(optimizer, world):
         return out
 
     optimizer.step = stepped
-    optimizer._nano_auto_lr = True
+    optimizer._nano_set_up = True
     return optimizer
 
 
@@ -218,12 +228,15 @@ class ShardedLoader:
                 # draws (an augmentation in the dataset) start from.
                 if checkpoints and self._position < len(self.loader):
                     checkpoints.before_batch(self)
+                _timeline.data_begin()
                 try:
                     batch = next(batches)
                 except StopIteration:
                     break
                 self._position += 1
-                yield format_batch(batch, self._world.options)
+                batch = format_batch(batch, self._world.options)
+                _timeline.data_end()
+                yield batch
         finally:
             self._iterating = False
 

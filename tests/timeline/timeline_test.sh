@@ -11,7 +11,11 @@
 #   restart      a rank killed in the first attempt: the trace holds both attempts
 #   interrupt    Ctrl-C (SIGINT to nano-run) mid-run: exit 130, and the trace is valid JSON
 #   unwritable   a path in a missing folder: one line naming it, exit 2, no rank started
-#   stock_ddp    a stock PyTorch DDP program on the nano backend: its all-reduces are recorded
+#   stock_ddp    a stock PyTorch DDP program on the nano backend: its all-reduces are recorded,
+#                and on torch 2 (optimizer step hooks) its 6 steps; on torch 1.13 "no steps seen"
+#   python_api   TorchNano with rank 1 sleeping 30 ms in each forward: rank 1 is the straggler,
+#                each rank's 30 steps hold data, compute and exchange, rank 0 waits on rank 1;
+#                @nano: its 30 steps
 #   report       nano-report tells the run's report again, line for line, and draws a PNG; a file
 #                that is not a trace is one line and exit 2
 set -u
@@ -143,13 +147,42 @@ stock_ddp)
   run "$nano_run" -n 2 --timeline "$trace" "$py" "$here/../python/torch_backend/ddp_train.py" --backend nano \
     --steps 6 --out "$work/model.pt"
   [ $rc -eq 0 ] || { cat "$work/err"; fail "exit $rc"; }
-  expect "^nano-run: timeline: rank 1 \(.*\): no steps of nano's DDP seen; [1-9][0-9]* collectives recorded$"
+  if "$py" -c "import sys, torch.optim.optimizer as o; sys.exit(not hasattr(o, 'register_optimizer_step_post_hook'))"; then
+    expect "^nano-run: timeline: $trace \(2 ranks, 6 steps;"
+    expect "^nano-run: timeline: rank 1 \(.*\): step [0-9.]+ ms median .*: data 0%, compute [0-9]+%, exchange wait 0%"
+  else
+    expect "^nano-run: timeline: rank 1 \(.*\): no steps seen; [1-9][0-9]* collectives recorded$"
+  fi
   "$py" - "$trace" <<'PY' || fail "no all-reduce in the trace (above)"
 import json, sys
 events = json.load(open(sys.argv[1]))["traceEvents"]
 reduces = [e for e in events if e.get("cat") == "collective" and e["name"].startswith("all_reduce(")]
 assert len(reduces) >= 12, f"{len(reduces)} all-reduces recorded for 6 steps on 2 ranks"
 PY
+  ;;
+python_api)
+  PYTHONPATH=$build/lib/nano/python run "$py" "$here/python_api.py" "$trace" lite 30
+  [ $rc -eq 0 ] || { cat "$work/err"; fail "TorchNano: exit $rc"; }
+  expect "^nano-run: timeline: $trace \(2 ranks, 30 steps;"
+  expect "^nano-run: timeline: straggler: rank 1 \([^,]+, CPUs 1(, NUMA [0-9-]+)?\) takes"
+  check_trace 2 1
+  "$py" - "$trace" "$trace.report.json" <<'PY' || fail "the Python API's phases do not check out (above)"
+import json, sys
+events = json.load(open(sys.argv[1]))["traceEvents"]
+for tid in (0, 2):
+    names = {e["name"] for e in events if e.get("cat") == "phase" and e["tid"] == tid}
+    assert {"data", "compute", "exchange"} <= names, f"track {tid}'s phases: {names}"
+report = json.load(open(sys.argv[2]))
+for r in report["ranks"]:
+    assert r["steps"] == 30, r
+# rank 1's 30 ms is rank 0's exchange wait: at least half of it, on this machine.
+wait = [r["shares"]["exchange"] * r["median_step_ms"] for r in report["ranks"] if r["rank"] == 0][0]
+assert wait > 15, f"rank 0 waited {wait} ms per step on a rank 30 ms slower"
+PY
+  PYTHONPATH=$build/lib/nano/python run "$py" "$here/python_api.py" "$trace" decorated
+  [ $rc -eq 0 ] || { cat "$work/err"; fail "@nano: exit $rc"; }
+  expect "^nano-run: timeline: $trace \(2 ranks, 30 steps;"
+  expect "^nano-run: timeline: rank 1 \(.*\): step [0-9.]+ ms median .*: data [0-9]+%, compute [0-9]+%, exchange wait [0-9]+%"
   ;;
 report)
   run "$nano_run" -n 2 --timeline "$trace" "$fault_rank" --steps 30 --slow 1:30
