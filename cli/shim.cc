@@ -27,6 +27,7 @@
 
 #include <nano/error.h>
 #include "core/parse.h"
+#include "core/rank_contract.h"
 #include "core/setting.h"
 #include "launcher/frames.h"
 #include "launcher/guardian.h"
@@ -40,6 +41,7 @@
 #include "launcher/shim_spec.h"
 #include "launcher/subprocess.h"
 #include "launcher/supervision_io.h"
+#include "launcher/timeline_shipping.h"
 #include "launcher/timeouts.h"
 #include "launcher/torchrun_env.h"
 
@@ -65,6 +67,9 @@ struct ShimIo {
   // The rank's folder for this attempt (its error file), once made here. On another host than
   // nano-run's nobody else removes it, so it goes on every way the shim ends.
   std::string files_dir;
+  // The rank's timeline records, when its host does not see nano-run's folder: inside
+  // files_dir, shipped to nano-run once the rank ended ("" = none to ship).
+  std::string timeline;
   // Open MPI's session directories on a host other than nano-run's (Setup::session_dir), and
   // this shim's marker in it: the host's last shim to end removes the folder, since a daemon
   // cut off from mpirun, or killed by the teardown, leaves its own behind.
@@ -211,9 +216,12 @@ Spawned start_rank(const PreparedRank& prepared, const std::vector<std::string>&
   _exit(137);
 }
 
-// What the shim sends once its rank ended and its output is drained: the error file torch's
-// `record` wrote (read here, on the rank's host) and the final status.
+// What the shim sends once its rank ended and its output is drained: the timeline's records
+// where they could not go to nano-run's folder, the error file torch's `record` wrote (read here,
+// on the rank's host) and the final status.
 void report(ShimIo& io, const ShimSpec& spec, const ProcessEnd& end) {
+  if (!io.timeline.empty() && io.link >= 0)
+    for (const std::string& payload : records_to_ship(io.timeline)) io.send(FrameType::kTimeline, payload);
   if (!io.files_dir.empty()) {
     const auto text = read_error_file(error_file_path(spec.attempt.job_id, io.rank));
     if (text && io.link >= 0) io.send(FrameType::kErrorFile, *text);
@@ -255,6 +263,10 @@ int run_rank_shim(int argc, char** argv) {
     if (!spec.attempt.job_id.empty()) {
       make_rank_files_dir(spec.attempt.job_id, io.rank);
       io.files_dir = rank_files_dir(spec.attempt.job_id, io.rank);
+    }
+    if (auto records = prepared.env.env.find(contract::kTimeline); records != prepared.env.env.end()) {
+      io.timeline = local_records_folder(records->second, io.files_dir);
+      if (!io.timeline.empty()) records->second = io.timeline;
     }
     // nano-run removes its own host's copy once mpirun has ended.
     if (spec.launcher_host != host_name()) io.join_session_dir(spec.session_dir);

@@ -58,7 +58,7 @@ void FrameDecoder::feed(const char* data, size_t size) { buffer_.append(data, si
 bool FrameDecoder::next(FrameType& type, std::string& payload) {
   if (buffer_.size() < 5) return false;
   char t = buffer_[0];
-  if (std::string("chsoexfkrb").find(t) == std::string::npos)
+  if (std::string("chsoexftkrb").find(t) == std::string::npos)
     throw Error("bad frame type " + std::to_string(static_cast<int>(static_cast<unsigned char>(t))) +
                 " on a rank shim link");
   uint32_t n = 0;

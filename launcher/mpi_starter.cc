@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include "core/rank_contract.h"
 #include "launcher/carried_env.h"
 #include "launcher/mpi_command.h"
 #include "launcher/output.h"
@@ -29,6 +30,9 @@ class MpiStarter : public RankStarter {
     // ranks'); its shims also answer the attempt's challenge.
     admit_only_guarded(listen_fd_, setup_.listen_guard);
     shims_.set_secret(setup_.secret);
+    if (const auto records = setup_.options.extra_env.find(contract::kTimeline);
+        records != setup_.options.extra_env.end())
+      shims_.set_timeline_folder(records->second);
     ShimSpec spec = shim_spec_for(setup_, carried_environment(current_environment(), setup_.options.extra_env));
     spec.launcher_host = setup_.hosts.empty() ? std::string("127.0.0.1") : host_name();
     spec.launcher_port = port;

@@ -7,6 +7,7 @@
 #include "core/job_secret.h"
 #include "core/parse.h"
 #include "launcher/port.h"
+#include "launcher/timeline_shipping.h"
 
 namespace nano {
 
@@ -66,6 +67,8 @@ bool ShimChannels::take_frames(Channel& ch) {
       }
     } else if (type == FrameType::kOut || type == FrameType::kErr) {
       router_.feed(ch.rank, type == FrameType::kOut ? Stream::kOut : Stream::kErr, payload.data(), payload.size());
+    } else if (type == FrameType::kTimeline) {
+      keep_shipped_records(timeline_folder_, payload);
     } else if (type == FrameType::kErrorFile) {
       error_files_[static_cast<size_t>(ch.rank)] = std::move(payload);
     } else if (type == FrameType::kExit) {

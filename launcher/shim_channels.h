@@ -58,6 +58,9 @@ class ShimChannels {
   /// The attempt's secret (core/job_secret.h): a hello that does not answer its link's
   /// challenge with it is not one of ours.
   void set_secret(const std::string& secret) { secret_ = secret; }
+  /// The timeline's records folder (launcher/timeline.h; "" = no timeline): records that shims
+  /// ship (their host does not see it) are written there.
+  void set_timeline_folder(const std::string& folder) { timeline_folder_ = folder; }
 
   /// A new connection `ch` to the shims' listener: sends it its challenge, and takes frames from
   /// it only as large as a hello until it said one.
@@ -107,6 +110,7 @@ class ShimChannels {
   ShimEvents& events_;
   SupervisionIo& io_;
   std::string secret_;
+  std::string timeline_folder_;
   std::vector<std::string> hosts_;
   std::vector<Channel*> shims_;           // by rank: the shim's link, once it said hello
   std::vector<pid_t> groups_;             // by rank: its process group on this host

@@ -18,7 +18,8 @@ TEST_CASE("frames survive arbitrary chunking") {
                        encode_frame(FrameType::kOut, "line one\nline") +
                        encode_frame(FrameType::kErr, std::string(70000, 'x')) +
                        encode_frame(FrameType::kErrorFile, "{\"message\": \"E: x\"}") +
-                       encode_frame(FrameType::kExit, exit_payload(0, 11));
+                       encode_frame(FrameType::kExit, exit_payload(0, 11)) +
+                       encode_frame(FrameType::kTimeline, "rank-3.attempt-0\nS 0 1 2 0 1 0 0\n");
   FrameDecoder d;
   std::vector<std::pair<FrameType, std::string>> got;
   for (size_t i = 0; i < stream.size(); i += 7) {
@@ -27,7 +28,7 @@ TEST_CASE("frames survive arbitrary chunking") {
     std::string p;
     while (d.next(t, p)) got.push_back({t, p});
   }
-  REQUIRE(got.size() == 5);
+  REQUIRE(got.size() == 6);
   std::string host, answer;
   int rank = -1, code = -1, sig = -1;
   CHECK(parse_hello(got[0].second, rank, host, answer));
@@ -42,6 +43,7 @@ TEST_CASE("frames survive arbitrary chunking") {
   CHECK(parse_exit(got[4].second, code, sig));
   CHECK(code == 0);
   CHECK(sig == 11);
+  CHECK(got[5].first == FrameType::kTimeline);
 }
 
 TEST_CASE("a stray client is rejected") {

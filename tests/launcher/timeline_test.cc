@@ -1,6 +1,7 @@
 // The timeline's pure stages: records parsed, the trace, and the report's straggler, placement
 // check and advice, from hand-made records.
 #include "launcher/timeline.h"
+#include "launcher/timeline_shipping.h"
 
 #include <doctest/doctest.h>
 #include <nano/error.h>
@@ -180,4 +181,28 @@ TEST_CASE("the report survives its JSON: nano-report tells the same lines") {
   CHECK(report_lines(back, "t.json") == report_lines(report, "t.json"));
   CHECK_THROWS_AS(report_from_json("{}"), UsageError);
   CHECK_THROWS_AS(report_from_json("not json"), UsageError);
+}
+
+TEST_CASE("shipped records name a rank's records file, and nothing else") {
+  struct Row {
+    std::string name;
+    bool records;
+  };
+  const Row rows[] = {{"rank-0.attempt-0", true},
+                      {"rank-12.attempt-3", true},
+                      {"rank-1.attempt-0/../x", false},
+                      {"../rank-1.attempt-0", false},
+                      {"rank-+1.attempt-0", false},
+                      {"rank-01.attempt-0", false},
+                      {"rank-1.attempt-", false},
+                      {"rank-1", false},
+                      {"", false}};
+  for (const Row& row : rows) {
+    CAPTURE(row.name);
+    CHECK(is_records_file_name(row.name) == row.records);
+    const auto back = parse_shipped_records(shipped_records_payload(row.name, "R 0 h 0 - -\nS 0 1 2\n"));
+    CHECK(back.has_value() == row.records);
+    if (back) CHECK(*back == std::make_pair(row.name, std::string("R 0 h 0 - -\nS 0 1 2\n")));
+  }
+  CHECK_FALSE(parse_shipped_records("rank-0.attempt-0"));  // no newline: no name
 }

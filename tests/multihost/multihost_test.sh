@@ -227,6 +227,23 @@ tracks = sorted(e["args"]["name"].split(" (")[0] + " " + e["args"]["name"].split
 assert tracks == ["rank 0 hostA", "rank 1 hostB"], tracks
 PY
   [ ! -e "$tl/trace.json.records" ] || fail "the records folder was left behind"
+  # Again with the trace in hostA's own /dev/shm, which hostB does not see (a cluster without a
+  # shared folder): hostB's shim ships its rank's records to nano-run over its link.
+  shm_tl=/dev/shm/nano-multihost-timeline-$$
+  run_a bash -c 'mkdir "$1" && "$2" -n 2 --hosts hostA:1,hostB:1 --timeline "$1/trace.json" "$3" --steps 30 --slow 1:40 &&
+    cp "$1/trace.json" "$4"; rc=$?; rm -rf "$1"; exit $rc' _ "$shm_tl" "$nano_run" "$fault_rank" "$tl/shipped.json"
+  [ $rc -eq 0 ] || fail "unshared folder: exit $rc: $(tail -5 "$out")"
+  expect_line "^nano-run: timeline: .*trace.json \(2 ranks, 30 steps;"
+  expect_line "^nano-run: timeline: straggler: rank 1 \(hostB, CPUs [0-9,-]+(, NUMA [0-9,-]+)?\) takes"
+  /usr/bin/python3 - "$tl/shipped.json" <<'PY' || fail "the shipped trace's tracks are not one per rank and host"
+import json, sys
+events = json.load(open(sys.argv[1]))["traceEvents"]
+tracks = sorted(e["args"]["name"].split(" (")[0] + " " + e["args"]["name"].split(" (")[1].split(",")[0]
+                for e in events if e["name"] == "thread_name" and not e["args"]["name"].endswith("collectives"))
+assert tracks == ["rank 0 hostA", "rank 1 hostB"], tracks
+steps = [e for e in events if e.get("cat") == "step" and e["tid"] == 2]
+assert len(steps) == 30, f"{len(steps)} of hostB's steps in the trace"
+PY
   rm -rf "$tl"
   check_nothing_left
   ;;

@@ -1,0 +1,69 @@
+#include "launcher/timeline_shipping.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+
+#include "launcher/frames.h"
+
+namespace nano {
+
+bool is_records_file_name(const std::string& name) {
+  unsigned rank = 0, attempt = 0;
+  int end = 0;
+  if (std::sscanf(name.c_str(), "rank-%u.attempt-%u%n", &rank, &attempt, &end) != 2) return false;
+  // Exactly the name the recorder writes: digits only, nothing after them (no path, no sign).
+  return static_cast<std::size_t>(end) == name.size() &&
+         name == "rank-" + std::to_string(rank) + ".attempt-" + std::to_string(attempt);
+}
+
+std::string shipped_records_payload(const std::string& name, const std::string& bytes) { return name + "\n" + bytes; }
+
+std::optional<std::pair<std::string, std::string>> parse_shipped_records(const std::string& payload) {
+  const std::size_t newline = payload.find('\n');
+  if (newline == std::string::npos) return std::nullopt;
+  std::string name = payload.substr(0, newline);
+  if (!is_records_file_name(name)) return std::nullopt;
+  return std::make_pair(std::move(name), payload.substr(newline + 1));
+}
+
+std::string local_records_folder(const std::string& records_folder, const std::string& files_dir) {
+  struct stat st {};
+  if (records_folder.empty() || files_dir.empty() || (::stat(records_folder.c_str(), &st) == 0 && S_ISDIR(st.st_mode)))
+    return "";
+  const std::string folder = files_dir + "/timeline";
+  return ::mkdir(folder.c_str(), 0700) == 0 ? folder : "";
+}
+
+std::vector<std::string> records_to_ship(const std::string& folder) {
+  std::vector<std::string> payloads;
+  DIR* dir = opendir(folder.c_str());
+  if (!dir) return payloads;
+  while (dirent* e = readdir(dir)) {
+    if (!is_records_file_name(e->d_name)) continue;
+    std::ifstream in(folder + "/" + e->d_name, std::ios::binary);
+    std::string bytes(kMaxShippedRecords, '\0');
+    in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    bytes.resize(static_cast<std::size_t>(in.gcount()));
+    payloads.push_back(shipped_records_payload(e->d_name, bytes));
+  }
+  closedir(dir);
+  return payloads;
+}
+
+void keep_shipped_records(const std::string& folder, const std::string& payload) {
+  const auto shipped = parse_shipped_records(payload);
+  if (folder.empty() || !shipped) return;
+  // O_EXCL: a file the rank wrote itself (a shared folder) is the whole story; it stays.
+  const int fd = ::open((folder + "/" + shipped->first).c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  write_all(fd, shipped->second);
+  ::close(fd);
+}
+
+}  // namespace nano
