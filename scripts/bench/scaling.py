@@ -12,17 +12,22 @@ fixed), its ranks started with torchrun's environment and pinned with taskset:
           same program as one plain process on one core
 for each k on `gloo` and on `nano` (import nano_torch; init_process_group("nano")), the two in
 turn, their order alternating from repeat to repeat. Then the all-reduce itself at the largest
-k (scripts/bench/torch_allreduce.py), after the first model. Runs stop being started once
+k (scripts/bench/torch_allreduce.py), after the first model. With --timeline every nano run
+records nano's timeline (NANO_TIMELINE, runtime/timeline.h) and a last table tells, per k, the
+step time, the time the all-reduces were in flight per step, the slowest rank against the median
+one, and how many threads computed in each rank: which of them grows with k. Runs stop being started once
 --budget seconds are spent, so a machine lent for minutes returns what it measured; the tables
 are printed after every repeat and at the end. Every run's record goes to --json.
-Usage: scaling.py [--ranks 1,2,4,8,16] [--repeats 2] [--budget SECONDS] [--nano-torch DIR]
+Usage: scaling.py [--ranks 1,2,4,8,16] [--repeats 2] [--budget SECONDS] [--nano-torch DIR] [--timeline]
 """
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -65,6 +70,35 @@ def libuv_setting(python):
     return out if out in ("0", "1") else "0"
 
 
+def timeline_summary(folder, steps):
+    """Where a nano run's time went, from its ranks' timeline records (runtime/timeline.h): the
+    median rank's median step (ms; torch 2's optimizer hooks mark a stock program's steps, 1.13
+    has none), the slowest rank's median step over it, the all-reduces' time in flight per step
+    (ms, issued to done: overlapped with backward or not), the threads that computed per rank."""
+    ranks = []
+    for name in sorted(os.listdir(folder)):
+        step_ms, in_flight, threads = [], 0.0, None
+        with open(os.path.join(folder, name)) as f:
+            for line in f:
+                w = line.split()
+                if w[:1] == ["S"] and len(w) >= 4:
+                    step_ms.append((int(w[3]) - int(w[2])) / 1e6)
+                elif w[:1] == ["C"] and len(w) >= 5 and w[4].startswith("all_reduce"):
+                    in_flight += (int(w[2]) - int(w[1])) / 1e6
+                elif w[:1] == ["T"] and len(w) >= 2:
+                    threads = int(w[1])
+        ranks.append({"step_ms": statistics.median(step_ms[2:]) if len(step_ms) > 2 else None,
+                      "allreduce_ms": in_flight / steps, "threads": threads})
+    if not ranks:
+        return None
+    medians = [r["step_ms"] for r in ranks if r["step_ms"]]
+    mid = statistics.median(medians) if medians else None
+    return {"step_ms": round(mid, 2) if mid else None,
+            "slowest": round(max(medians) / mid, 3) if mid else None,
+            "allreduce_ms": round(statistics.median(r["allreduce_ms"] for r in ranks), 2),
+            "threads": sorted({r["threads"] for r in ranks if r["threads"] is not None})}
+
+
 class Scaling:
     def __init__(self, a):
         self.a = a
@@ -105,6 +139,9 @@ class Scaling:
             return [(["taskset", "-c", ",".join(map(str, cpus))] + self.program(model, None),
                      clean_env(OMP_NUM_THREADS=len(cpus)))]
         extra = {"PYTHONPATH": self.a.nano_torch} if backend == "nano" else {}
+        if backend == "nano" and self.a.timeline:
+            self.timeline = tempfile.mkdtemp(prefix="nano-scaling-timeline.")
+            extra["NANO_TIMELINE"] = self.timeline
         return self.ranks(self.program(model, backend), groups, **extra)
 
     def measure(self, model, layout, k, backend, repeat):
@@ -114,7 +151,13 @@ class Scaling:
             log(f"skipped {key}: {self.left():.0f} s of the budget left")
             return
         t = time.monotonic()
+        self.timeline = None
         code, out = run_group(self.commands(model, layout, k, backend), self.a.timeout)
+        where = None
+        if self.timeline:
+            steps = (self.a.lenet_steps + 3) if model == "lenet" else (self.a.resnet_steps + 2)
+            where = timeline_summary(self.timeline, steps)
+            shutil.rmtree(self.timeline, ignore_errors=True)
         self.wall[key] = time.monotonic() - t
         result = parse_result(out)
         rec = {"model": model, "layout": layout, "k": k, "backend": backend or "single", "repeat": repeat,
@@ -122,6 +165,8 @@ class Scaling:
         if code == 0 and result:
             rec["images_per_sec"] = round(result["images_per_sec"], 1)
             rec["threads"] = result["threads"]
+            if where:
+                rec["timeline"] = where
         else:
             rec["error"] = "\n".join(out.strip().splitlines()[-6:])
             log(f"{key} failed ({code}): {rec['error']}")
@@ -190,7 +235,37 @@ class Scaling:
                     eff = [f"{x / (k * b):.2f}" if x and b else "-" for x in (gm, nm)]
                     print(f"{k:>3} {thr:>4} {cell(g):>22} {cell(n):>22} {ratio:>9} {rel[0]:>8} {rel[1]:>8}"
                           + (f"  {eff[0]:>8} {eff[1]:>9}" if layout == "percore" else ""))
+        if self.a.timeline:
+            self.timeline_table()
         sys.stdout.flush()
+
+    def timeline_table(self):
+        print("\nnano's timeline of the nano runs (median over repeats): step ms (median rank's; from the "
+              "throughput on torch 1.13, whose optimizers have no step hooks), slowest rank's step / median, all-reduce ms in flight per step (overlapped with backward or not) and its "
+              "share of the step, threads computing per rank")
+        print(f"{'model':>9} {'layout':>8} {'k':>3} {'step ms':>8} {'slowest':>8} {'allred ms':>9} {'share':>6} "
+              f"{'threads':>8}")
+        for model in self.a.models:
+            for layout in ("all", "percore"):
+                for k in sorted(self.a.ranks):
+                    runs = [r for r in self.records if r.get("model") == model and r["layout"] == layout
+                            and r["k"] == k and r["backend"] == "nano" and r.get("timeline")]
+                    if not runs:
+                        continue
+                    got = [r["timeline"] for r in runs]
+                    # The timed steps' time from the throughput where no optimizer hook marked steps.
+                    for r in runs:
+                        if r["timeline"]["step_ms"] is None:
+                            r["timeline"]["step_ms"] = round(self.a.batch * k * 1000 / r["images_per_sec"], 2)
+
+                    def mid(key):
+                        values = [g[key] for g in got if g[key] is not None]
+                        return statistics.median(values) if values else None
+                    step, slowest, allreduce = mid("step_ms"), mid("slowest"), mid("allreduce_ms")
+                    share = f"{allreduce / step:.0%}" if step and allreduce is not None else "-"
+                    threads = ",".join(str(t) for t in sorted({t for g in got for t in g["threads"]})) or "-"
+                    print(f"{model:>9} {layout:>8} {k:>3} {step or '-':>8} {slowest or '-':>8} "
+                          f"{allreduce if allreduce is not None else '-':>9} {share:>6} {threads:>8}")
 
 
 def main():
@@ -210,6 +285,8 @@ def main():
     p.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
     p.add_argument("--nano-torch", default="", help="folder holding nano_torch (empty: Gloo only)")
     p.add_argument("--json", default="")
+    p.add_argument("--timeline", action="store_true",
+                   help="record nano's timeline in every nano run and tell where the step's time goes at each k")
     a = p.parse_args()
     a.models = a.models.split(",")
     s = Scaling(a)
