@@ -7,6 +7,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <iostream>
 #include <utility>
@@ -729,11 +730,19 @@ c10::intrusive_ptr<c10d::Work> TorchBackend::barrier(const c10d::BarrierOptions&
 }
 
 void TorchBackend::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) {
-  // Gloo's names the ranks that did not arrive; after the queue has drained, so it is ordered
-  // after every operation issued before it. (torch's monitored_barrier itself admits only the
-  // gloo backend today; this serves a caller of the C++ API.)
-  barrier()->wait(kCallerGaveNoTimeout);
-  gloo_->monitoredBarrier(opts, wait_all_ranks);
+  // Ordered after every operation issued before it: this rank's own queue drains first (a local
+  // step, not a barrier, which would wait for the late ranks this one must name). Then Gloo's,
+  // which names the ranks that did not arrive, in what is left of the caller's timeout (the
+  // group's when unset). (torch's dist.monitored_barrier admits only the gloo backend; this serves
+  // ProcessGroup.monitored_barrier and the C++ API.)
+  using std::chrono::milliseconds;
+  const milliseconds limit = opts.timeout > milliseconds(0) ? opts.timeout : timeout_;
+  const auto start = std::chrono::steady_clock::now();
+  enqueue(c10d::OpType::BARRIER, "monitored_barrier", {}, [] {})->wait(limit);
+  c10d::BarrierOptions rest = opts;
+  rest.timeout = std::max(milliseconds(1), limit - std::chrono::duration_cast<milliseconds>(
+                                                        std::chrono::steady_clock::now() - start));
+  gloo_->monitoredBarrier(rest, wait_all_ranks);
 }
 
 }  // namespace nano

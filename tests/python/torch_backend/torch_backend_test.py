@@ -26,6 +26,9 @@ Usage: torch_backend_test.py BUILD_DIR CASE
   rendezvous_bound                         rank 0 of 2 alone, init_process_group's timeout 5 s: it fails
                                            naming rank 1 within the bound plus 2.5 s (env://, where torch's
                                            TCPStore waits first, and nano://)
+  monitored_barrier                        ProcessGroup.monitored_barrier(1 s) with rank 1 4 s late: rank 0
+                                           raises within the timeout plus 1.5 s naming rank 1, on nano as
+                                           on gloo
   torchrun                                 under plain torchrun (exit 77, skipped, where this torch's
                                            own torchrun cannot start a gloo program: Debian 12's)
   standalone_sources                       scripts/bench/build_nano_torch.py (the build for a pip
@@ -306,6 +309,37 @@ def rendezvous_bound():
               f"{method}: a {RENDEZVOUS_TIMEOUT_S} s timeout ended after {seconds:.2f} s")
 
 
+MONITORED = """
+import datetime, os, sys, time, torch, torch.distributed as dist, nano_torch
+dist.init_process_group(sys.argv[1], timeout=datetime.timedelta(seconds=30))
+dist.all_reduce(torch.ones(8))  # something issued before: the barrier is ordered after it
+if dist.get_rank() == 1:
+    time.sleep(4)
+start = time.monotonic()
+try:
+    dist.distributed_c10d._get_default_group().monitored_barrier(datetime.timedelta(seconds=1))
+    print(f"RETURNED {time.monotonic() - start:.2f}", flush=True)
+except RuntimeError as e:
+    print(f"RAISED {time.monotonic() - start:.2f} {str(e).splitlines()[0]}", flush=True)
+os._exit(0)  # the group's peers failed its barrier: nothing more to do with it
+"""
+MONITORED_MARGIN_S = 1.5  # over the 1 s timeout; Gloo itself takes about 1.0 s here
+
+
+def monitored_barrier(tmp):
+    program = os.path.join(tmp, "monitored.py")
+    with open(program, "w") as f:
+        f.write(MONITORED)
+    for backend in ("gloo", "nano"):
+        results = ranks.finish(ranks.start(2, [program, backend], PYDIR), 60)
+        m = re.search(r"(RAISED|RETURNED) ([0-9.]+) ?(.*)", results[0].out)
+        check(m is not None, f"{backend}: rank 0 said nothing: {describe(results)}")
+        print(f"{backend}: rank 0 {m.group(1).lower()} after {m.group(2)} s: {m.group(3)}")
+        check(m.group(1) == "RAISED" and float(m.group(2)) <= 1 + MONITORED_MARGIN_S,
+              f"{backend}: a 1 s monitored barrier with rank 1 4 s late: {m.group(0)}")
+        check(re.search(r"\b1\b", m.group(3)), f"{backend}: the late rank 1 is not named: {m.group(3)}")
+
+
 # nano-run's line that names the leaver beside the root cause.
 NAMED = (r"nano-run: rank {0} {1} after its collective #\d+ while rank {2} waited in all_reduce\(float32\[4\], SUM\) "
          r"#\d+: rank {0} left early, or rank {2} called one collective more")
@@ -341,6 +375,8 @@ def main():
             collectives(2, {"NANO_SHM_BYTES": "4096"}, True)
         elif CASE == "collectives_gloo_path":
             collectives(2, {"NANO_SHM_BYTES": "0"}, False)
+        elif CASE == "monitored_barrier":
+            monitored_barrier(tmp)
         elif CASE == "ddp_bit_identical":
             train("nano-run", "nano", 2, os.path.join(tmp, "nano.pt"))
             train("nano-run", "gloo", 2, os.path.join(tmp, "gloo.pt"))
