@@ -1,13 +1,29 @@
 #include "python/nano_work.h"
 
+#include <mutex>
+#include <set>
+#include <string>
+
 #include <nano/error.h>
 #include "runtime/collectives/serial_executor.h"
 
 namespace nano {
+namespace {
+
+// "nano:" + what, as torch's profiler names a collective ("gloo:all_reduce" for Gloo's). Its
+// RecordFunction keeps a view of the name, not a copy: one lasting copy per name.
+const char* profiling_title(const char* what) {
+  static std::mutex mutex;
+  static std::set<std::string> titles;
+  std::lock_guard<std::mutex> lock(mutex);
+  return titles.insert(std::string("nano:") + what).first->c_str();
+}
+
+}  // namespace
 
 NanoWork::NanoWork(int rank, c10d::OpType type, const char* what, std::vector<at::Tensor> outputs,
                    std::chrono::milliseconds limit)
-    : c10d::Work(rank, type),
+    : c10d::Work(rank, type, profiling_title(what), outputs),
       what_(what),
       outputs_(std::move(outputs)),
       limit_(limit),
@@ -15,6 +31,10 @@ NanoWork::NanoWork(int rank, c10d::OpType type, const char* what, std::vector<at
       done_(std::make_shared<Completion>()) {}
 
 void NanoWork::finish(std::exception_ptr error) {
+  if (recordFunctionEndCallback_) {  // profiling: the collective's span ends here
+    recordFunctionEndCallback_();
+    recordFunctionEndCallback_ = nullptr;
+  }
   if (error) {
     future_->setError(error);
   } else {

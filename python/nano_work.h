@@ -22,8 +22,8 @@ constexpr std::chrono::milliseconds kCallerGaveNoTimeout{0};
 /// One queued operation's Work (see the top of this file).
 class NanoWork : public c10d::Work {
  public:
-  /// `what` names the operation in errors (a string literal); `limit` bounds a wait without a
-  /// timeout of its caller's.
+  /// `what` names the operation in errors (a string literal) and, as "nano:WHAT", in torch's
+  /// profiler, from its issue to its end; `limit` bounds a wait without a timeout of its caller's.
   NanoWork(int rank, c10d::OpType type, const char* what, std::vector<at::Tensor> outputs,
            std::chrono::milliseconds limit);
 

@@ -191,6 +191,16 @@ if gathered != [{"rank": q, "blob": "y" * (1000 * q)} for q in range(N)]:
     failures.append(f"rank {RANK}: all_gather_object gave {gathered!r:.80}")
 dist.barrier()
 
+# torch's profiler sees the collectives, named as Gloo's are ("gloo:all_reduce"): "nano:all_reduce".
+with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profiled:
+    dist.all_reduce(torch.ones(64))
+    dist.broadcast(torch.ones(64), src=0)
+    dist.barrier()
+seen = {e.name for e in profiled.events()}
+checks["reference"] += 1
+if not {"nano:all_reduce", "nano:broadcast", "nano:barrier"} <= seen:
+    failures.append(f"rank {RANK}: the profiler saw {sorted(n for n in seen if ':' in n)}, not nano's collectives")
+
 expect_shm = os.environ.get("EXPECT_SHM")
 if expect_shm is not None and nano_torch.uses_shared_memory() != (expect_shm == "1"):
     failures.append(f"rank {RANK}: uses_shared_memory() is {nano_torch.uses_shared_memory()}, expected {expect_shm}")
