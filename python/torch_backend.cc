@@ -403,6 +403,7 @@ c10::intrusive_ptr<c10d::Work> TorchBackend::broadcast(std::vector<at::Tensor>& 
 
 c10::intrusive_ptr<c10d::Work> TorchBackend::allreduce(std::vector<at::Tensor>& tensors,
                                                        const c10d::AllreduceOptions& opts) {
+  if (tensors.size() == 1 && tensors[0].is_sparse()) return sparse_allreduce(tensors[0], opts);
   check_one(tensors, "all_reduce");
   const RedOp op = opts.reduceOp.op_;
   check_op(op, tensors[0].scalar_type(), "all_reduce");
@@ -410,6 +411,19 @@ c10::intrusive_ptr<c10d::Work> TorchBackend::allreduce(std::vector<at::Tensor>& 
   return enqueue(c10d::OpType::ALLREDUCE, "all_reduce", tensors, [this, tensor, op]() mutable {
     all_reduce_now(tensor, op);
     step_report::all_reduce(tensor.nbytes());
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> TorchBackend::sparse_allreduce(const at::Tensor& tensor,
+                                                              const c10d::AllreduceOptions& opts) {
+  if (!tensor.device().is_cpu() || opts.reduceOp.op_ != c10d::ReduceOp::SUM) {
+    throw Error("nano: all_reduce of a sparse tensor takes a CPU tensor and SUM (as Gloo's does), got one on " +
+                tensor.device().str() + (opts.reduceOp.op_ != c10d::ReduceOp::SUM ? " and another op" : ""));
+  }
+  return enqueue(c10d::OpType::ALLREDUCE, "all_reduce", {tensor}, [this, tensor, opts]() {
+    route_.agree(all_reduce_signature(tensor, c10d::ReduceOp::SUM, getSize()));
+    std::vector<at::Tensor> tensors{tensor};
+    gloo_wait(gloo_->allreduce(tensors, opts), "all_reduce");  // the sum lands in `tensor` itself
   });
 }
 

@@ -162,6 +162,9 @@ class TorchBackend final : public TorchBackendBase {
   // Gloo's forms, with what Debian's Gloo lacks made up for (AVG, bfloat16, any dtype for
   // the operations that only move bytes).
   void gloo_all_reduce(at::Tensor& tensor, c10d::ReduceOp::RedOpType op);
+  // A sparse tensor's all-reduce: Gloo's (no shared area holds a sparse layout), queued in order
+  // and checked against the peers' calls like the others.
+  c10::intrusive_ptr<c10d::Work> sparse_allreduce(const at::Tensor& tensor, const c10d::AllreduceOptions& opts);
   // Waits for a Gloo operation (bounded by Gloo's timeout, the group's); its failure names `what`.
   void gloo_wait(const c10::intrusive_ptr<c10d::Work>& work, const char* what);
   // Throws nano::Error naming `what` unless `root` is a rank of the group.

@@ -191,6 +191,18 @@ if gathered != [{"rank": q, "blob": "y" * (1000 * q)} for q in range(N)]:
     failures.append(f"rank {RANK}: all_gather_object gave {gathered!r:.80}")
 dist.barrier()
 
+# A sparse all-reduce (Gloo's, through the inner group): every rank's entries, summed.
+def sparse_of(rank):
+    return torch.sparse_coo_tensor([[rank, rank + 1]], [1.0 + rank, 10.0], (N + 2,))
+
+
+sparse = sparse_of(RANK)
+dist.all_reduce(sparse)
+want = sum(sparse_of(q).to_dense() for q in range(N))
+checks["reference"] += 1
+if not torch.equal(sparse.to_dense(), want):
+    failures.append(f"rank {RANK}: sparse all_reduce gave {sparse.to_dense().tolist()}, expected {want.tolist()}")
+
 # torch's profiler sees the collectives, named as Gloo's are ("gloo:all_reduce"): "nano:all_reduce".
 with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profiled:
     dist.all_reduce(torch.ones(64))
