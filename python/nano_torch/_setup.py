@@ -121,9 +121,11 @@ def setup_optimizer(optimizer, world):
     options = world.options
     if world.checkpoints() and optimizer not in world.checkpointer.optimizers:
         world.checkpointer.optimizers.append(optimizer)
-    if getattr(optimizer, "_nano_set_up", False):
-        return optimizer
     auto_lr = options.auto_lr and world.world_size > 1
+    # Only in a rank of several (never the caller's own optimizer at num_processes=1, which a
+    # later call may ship to its ranks): auto_lr, or the timeline's steps where DDP syncs.
+    if not (auto_lr or (_timeline.ON and world.distributed)) or getattr(optimizer, "_nano_set_up", False):
+        return optimizer
     state = {"step": 0, "applied": 1.0}
     if auto_lr:
         optimizer._nano_auto_lr_state = state  # checkpoints save and restore it
