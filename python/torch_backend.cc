@@ -754,8 +754,8 @@ void TorchBackend::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_
   const auto start = std::chrono::steady_clock::now();
   enqueue(c10d::OpType::BARRIER, "monitored_barrier", {}, [] {})->wait(limit);
   c10d::BarrierOptions rest = opts;
-  rest.timeout = std::max(milliseconds(1), limit - std::chrono::duration_cast<milliseconds>(
-                                                        std::chrono::steady_clock::now() - start));
+  rest.timeout = std::max(milliseconds(1),
+                          limit - std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - start));
   gloo_->monitoredBarrier(rest, wait_all_ranks);
 }
 
