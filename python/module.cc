@@ -49,7 +49,8 @@ void bind_timeline(py::module_& m) {
   m.def("_timeline_data_begin", &t::data_begin);
   m.def("_timeline_data_end", &t::data_end);
   m.def("_timeline_forward_begin", &t::forward_begin);
-  m.def("_timeline_backward_ended", &t::backward_ended, py::arg("last_bucket"), py::arg("exchange_done"));
+  m.def("_timeline_collective_issued", &t::collective_issued);
+  m.def("_timeline_exchange_waited", &t::exchange_waited, py::arg("end_step"));
   m.def("_timeline_optimizer_begin", &t::optimizer_begin);
   m.def("_timeline_step_end", &t::step_end);
 }

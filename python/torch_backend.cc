@@ -24,6 +24,7 @@
 #include "runtime/collectives/shm_collectives.h"
 #include "runtime/collectives/shm_rendezvous.h"
 #include "runtime/step_report.h"
+#include "runtime/timeline.h"
 
 namespace nano {
 
@@ -236,6 +237,7 @@ c10::intrusive_ptr<c10d::Work> TorchBackend::enqueue(c10d::OpType type, const ch
   if (const std::string reason = broken(); !reason.empty()) {
     throw Error(std::string("nano: ") + what + " after an earlier collective of this group failed: " + reason);
   }
+  timeline::collective_issued();  // where a backward's compute ended, for the timeline's exchange wait
   // A little longer than the group's timeout: every collective below is bounded by that
   // itself and then says which peer it waited for, which is the better message.
   auto work =

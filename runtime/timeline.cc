@@ -115,8 +115,10 @@ struct Recorder {
   int64_t fetch_start = -1;    // a batch being fetched
   int64_t compute_start = -1;  // the last batch of this step was handed out then
   int64_t exchange_start = -1;
-  bool forward_seen = false;  // in this step
-  bool ddp_seen = false;      // DDP ends the steps; before it does, the loader's batches do
+  int64_t last_issued = -1;      // the step's last collective issued
+  int64_t last_collective = -1;  // the step's last collective recorded ended then
+  bool forward_seen = false;     // in this step
+  bool ddp_seen = false;         // DDP ends the steps; before it does, the loader's batches do
   bool batch_seen = false;
   int64_t checkpoint_in_fetch = 0;
   Totals step;
@@ -185,6 +187,8 @@ struct Recorder {
     step_start = t;
     compute_start = -1;
     exchange_start = -1;
+    last_issued = -1;
+    last_collective = -1;
     forward_seen = false;
     if (interval_steps == kIntervalSteps) flush_interval();
     place();
@@ -292,18 +296,29 @@ void exchange_begin() {
   });
 }
 
-void backward_ended(int64_t last_bucket, int64_t exchange_done) {
-  if (last_bucket == 0) return;  // the timeline was off when the bucket went
-  record([last_bucket, exchange_done](Recorder& r, int64_t t) {
-    r.started(last_bucket);
-    const int64_t ready = std::max(last_bucket, r.step_start);
-    const int64_t done = std::clamp(exchange_done, ready, t);
+void collective_issued() {
+  record([](Recorder& r, int64_t t) {
+    r.started(t);
+    r.last_issued = t;
+  });
+}
+
+bool exchange_waited(bool end_step) {
+  bool waited = false;
+  record([&](Recorder& r, int64_t t) {
+    if (r.last_issued < 0) return;
+    waited = true;
+    const int64_t ready = r.last_issued;
+    const int64_t done = r.last_collective > ready ? std::min(r.last_collective, t) : t;
     r.end_compute(ready);
     r.step.exchange += done - ready;
     r.phase("exchange", ready, done);
+    r.last_issued = -1;
+    if (!end_step) return;
     r.ddp_seen = true;
     r.end_step(t);
   });
+  return waited;
 }
 
 void optimizer_begin() {
@@ -334,6 +349,7 @@ void collective_since(int64_t start, std::size_t bytes, const std::string& descr
   if (start == 0) return;
   record([&](Recorder& r, int64_t t) {
     ++r.step.collectives;
+    r.last_collective = t;
     if (!r.detailed()) return;
     ++r.collectives;
     r.lines +=

@@ -52,14 +52,20 @@ void forward_begin();
 /// DDP's backward starts waiting for its all-reduces / its synchronising backward ended.
 void exchange_begin();
 void step_end();
-/// The Python API's ranks (torch's DDP): a synchronising backward handed its last gradient bucket
-/// to the exchange at `last_bucket` and the exchange finished at `exchange_done` (now_ns()
-/// times); the first set-up optimizer to step after it calls this, and the step ends now:
-/// compute ran to `last_bucket`, the exchange wait from then to `exchange_done`.
-void backward_ended(int64_t last_bucket, int64_t exchange_done);
-/// A stock program's optimizer starts its step (torch 2's optimizer hooks): the step's compute
-/// (from its start: the batch, forward, and backward with the exchange it holds) ends here; the
-/// optimizer's step is the step's "other", and its end (step_end) ends the step.
+/// A collective was issued (the nano torch backend queued it, or a DDP communication hook handed
+/// a gradient bucket to another backend): the step's last one marks where its backward's
+/// compute ended.
+void collective_issued();
+/// torch's DDP (the Python API's ranks, a stock program on torch 2) ended a synchronising
+/// backward, and the optimizer starts now: compute ran until the step's last collective was
+/// issued, the exchange wait from then until the last one ended (now, where they are not
+/// recorded: another backend than nano). With `end_step` the step ends here (the Python API: as
+/// nano's DDP, at the backward's end); otherwise the optimizer's step is the step's "other" and
+/// step_end() ends it. Without a collective issued in the step, nothing happens and false is
+/// returned.
+bool exchange_waited(bool end_step);
+/// A stock program's optimizer starts its step where no collective was seen (another backend,
+/// torch's own hooks for it): the step's compute (data, forward, backward with its exchange) ends here.
 void optimizer_begin();
 /// A checkpoint held the loop from `start` to now (timeline clock, now_ns()).
 void checkpoint_since(int64_t start);

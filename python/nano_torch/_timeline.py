@@ -2,14 +2,17 @@
 is nano's own (runtime/timeline.h), and nothing here runs when the timeline is off.
 
 - The Python API's ranks (setup()): a set-up loader's next batch is the data phase; the model's
-  first training forward of a step starts its compute; a DDP communication hook notes when each
-  gradient bucket goes to the exchange and when its all-reduce is done. The first set-up
-  optimizer to step after a synchronising backward ends the step: compute ran until the last
-  bucket went, the exchange wait until the last all-reduce was done, as nano's own DDP counts
-  them. In a world of one (no DDP) the loader's batches end the steps.
-- A stock program on the nano backend: on torch 2, the optimizers' global step hooks end the
-  steps (the first optimizer to step clocks them), the step's compute ending where the
-  optimizer starts; torch 1.13 has no such hooks, so only the collectives are recorded there.
+  first training forward of a step starts its compute. The nano backend notes each collective
+  as it is issued and as it ends, so when the first set-up optimizer steps after a synchronising
+  backward, compute ran until the last gradient bucket was issued and the exchange wait until
+  the last all-reduce ended, as nano's own DDP counts them; the step ends there. On another
+  backend (gloo) a DDP communication hook notes the buckets' issue instead, and the exchange
+  wait runs until the optimizer starts. In a world of one (no DDP) the loader's batches end the
+  steps.
+- A stock program, on torch 2: the optimizers' global step hooks end its steps (the first
+  optimizer to step clocks them), split the same way where it runs on the nano backend; the
+  optimizer's step is "optimizer and other". torch 1.13 has no such hooks: only the collectives
+  are recorded there.
 """
 import weakref
 
@@ -39,52 +42,31 @@ def forward_begin(module):
         _C._timeline_forward_begin()
 
 
-class _Buckets:
-    """One DDP's buckets in the backward in progress: when the last went, when the last was done
-    (timeline clock, ns; 0: none since the last step ended)."""
-
-    def __init__(self):
-        self.last_ready = 0
-        self.last_done = 0
-
-
-_backwards = []  # every set-up DDP's _Buckets
-
-
-def _timed_allreduce(buckets, bucket):
+def _issued_allreduce(state, bucket):
+    """DDP's default all-reduce of a gradient bucket, its issue noted (backends other than nano)."""
     from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 
-    buckets.last_ready = _C._timeline_now()
-
-    def done(future):
-        buckets.last_done = _C._timeline_now()
-        return future.value()
-
-    return allreduce_hook(None, bucket).then(done)
+    _C._timeline_collective_issued()
+    return allreduce_hook(None, bucket)
 
 
 def watch_model(forward):
     """The Python API set up a model whose calls go to `forward`: the Python API ends this
-    process's steps, and a DDP `forward` reports its buckets (before its first forward)."""
+    process's steps; a DDP `forward` on another backend than nano has its buckets' issue noted
+    (before its first forward)."""
     global _python_api
     _python_api = True
-    if ON and isinstance(forward, torch.nn.parallel.DistributedDataParallel):
-        buckets = _Buckets()
-        _backwards.append(buckets)
-        forward.register_comm_hook(buckets, _timed_allreduce)
+    if (ON and isinstance(forward, torch.nn.parallel.DistributedDataParallel)
+            and torch.distributed.get_backend(forward.process_group) != "nano"):
+        forward.register_comm_hook(None, _issued_allreduce)
 
 
 def optimizer_stepping():
     """A set-up optimizer starts its step: the step of the last synchronising backward ends."""
     global _python_api
     _python_api = True
-    if not ON:
-        return
-    for buckets in _backwards:
-        if buckets.last_ready:
-            _C._timeline_backward_ended(buckets.last_ready, buckets.last_done)
-            buckets.last_ready = buckets.last_done = 0
-            return
+    if ON:
+        _C._timeline_exchange_waited(True)
 
 
 _clock = None  # a weak reference to the optimizer whose steps are the program's steps
@@ -100,7 +82,7 @@ def _clocks(optimizer):
 
 
 def _pre_step(optimizer, args, kwargs):
-    if _clocks(optimizer):
+    if _clocks(optimizer) and not _C._timeline_exchange_waited(False):
         _C._timeline_optimizer_begin()
 
 

@@ -62,3 +62,18 @@ off=$("$build/runtime/nano_bench_timeline" off 200000)
 echo "$on $off" | awk -v step="$shortest_ms" '{
   printf "\nrecorder per step (batch, forward, exchange wait, 2 all-reduces, step end): %.2f us in the detailed steps, %.2f us after them, %.3f us off\n", $3 / 1000, $4 / 1000, $8 / 1000
   printf "that is %.3f%% of the shortest step above (%.1f ms); 1%% of a step is reached by steps of %.2f ms\n", $3 / 1e6 / step * 100, step, $3 / 1e6 * 100 }'
+
+# The Python API's part, timed alone (scripts/bench/timeline_python.py: the calls of a step and
+# the backend's notes of each collective, a small DDP model on the nano backend in a world of one),
+# off and on in turn, REPEATS pairs of 5000 steps.
+py_steps=() ; diffs=()
+for ((i = 0; i < repeats; i++)); do
+  off=$(PYTHONPATH=$build/lib/nano/python /usr/bin/python3 scripts/bench/timeline_python.py 5000 | awk '{ print $(NF-3) }')
+  on=$(NANO_TIMELINE=$work PYTHONPATH=$build/lib/nano/python /usr/bin/python3 scripts/bench/timeline_python.py 5000 |
+    awk '{ print $(NF-3) }')
+  py_steps+=("$off") diffs+=("$(awk -v a="$on" -v b="$off" 'BEGIN { print a - b }')")
+done
+printf "%s\n" "${diffs[@]}" | sort -g | awk -v step="$(printf "%s\n" "${py_steps[@]}" | sort -g | head -1)" -v short="$shortest_ms" '
+  { d[NR] = $1 } END {
+    m = (NR % 2) ? d[(NR + 1) / 2] : (d[NR / 2] + d[NR / 2 + 1]) / 2
+    printf "Python API per step: %.1f us more with the timeline on (median of %d pairs, from %.1f to %.1f us; a step of this small model takes %.0f us); %.3f%% of the shortest step above\n", m, NR, d[1], d[NR], step, m / 1000 / short * 100 }'

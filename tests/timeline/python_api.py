@@ -1,6 +1,7 @@
 """The timeline of the Python API's ranks: python_api.py TRACE KIND [SLOW_RANK_MS]. KIND "lite"
-trains a small model with TorchNano, "decorated" with @nano, both in 2 ranks, 30 steps of 64
-samples, timeline=TRACE; with SLOW_RANK_MS rank 1 sleeps that long in each step's forward."""
+trains a small model with TorchNano, "lite-gloo" the same on the gloo process group backend,
+"decorated" with @nano, each in 2 ranks, 30 steps of 64 samples, timeline=TRACE; with
+SLOW_RANK_MS rank 1 sleeps that long in each step's forward."""
 import sys
 import time
 
@@ -53,6 +54,8 @@ class Lite(TorchNano):
 
 if kind == "lite":
     print(Lite(num_processes=2, timeline=trace).train())
+elif kind == "lite-gloo":
+    print(Lite(num_processes=2, timeline=trace, process_group_backend="gloo").train())
 else:
     model = Slow()
     print(nano(num_processes=2, timeline=trace)(train_loop)(model, torch.optim.SGD(model.parameters(), lr=0.01), data()))
