@@ -67,8 +67,8 @@ struct ShimIo {
   // The rank's folder for this attempt (its error file), once made here. On another host than
   // nano-run's nobody else removes it, so it goes on every way the shim ends.
   std::string files_dir;
-  // The rank's timeline records, when its host does not see nano-run's folder: inside
-  // files_dir, shipped to nano-run once the rank ended ("" = none to ship).
+  // The rank's timeline records on another host than nano-run's: inside files_dir, shipped to
+  // nano-run once the rank ended ("" = none to ship).
   std::string timeline;
   // Open MPI's session directories on a host other than nano-run's (Setup::session_dir), and
   // this shim's marker in it: the host's last shim to end removes the folder, since a daemon
@@ -170,6 +170,11 @@ PreparedRank prepare_rank(const ShimSpec& spec, int rank) {
   return p;
 }
 
+// Whether nano-run runs on another host than this shim's.
+bool launcher_elsewhere(const ShimSpec& spec) {
+  return spec.launcher_host != host_name() && spec.launcher_host != "127.0.0.1";
+}
+
 // Connects to nano-run and says hello, answering the link's challenge with the attempt's
 // secret; without a link (nano-run unreachable) the output goes through mpirun untagged.
 void link_to_launcher(ShimIo& io, const ShimSpec& spec) {
@@ -205,14 +210,13 @@ Spawned start_rank(const PreparedRank& prepared, const std::vector<std::string>&
 // job's Open MPI daemon, our parent, goes too: it has lost its mpirun and would wait for it for
 // many minutes.
 [[noreturn]] void abandon(const ShimLoopEnd& end, ShimIo& io, const ShimSpec& spec, pid_t parent) {
-  const bool launcher_elsewhere = spec.launcher_host != host_name() && spec.launcher_host != "127.0.0.1";
   if (end.abandoned == ShimAbandon::kLauncherSilent) {
     std::cerr << "nano-run: rank " << io.rank << " on " << host_name() << ": no word from nano-run at "
               << spec.launcher_host << ":" << spec.launcher_port << " for " << end.silence.count() / 1000
               << " s; ending the rank" << std::endl;
   }
   io.drop_files();
-  if (end.abandoned == ShimAbandon::kLauncherSilent && launcher_elsewhere) kill(parent, SIGKILL);
+  if (end.abandoned == ShimAbandon::kLauncherSilent && launcher_elsewhere(spec)) kill(parent, SIGKILL);
   _exit(137);
 }
 
@@ -264,9 +268,10 @@ int run_rank_shim(int argc, char** argv) {
       make_rank_files_dir(spec.attempt.job_id, io.rank);
       io.files_dir = rank_files_dir(spec.attempt.job_id, io.rank);
     }
-    if (auto records = prepared.env.env.find(contract::kTimeline); records != prepared.env.env.end()) {
-      io.timeline = local_records_folder(records->second, io.files_dir);
-      if (!io.timeline.empty()) records->second = io.timeline;
+    if (auto records = prepared.env.env.find(contract::kTimeline);
+        records != prepared.env.env.end() && launcher_elsewhere(spec)) {
+      io.timeline = make_shipping_folder(io.files_dir);
+      records->second = io.timeline;  // "": the rank records nothing rather than into a stranger's folder
     }
     // nano-run removes its own host's copy once mpirun has ended.
     if (spec.launcher_host != host_name()) io.join_session_dir(spec.session_dir);

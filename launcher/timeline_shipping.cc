@@ -32,10 +32,8 @@ std::optional<std::pair<std::string, std::string>> parse_shipped_records(const s
   return std::make_pair(std::move(name), payload.substr(newline + 1));
 }
 
-std::string local_records_folder(const std::string& records_folder, const std::string& files_dir) {
-  struct stat st {};
-  if (records_folder.empty() || files_dir.empty() || (::stat(records_folder.c_str(), &st) == 0 && S_ISDIR(st.st_mode)))
-    return "";
+std::string make_shipping_folder(const std::string& files_dir) {
+  if (files_dir.empty()) return "";
   const std::string folder = files_dir + "/timeline";
   return ::mkdir(folder.c_str(), 0700) == 0 ? folder : "";
 }

@@ -1,10 +1,10 @@
 #pragma once
-// The timeline's records across hosts that share no folder: nano-run's records folder
-// (launcher/timeline.h) lives on its own host. A rank shim whose host does not see it points its
-// rank's records at the rank's own files folder instead, and sends the records file over its link
-// to nano-run once the rank has ended (FrameType::kTimeline); nano-run writes it into the
-// folder, where the other ranks' files are. Where the hosts share the folder (a cluster's
-// shared work folder, the namespace test bed's /run), nothing travels.
+// The timeline's records across hosts: nano-run's records folder (launcher/timeline.h) lives on
+// its own host. A rank shim on another host points its rank's records at the rank's own files
+// folder, and sends the records file over its link to nano-run once the rank has ended
+// (FrameType::kTimeline); nano-run writes it into the folder, where the other ranks' files are.
+// A folder of the same path on the other host is not relied on, even where it exists: it may be
+// shared, or a stale one of an earlier job, which would take the records and keep them.
 #include <cstddef>
 #include <optional>
 #include <string>
@@ -26,10 +26,9 @@ std::string shipped_records_payload(const std::string& name, const std::string& 
 /// Pure: (name, bytes) from a kTimeline payload; nullopt when the name is not a records file's.
 std::optional<std::pair<std::string, std::string>> parse_shipped_records(const std::string& payload);
 
-/// The shim's side: the rank's records go to `records_folder` (NANO_TIMELINE) when this host sees
-/// it; otherwise to `files_dir`/timeline, made here, which the returned path names ("" when the
-/// records stay where nano-run reads them).
-std::string local_records_folder(const std::string& records_folder, const std::string& files_dir);
+/// The shim's side, on another host than nano-run's: the folder its rank records into,
+/// `files_dir`/timeline, made here ("" when it cannot be made: nothing is recorded then).
+std::string make_shipping_folder(const std::string& files_dir);
 
 /// The shim's side: a kTimeline payload for every records file in `folder` (the first
 /// kMaxShippedRecords bytes of each).

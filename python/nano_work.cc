@@ -13,10 +13,11 @@ namespace {
 // "nano:" + what, as torch's profiler names a collective ("gloo:all_reduce" for Gloo's). Its
 // RecordFunction keeps a view of the name, not a copy: one lasting copy per name.
 const char* profiling_title(const char* what) {
-  static std::mutex mutex;
-  static std::set<std::string> titles;
-  std::lock_guard<std::mutex> lock(mutex);
-  return titles.insert(std::string("nano:") + what).first->c_str();
+  // Never destroyed: the backend's threads may issue a collective while the process exits.
+  static auto* const mutex = new std::mutex;
+  static auto* const titles = new std::set<std::string>;
+  std::lock_guard<std::mutex> lock(*mutex);
+  return titles->insert(std::string("nano:") + what).first->c_str();
 }
 
 }  // namespace

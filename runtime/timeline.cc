@@ -308,7 +308,8 @@ bool exchange_waited(bool end_step) {
   record([&](Recorder& r, int64_t t) {
     if (r.last_issued < 0) return;
     waited = true;
-    const int64_t ready = r.last_issued;
+    // Not before the step's compute started (a collective the program issued before its forward).
+    const int64_t ready = std::max({r.last_issued, r.compute_start, r.step_start});
     const int64_t done = r.last_collective > ready ? std::min(r.last_collective, t) : t;
     r.end_compute(ready);
     r.step.exchange += done - ready;

@@ -5,6 +5,7 @@ it was given (BigDL-Nano's semantics: the global batch grows N-fold)."""
 import contextlib
 import dataclasses
 import itertools
+import types
 
 import torch
 import torch.distributed as dist
@@ -131,7 +132,7 @@ def setup_optimizer(optimizer, world):
         optimizer._nano_auto_lr_state = state  # checkpoints save and restore it
     step = optimizer.step
 
-    def stepped(*args, **kwargs):
+    def stepped(self, *args, **kwargs):
         _timeline.optimizer_stepping()
         out = step(*args, **kwargs)
         if not auto_lr:
@@ -143,7 +144,8 @@ def setup_optimizer(optimizer, world):
         state["applied"] = ratio
         return out
 
-    optimizer.step = stepped
+    # A bound method, as torch's LR schedulers expect of optimizer.step (they wrap it).
+    optimizer.step = types.MethodType(stepped, optimizer)
     optimizer._nano_set_up = True
     return optimizer
 

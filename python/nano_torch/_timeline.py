@@ -42,12 +42,14 @@ def forward_begin(module):
         _C._timeline_forward_begin()
 
 
-def _issued_allreduce(state, bucket):
-    """DDP's default all-reduce of a gradient bucket, its issue noted (backends other than nano)."""
-    from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
-
+def _issued_allreduce(process_group, bucket):
+    """DDP's own all-reduce of a gradient bucket (the average, as its reducer takes it: times 1/N),
+    its issue noted (backends other than nano)."""
     _C._timeline_collective_issued()
-    return allreduce_hook(None, bucket)
+    gradients = bucket.buffer()
+    gradients.mul_(1.0 / torch.distributed.get_world_size(process_group))
+    work = torch.distributed.all_reduce(gradients, group=process_group, async_op=True)
+    return work.get_future().then(lambda done: done.value()[0])
 
 
 def watch_model(forward):
@@ -58,7 +60,7 @@ def watch_model(forward):
     _python_api = True
     if (ON and isinstance(forward, torch.nn.parallel.DistributedDataParallel)
             and torch.distributed.get_backend(forward.process_group) != "nano"):
-        forward.register_comm_hook(None, _issued_allreduce)
+        forward.register_comm_hook(forward.process_group, _issued_allreduce)
 
 
 def optimizer_stepping():

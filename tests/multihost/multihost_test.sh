@@ -214,7 +214,7 @@ train)
   ;;
 timeline)
   # --timeline across 2 hosts x 1 rank: one trace with a track per rank, each named by its own
-  # host (the hosts share the records folder here, as a cluster's shared work folder would).
+  # host (hostB's shim ships its rank's records even though the hosts share /run here).
   tl=$(mktemp -d /run/nano-multihost-timeline-XXXXXX)
   run_a "$nano_run" -n 2 --hosts hostA:1,hostB:1 --timeline "$tl/trace.json" "$fault_rank" --steps 30 --slow 1:40
   [ $rc -eq 0 ] || fail "exit $rc: $(tail -5 "$out")"
@@ -228,7 +228,8 @@ assert tracks == ["rank 0 hostA", "rank 1 hostB"], tracks
 PY
   [ ! -e "$tl/trace.json.records" ] || fail "the records folder was left behind"
   # Again with the trace in hostA's own /dev/shm, which hostB does not see (a cluster without a
-  # shared folder): hostB's shim ships its rank's records to nano-run over its link.
+  # shared folder), and a stale folder of the same path on hostB, which must not take the records.
+  bash "$testbed" run "$state" hostB mkdir -p /dev/shm/nano-multihost-timeline-$$/trace.json.records
   shm_tl=/dev/shm/nano-multihost-timeline-$$
   run_a bash -c 'mkdir "$1" && "$2" -n 2 --hosts hostA:1,hostB:1 --timeline "$1/trace.json" "$3" --steps 30 --slow 1:40 &&
     cp "$1/trace.json" "$4"; rc=$?; rm -rf "$1"; exit $rc' _ "$shm_tl" "$nano_run" "$fault_rank" "$tl/shipped.json"
@@ -244,6 +245,9 @@ assert tracks == ["rank 0 hostA", "rank 1 hostB"], tracks
 steps = [e for e in events if e.get("cat") == "step" and e["tid"] == 2]
 assert len(steps) == 30, f"{len(steps)} of hostB's steps in the trace"
 PY
+  stale=$(bash "$testbed" run "$state" hostB ls -A "$shm_tl/trace.json.records")
+  bash "$testbed" run "$state" hostB rm -rf "$shm_tl"
+  [ -z "$stale" ] || fail "hostB's rank recorded into the stale folder of the same path: $stale"
   rm -rf "$tl"
   check_nothing_left
   ;;

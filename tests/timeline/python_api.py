@@ -49,7 +49,11 @@ class Lite(TorchNano):
     def train(self):
         model = Slow()
         model, optimizer, loader = self.setup(model, torch.optim.SGD(model.parameters(), lr=0.01), data())
-        return train_loop(model, optimizer, loader)
+        # A scheduler made after setup() wraps the set-up optimizer's step (a bound method).
+        scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=10)
+        loss = train_loop(model, optimizer, loader)
+        scheduler.step()
+        return loss
 
 
 if kind == "lite":
