@@ -297,10 +297,9 @@ void exchange_begin() {
 }
 
 void collective_issued() {
-  record([](Recorder& r, int64_t t) {
-    r.started(t);
-    r.last_issued = t;
-  });
+  // Not a step's start: a model's set-up issues collectives (DDP's first broadcast) long before
+  // its first batch.
+  record([](Recorder& r, int64_t t) { r.last_issued = t; });
 }
 
 bool exchange_waited(bool end_step) {
@@ -308,6 +307,7 @@ bool exchange_waited(bool end_step) {
   record([&](Recorder& r, int64_t t) {
     if (r.last_issued < 0) return;
     waited = true;
+    r.started(r.last_issued);  // a stock program's first step: from its exchange on
     // Not before the step's compute started (a collective the program issued before its forward).
     const int64_t ready = std::max({r.last_issued, r.compute_start, r.step_start});
     const int64_t done = r.last_collective > ready ? std::min(r.last_collective, t) : t;
