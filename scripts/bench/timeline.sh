@@ -30,6 +30,9 @@ run() {
     sed -n 's/.*nano-result: .*"images_per_sec": \([0-9.]*\).*/\1/p' | tail -1
 }
 
+median() { printf "%s\n" "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+# range VALUES...: "LOW-HIGH"
+range() { printf "%s\n" "$@" | sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%.3f-%.3f", lo, hi }'; }
 shortest_ms=1e9
 printf "\n%-9s %3s %12s %12s %8s %13s   %s\n" model n "off img/s" "on img/s" "on/off" "pair range" \
   "rank 0 with the timeline: data / compute / exchange wait / checkpoint / other"
@@ -47,10 +50,8 @@ import json, sys
 r = json.load(open(sys.argv[1]))["ranks"][0]["shares"]
 print(" / ".join(f"{100 * r[k]:.0f}%" for k in ("data", "compute", "exchange", "checkpoint", "other")))' \
       "$work/trace.json.report.json")
-    median() { printf "%s\n" "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-    range=$(printf "%s\n" "${ratios[@]}" | sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%.3f-%.3f", lo, hi }')
     printf "%-9s %3d %12.1f %12.1f %8.3f %13s   %s\n" "$model" "$n" "$(median "${offs[@]}")" "$(median "${ons[@]}")" \
-      "$(median "${ratios[@]}")" "$range" "$shares"
+      "$(median "${ratios[@]}")" "$(range "${ratios[@]}")" "$shares"
     # 64 images per rank per step
     shortest_ms=$(awk -v s="$shortest_ms" -v n="$n" -v r="$(median "${offs[@]}")" 'BEGIN { m = 64 * n / r * 1000; print (m < s) ? m : s }')
   done
@@ -73,7 +74,7 @@ for ((i = 0; i < repeats; i++)); do
     awk '{ print $(NF-3) }')
   py_steps+=("$off") diffs+=("$(awk -v a="$on" -v b="$off" 'BEGIN { print a - b }')")
 done
-printf "%s\n" "${diffs[@]}" | sort -g | awk -v step="$(printf "%s\n" "${py_steps[@]}" | sort -g | head -1)" -v short="$shortest_ms" '
-  { d[NR] = $1 } END {
-    m = (NR % 2) ? d[(NR + 1) / 2] : (d[NR / 2] + d[NR / 2 + 1]) / 2
-    printf "Python API per step: %.1f us more with the timeline on (median of %d pairs, from %.1f to %.1f us; a step of this small model takes %.0f us); %.3f%% of the shortest step above\n", m, NR, d[1], d[NR], step, m / 1000 / short * 100 }'
+mapfile -t sorted < <(printf "%s\n" "${diffs[@]}" | sort -g)
+awk -v m="$(median "${diffs[@]}")" -v n="${#diffs[@]}" -v lo="${sorted[0]}" -v hi="${sorted[-1]}" \
+  -v step="$(median "${py_steps[@]}")" -v short="$shortest_ms" 'BEGIN {
+    printf "Python API per step: %.1f us more with the timeline on (median of %d pairs, from %.1f to %.1f us; a step of this small model takes %.0f us); %.3f%% of the shortest step above\n", m, n, lo, hi, step, m / 1000 / short * 100 }'

@@ -213,30 +213,9 @@ train)
   done
   ;;
 timeline)
-  # --timeline across 2 hosts x 1 rank: one trace with a track per rank, each named by its own
-  # host (hostB's shim ships its rank's records even though the hosts share /run here).
-  tl=$(mktemp -d /run/nano-multihost-timeline-XXXXXX)
-  run_a "$nano_run" -n 2 --hosts hostA:1,hostB:1 --timeline "$tl/trace.json" "$fault_rank" --steps 30 --slow 1:40
-  [ $rc -eq 0 ] || fail "exit $rc: $(tail -5 "$out")"
-  expect_line "^nano-run: timeline: straggler: rank 1 \(hostB, CPUs [0-9,-]+(, NUMA [0-9,-]+)?\) takes"
-  /usr/bin/python3 - "$tl/trace.json" <<'PY' || fail "the trace's tracks are not one per rank and host"
-import json, sys
-events = json.load(open(sys.argv[1]))["traceEvents"]
-tracks = sorted(e["args"]["name"].split(" (")[0] + " " + e["args"]["name"].split(" (")[1].split(",")[0]
-                for e in events if e["name"] == "thread_name" and not e["args"]["name"].endswith("collectives"))
-assert tracks == ["rank 0 hostA", "rank 1 hostB"], tracks
-PY
-  [ ! -e "$tl/trace.json.records" ] || fail "the records folder was left behind"
-  # Again with the trace in hostA's own /dev/shm, which hostB does not see (a cluster without a
-  # shared folder), and a stale folder of the same path on hostB, which must not take the records.
-  bash "$testbed" run "$state" hostB mkdir -p /dev/shm/nano-multihost-timeline-$$/trace.json.records
-  shm_tl=/dev/shm/nano-multihost-timeline-$$
-  run_a bash -c 'mkdir "$1" && "$2" -n 2 --hosts hostA:1,hostB:1 --timeline "$1/trace.json" "$3" --steps 30 --slow 1:40 &&
-    cp "$1/trace.json" "$4"; rc=$?; rm -rf "$1"; exit $rc' _ "$shm_tl" "$nano_run" "$fault_rank" "$tl/shipped.json"
-  [ $rc -eq 0 ] || fail "unshared folder: exit $rc: $(tail -5 "$out")"
-  expect_line "^nano-run: timeline: .*trace.json \(2 ranks, 30 steps;"
-  expect_line "^nano-run: timeline: straggler: rank 1 \(hostB, CPUs [0-9,-]+(, NUMA [0-9,-]+)?\) takes"
-  /usr/bin/python3 - "$tl/shipped.json" <<'PY' || fail "the shipped trace's tracks are not one per rank and host"
+  # hostB_tracks TRACE: one track per rank, each named by its own host, and hostB's 30 steps in it.
+  hostB_tracks() {
+    /usr/bin/python3 - "$1" <<'PY' || fail "$1: the tracks are not one per rank and host, with hostB's steps"
 import json, sys
 events = json.load(open(sys.argv[1]))["traceEvents"]
 tracks = sorted(e["args"]["name"].split(" (")[0] + " " + e["args"]["name"].split(" (")[1].split(",")[0]
@@ -245,6 +224,25 @@ assert tracks == ["rank 0 hostA", "rank 1 hostB"], tracks
 steps = [e for e in events if e.get("cat") == "step" and e["tid"] == 2]
 assert len(steps) == 30, f"{len(steps)} of hostB's steps in the trace"
 PY
+  }
+  # --timeline across 2 hosts x 1 rank: one trace with a track per rank, each named by its own
+  # host (hostB's shim ships its rank's records even though the hosts share /run here).
+  tl=$(mktemp -d /run/nano-multihost-timeline-XXXXXX)
+  run_a "$nano_run" -n 2 --hosts hostA:1,hostB:1 --timeline "$tl/trace.json" "$fault_rank" --steps 30 --slow 1:40
+  [ $rc -eq 0 ] || fail "exit $rc: $(tail -5 "$out")"
+  expect_line "^nano-run: timeline: straggler: rank 1 \(hostB, CPUs [0-9,-]+(, NUMA [0-9,-]+)?\) takes"
+  hostB_tracks "$tl/trace.json"
+  [ ! -e "$tl/trace.json.records" ] || fail "the records folder was left behind"
+  # Again with the trace in hostA's own /dev/shm, which hostB does not see (a cluster without a
+  # shared folder), and a stale folder of the same path on hostB, which must not take the records.
+  shm_tl=/dev/shm/nano-multihost-timeline-$$
+  bash "$testbed" run "$state" hostB mkdir -p "$shm_tl/trace.json.records"
+  run_a bash -c 'mkdir "$1" && "$2" -n 2 --hosts hostA:1,hostB:1 --timeline "$1/trace.json" "$3" --steps 30 --slow 1:40 &&
+    cp "$1/trace.json" "$4"; rc=$?; rm -rf "$1"; exit $rc' _ "$shm_tl" "$nano_run" "$fault_rank" "$tl/shipped.json"
+  [ $rc -eq 0 ] || fail "unshared folder: exit $rc: $(tail -5 "$out")"
+  expect_line "^nano-run: timeline: .*trace.json \(2 ranks, 30 steps;"
+  expect_line "^nano-run: timeline: straggler: rank 1 \(hostB, CPUs [0-9,-]+(, NUMA [0-9,-]+)?\) takes"
+  hostB_tracks "$tl/shipped.json"
   stale=$(bash "$testbed" run "$state" hostB ls -A "$shm_tl/trace.json.records")
   bash "$testbed" run "$state" hostB rm -rf "$shm_tl"
   [ -z "$stale" ] || fail "hostB's rank recorded into the stale folder of the same path: $stale"
