@@ -2,10 +2,11 @@
 // The link between nano-run and an mpi-backend rank shim (one TCP connection per rank).
 // Shim -> nano-run: hello, the rank's pid once started, framed stdout/stderr chunks, the rank's
 // torchelastic error file (read on the rank's host: its /dev/shm is not nano-run's), its
-// timeline records where nano-run's folder is not shared, and its final status, so nano-run tags whole lines and names
-// the root cause exactly as with the subprocess backend. nano-run -> shim: a signal to deliver to the rank's process
-// group (SIGKILL included), and the release that lets the shim exit once every rank has ended. So nano-run, not mpirun,
-// decides when and how ranks are stopped, whatever mpirun's version.
+// timeline records (from another host than nano-run's) and its final status, so nano-run tags
+// whole lines and names the root cause exactly as with the subprocess backend. nano-run -> shim:
+// a signal to deliver to the rank's process group (SIGKILL included), and the release that lets
+// the shim exit once every rank has ended. So nano-run, not mpirun, decides when and how ranks
+// are stopped, whatever mpirun's version.
 #include <chrono>
 #include <cstddef>
 #include <optional>
@@ -26,8 +27,8 @@ enum class FrameType : char {
   /// shim, just before kExit and only when the rank wrote one: its TORCHELASTIC_ERROR_FILE's
   /// bytes (torch's JSON; at most 4 MiB of them)
   kErrorFile = 'f',
-  /// shim, before kErrorFile, when its host does not see nano-run's timeline records folder:
-  /// the rank's records file (launcher/timeline_shipping.h)
+  /// shim on another host than nano-run's, before kErrorFile, with a timeline: the rank's
+  /// records file (launcher/timeline_shipping.h)
   kTimeline = 't',
   kSignal = 'k',   ///< nano-run: "<signal>" to deliver to the rank's process group
   kRelease = 'r',  ///< nano-run: every rank has ended; the shim may exit

@@ -59,7 +59,7 @@ class ShimChannels {
   /// challenge with it is not one of ours.
   void set_secret(const std::string& secret) { secret_ = secret; }
   /// The timeline's records folder (launcher/timeline.h; "" = no timeline): records that shims
-  /// ship (their host does not see it) are written there.
+  /// on other hosts ship are written there.
   void set_timeline_folder(const std::string& folder) { timeline_folder_ = folder; }
 
   /// A new connection `ch` to the shims' listener: sends it its challenge, and takes frames from

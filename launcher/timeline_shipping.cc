@@ -7,7 +7,6 @@
 
 #include <cstdio>
 #include <fstream>
-#include <iterator>
 
 #include "launcher/frames.h"
 
@@ -57,7 +56,7 @@ std::vector<std::string> records_to_ship(const std::string& folder) {
 void keep_shipped_records(const std::string& folder, const std::string& payload) {
   const auto shipped = parse_shipped_records(payload);
   if (folder.empty() || !shipped) return;
-  // O_EXCL: a file the rank wrote itself (a shared folder) is the whole story; it stays.
+  // O_EXCL: a file already there (one name sent twice) is never overwritten.
   const int fd = ::open((folder + "/" + shipped->first).c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) return;
   write_all(fd, shipped->second);

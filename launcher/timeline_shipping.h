@@ -35,8 +35,7 @@ std::string make_shipping_folder(const std::string& files_dir);
 std::vector<std::string> records_to_ship(const std::string& folder);
 
 /// nano-run's side: a shipped payload written into the records `folder`, unless a file of its
-/// name is there (written by the rank itself through a shared folder) or the payload is no
-/// records file's.
+/// name is there already or the payload is no records file's.
 void keep_shipped_records(const std::string& folder, const std::string& payload);
 
 }  // namespace nano

@@ -41,11 +41,11 @@ c10::intrusive_ptr<nano::TorchBackendBase> gloo_group(const c10::intrusive_ptr<c
 }
 
 // The timeline's events that Python sees (nano_torch/_timeline.py): the Python API's loaders,
-// forwards and DDP buckets, and a stock program's optimizer steps (runtime/timeline.h).
+// forwards, optimizer steps and (on other backends than nano) DDP buckets, and a stock program's
+// optimizer steps (runtime/timeline.h).
 void bind_timeline(py::module_& m) {
   namespace t = nano::timeline;
   m.def("_timeline_on", &t::on, "Whether this rank records a timeline (NANO_TIMELINE is set).");
-  m.def("_timeline_now", &t::now_ns, "The timeline's clock in ns (0 when it is off).");
   m.def("_timeline_data_begin", &t::data_begin);
   m.def("_timeline_data_end", &t::data_end);
   m.def("_timeline_forward_begin", &t::forward_begin);

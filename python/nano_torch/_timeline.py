@@ -64,9 +64,8 @@ def watch_model(forward):
 
 
 def optimizer_stepping():
-    """A set-up optimizer starts its step: the step of the last synchronising backward ends."""
-    global _python_api
-    _python_api = True
+    """A set-up optimizer starts its step: the step of the last synchronising backward ends
+    (setup() set up the model first: watch_model put the Python API in charge)."""
     if ON:
         _C._timeline_exchange_waited(True)
 
