@@ -97,6 +97,13 @@ PYBIND11_MODULE(_C, m) {
         return nano_backend != nullptr && nano_backend->uses_shared_memory();
       },
       "True when this nano backend's collectives go through shared memory.");
+  m.def(
+      "hierarchical",
+      [](const c10::intrusive_ptr<nano::TorchBackendBase>& backend) {
+        const auto* nano_backend = dynamic_cast<const nano::TorchBackend*>(backend.get());
+        return nano_backend != nullptr && nano_backend->hierarchical();
+      },
+      "True when this nano backend spans hosts and its all-reduces are hierarchical.");
   // In both builds: a program under nano-run passes TorchNano its launch settings too.
   py::list fields;
   for (const char* field : nano::kSharedSettingFields) fields.append(field);

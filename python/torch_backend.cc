@@ -17,7 +17,9 @@
 #include "python/backend_executors.h"
 #include "python/backend_rendezvous.h"
 #include "python/nano_work.h"
+#include "python/wire_ring.h"
 #include "runtime/collectives/gloo_signatures.h"
+#include "runtime/collectives/host_layout.h"
 #include "runtime/collectives/job_store.h"
 #include "runtime/collectives/rendezvous.h"
 #include "runtime/collectives/serial_executor.h"
@@ -170,9 +172,10 @@ TorchBackend::TorchBackend(const c10::intrusive_ptr<c10d::Store>& store, const O
   }());
   await_ranks(*store, "nano/host/", rank, size, timeout_,
               options.join_within.count() >= 0 ? std::min(options.join_within, timeout_) : timeout_);
-  const std::string mine = host_identity();
-  bool one_host = true;
-  for (int r = 0; r < size && one_host; ++r) one_host = text_of(store->get("nano/host/" + std::to_string(r))) == mine;
+  std::vector<std::string> host_of_rank;
+  for (int r = 0; r < size; ++r) host_of_rank.push_back(text_of(store->get("nano/host/" + std::to_string(r))));
+  const bool one_host =
+      std::all_of(host_of_rank.begin(), host_of_rank.end(), [&](const auto& h) { return h == host_of_rank[0]; });
 
   if (one_host && size > 1 && options.shm_bytes > 0) {
     SharedWorld world = join_shared_memory(*store, rank, size, options.shm_bytes, timeout_, "nano");
@@ -196,6 +199,15 @@ TorchBackend::TorchBackend(const c10::intrusive_ptr<c10d::Store>& store, const O
     throw Error("nano: rank " + std::to_string(rank) +
                 ": the nano backend's Gloo group did not connect: " + first_line(e.what()));
   }
+  if (!one_host && options.shm_bytes > 0) {
+    std::string flat_because;
+    join_across_hosts(store, host_of_rank, options, where, &flat_because);
+    // Said once: a layout the user chose (one rank per host) is not worth a line.
+    if (rank == 0 && !flat_because.empty() && flat_because != "every host holds one rank") {
+      std::cerr << "nano: across hosts the all-reduce is flat (every rank through Gloo), not hierarchical: "
+                << flat_because << std::endl;
+    }
+  }
   std::shared_ptr<CallCheck> gloo_check;
   if (!shm_ && size > 1) {
     // One small Gloo all-gather of every rank's signature before each collective: where no
@@ -208,6 +220,38 @@ TorchBackend::TorchBackend(const c10::intrusive_ptr<c10d::Store>& store, const O
   register_backend_executor(*thread_);
 }
 
+void TorchBackend::join_across_hosts(const c10::intrusive_ptr<c10d::Store>& store,
+                                     const std::vector<std::string>& host_of_rank, const Options& options,
+                                     const GlooBinding& where, std::string* why_not) {
+  const int rank = options.rank;
+  const HostLayout layout = host_layout(host_of_rank, rank);
+  *why_not = layout.flat_because;
+  if (!why_not->empty()) return;
+  SharedWorld host =
+      join_shared_memory(*c10::make_intrusive<c10d::PrefixStore>("nano/host-" + std::to_string(layout.host), store),
+                         layout.local_rank, layout.local_size, options.shm_bytes, timeout_, "nano");
+  // Every host's ranks must have mapped theirs, or the world's ranks would take different paths.
+  store->set("nano/across/" + std::to_string(rank), std::vector<uint8_t>{uint8_t(host.collectives ? 1 : 0)});
+  for (int r = 0; r < options.size; ++r) {
+    const auto mapped = store->get("nano/across/" + std::to_string(r));
+    if (mapped.empty() || mapped[0] != 1) {
+      *why_not = "rank " + std::to_string(r) + " could not map its host's shared memory";
+      return;
+    }
+  }
+  try {
+    across_ = options.make_gloo_group(
+        c10::make_intrusive<c10d::PrefixStore>("nano/gloo-local-" + std::to_string(layout.local_rank), store),
+        layout.host, layout.hosts, timeout_, where);
+  } catch (const std::exception& e) {
+    throw Error("nano: rank " + std::to_string(rank) + ": the nano backend's Gloo group across hosts (local rank " +
+                std::to_string(layout.local_rank) + ") did not connect: " + first_line(e.what()));
+  }
+  host_shm_ = std::move(host.collectives);
+  host_shm_->set_bound_name("the process group's timeout");
+  host_memory_ = std::move(host.memory);
+}
+
 TorchBackend::~TorchBackend() {
   unregister_backend_executor(*thread_);
   // What was issued runs to its end (each bounded by the timeout), its futures completed; then
@@ -218,6 +262,7 @@ TorchBackend::~TorchBackend() {
   thread_.reset();
   if (python) PyEval_RestoreThread(python);
   if (shm_) shm_->leave();
+  if (host_shm_) host_shm_->leave();
 }
 
 std::string TorchBackend::broken() const {
@@ -287,21 +332,28 @@ void TorchBackend::gloo_wait(const c10::intrusive_ptr<c10d::Work>& work, const c
   }
 }
 
-void TorchBackend::gloo_all_reduce(at::Tensor& tensor, RedOp op) {
-  // Gloo has no AVG: a sum, divided after. Debian's Gloo has no bfloat16 reduction: a float
-  // copy, rounded back once.
+void TorchBackend::gloo_all_reduce(TorchBackendBase& group, at::Tensor& tensor, RedOp op) {
+  // Gloo has no AVG: a sum, divided after. A 16-bit float's sum travels as 16 bits; Debian's
+  // Gloo has no bfloat16 reduction at all, so its other ops take a float copy, rounded back once.
   const bool average = op == c10d::ReduceOp::AVG;
-  const bool widen = tensor.scalar_type() == at::kBFloat16;
+  const bool sum = average || op == c10d::ReduceOp::SUM;
+  const bool sixteen_bits = tensor.scalar_type() == at::kBFloat16 || tensor.scalar_type() == at::kHalf;
+  const bool widen = tensor.scalar_type() == at::kBFloat16 && !sum;
   at::Tensor work_on = widen ? tensor.to(at::kFloat) : tensor;
-  std::vector<at::Tensor> tensors{borrowed(work_on)};
-  c10d::AllreduceOptions opts;
-  opts.reduceOp = c10d::ReduceOp(average ? c10d::ReduceOp::SUM : op);
-  gloo_wait(gloo_->allreduce(tensors, opts), "all_reduce");
+  if (sixteen_bits && sum) {
+    ring_sum_16bit(group, work_on,
+                   [this](const c10::intrusive_ptr<c10d::Work>& work, const char* what) { gloo_wait(work, what); });
+  } else {
+    std::vector<at::Tensor> tensors{borrowed(work_on)};
+    c10d::AllreduceOptions opts;
+    opts.reduceOp = c10d::ReduceOp(average ? c10d::ReduceOp::SUM : op);
+    gloo_wait(group.allreduce(tensors, opts), "all_reduce");
+  }
   if (average) {
     if (at::isFloatingType(work_on.scalar_type())) {
-      work_on.div_(getSize());
+      work_on.div_(group.getSize());
     } else {
-      work_on.div_(getSize(), "trunc");
+      work_on.div_(group.getSize(), "trunc");
     }
   }
   if (widen) tensor.copy_(work_on);
@@ -310,11 +362,21 @@ void TorchBackend::gloo_all_reduce(at::Tensor& tensor, RedOp op) {
 void TorchBackend::all_reduce_now(at::Tensor& tensor, RedOp op) {
   ShmReduceOp fast = ShmReduceOp::kSum;  // set by shm_op where shared memory serves `op`
   const bool shm_serves = shm_op(op, &fast);
+  const int average_over = op == c10d::ReduceOp::AVG ? getSize() : 1;
   on_contiguous(tensor, [&](at::Tensor& t) {
+    if (host_shm_ && shm_serves) {
+      // Every rank's call compared first over the whole group, as for Gloo's operations: so a
+      // mismatch with any other kind of call fails the same way, on every rank.
+      route_.run_on_peer(all_reduce_signature(t, op, getSize()), [&] {
+        host_shm_->all_reduce_across(t, fast, average_over, [&](at::Tensor& slice) {
+          gloo_all_reduce(*across_, slice, op == c10d::ReduceOp::AVG ? c10d::ReduceOp::SUM : op);
+        });
+      });
+      return;
+    }
     route_.run(
         all_reduce_signature(t, op, getSize()), shm_serves,
-        [&](ShmCollectives& shm) { shm.all_reduce(t, fast, op == c10d::ReduceOp::AVG ? getSize() : 1); },
-        [&] { gloo_all_reduce(t, op); });
+        [&](ShmCollectives& shm) { shm.all_reduce(t, fast, average_over); }, [&] { gloo_all_reduce(*gloo_, t, op); });
   });
 }
 

@@ -6,8 +6,12 @@
 //
 // When every rank of the group runs on one host, all_reduce (SUM, AVG, PRODUCT, MIN, MAX on
 // the float and integer dtypes), broadcast, all_gather and barrier go through shared memory
-// (ShmCollectives). Every other operation, and every operation of a group that spans hosts,
-// goes through a c10d::ProcessGroupGloo that the backend builds from the same store, so nothing
+// (ShmCollectives). Across hosts that each hold the same number of ranks, those all_reduces are
+// hierarchical: a shared-memory reduce-scatter inside each host, an all-reduce of each rank's
+// slice with the ranks of its local index on the other hosts (one Gloo group per local index,
+// so every rank's connection carries traffic at once), a shared-memory all-gather; bfloat16 and
+// float16 travel as they are (wire_ring.h). Every other operation, and every operation of a group
+// that spans hosts otherwise, goes through a c10d::ProcessGroupGloo built from the same store, so nothing
 // fails for being unsupported where Gloo supports it; reduce, reduce_scatter and the coalesced
 // forms are composed from the fast collectives, so they are fast and complete on every dtype.
 //
@@ -57,8 +61,9 @@ using TorchBackendBase = c10d::Backend;
 using TorchBackendBase = c10d::ProcessGroup;
 #endif
 
-/// Makes the backend's inner Gloo group of `size` ranks on `store`, listening where `where` says,
-/// each of its operations bounded by `timeout`. Supplied by whoever builds the backend:
+/// Makes one of the backend's Gloo groups (its inner group; across hosts, one per local index) of
+/// `size` ranks on `store`, listening where `where` says, each of its operations bounded by
+/// `timeout`. Supplied by whoever builds the backend:
 /// nano_torch makes it through torch's own Python binding of ProcessGroupGloo
 /// (python/module.cc), because torch's C++ header for it needs Gloo's headers, which
 /// torch's pip wheels do not ship; so the backend builds against any torch.
@@ -95,6 +100,9 @@ class TorchBackend final : public TorchBackendBase {
   const std::string getBackendName() const override { return "nano"; }
   /// True when the fast collectives go through shared memory (every rank on this host).
   bool uses_shared_memory() const { return shm_ != nullptr; }
+  /// True when the group spans hosts and its all-reduces are hierarchical: shared memory inside
+  /// each host, one exchange per local rank between hosts.
+  bool hierarchical() const { return host_shm_ != nullptr; }
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts = c10d::BroadcastOptions()) override;
@@ -161,7 +169,13 @@ class TorchBackend final : public TorchBackendBase {
   void reduce_keep_slice(at::Tensor joined, c10d::ReduceOp::RedOpType op, int64_t offset, at::Tensor& output);
   // Gloo's forms, with what Debian's Gloo lacks made up for (AVG, bfloat16, any dtype for
   // the operations that only move bytes).
-  void gloo_all_reduce(at::Tensor& tensor, c10d::ReduceOp::RedOpType op);
+  // On `group`: the backend's Gloo group, or its group across hosts. 16-bit floats are summed
+  // with ring_sum_16bit, so that they travel as they are.
+  void gloo_all_reduce(TorchBackendBase& group, at::Tensor& tensor, c10d::ReduceOp::RedOpType op);
+  // Across hosts, where every host holds the same number of ranks: the host's shared memory and
+  // a Gloo group per local index (hierarchical()); `why_not` gets the reason when not.
+  void join_across_hosts(const c10::intrusive_ptr<c10d::Store>& store, const std::vector<std::string>& host_of_rank,
+                         const Options& options, const GlooBinding& where, std::string* why_not);
   // A sparse tensor's all-reduce: Gloo's (no shared area holds a sparse layout), queued in order
   // and checked against the peers' calls like the others.
   c10::intrusive_ptr<c10d::Work> sparse_allreduce(const at::Tensor& tensor, const c10d::AllreduceOptions& opts);
@@ -179,6 +193,11 @@ class TorchBackend final : public TorchBackendBase {
   c10::intrusive_ptr<TorchBackendBase> gloo_;  // c10d's ProcessGroupGloo
   std::unique_ptr<SharedMemory> shm_memory_;
   std::unique_ptr<ShmCollectives> shm_;
+  // Across hosts (hierarchical()): this host's ranks' shared memory, and the Gloo group of the
+  // ranks of this local index, one per host.
+  std::unique_ptr<SharedMemory> host_memory_;
+  std::unique_ptr<ShmCollectives> host_shm_;
+  c10::intrusive_ptr<TorchBackendBase> across_;
   // Shared memory when every rank maps it, else Gloo after the signatures were compared.
   CollectiveRoute route_;
   // The first failure: the ranks' collectives are out of step after it, so every later

@@ -82,13 +82,24 @@ def _nano_rendezvous(url, timeout=datetime.timedelta(minutes=30), **kwargs):
     raise RuntimeError("nano:// rendezvous is done once per process group")
 
 
-def uses_shared_memory(group=None):
-    """True when `group` (default: the default group) is a nano group whose collectives go
-    through shared memory (every rank on this host)."""
+def _backend_of(group):
     pg = group if group is not None else dist.distributed_c10d._get_default_group()
     if hasattr(pg, "_get_backend"):  # torch 2.x: the backend behind the process group
         pg = pg._get_backend(torch.device("cpu"))
-    return _C.uses_shared_memory(pg)
+    return pg
+
+
+def uses_shared_memory(group=None):
+    """True when `group` (default: the default group) is a nano group whose collectives go
+    through shared memory (every rank on this host)."""
+    return _C.uses_shared_memory(_backend_of(group))
+
+
+def hierarchical(group=None):
+    """True when `group` (default: the default group) is a nano group that spans hosts and
+    all-reduces hierarchically: shared memory inside each host, one exchange per local rank
+    between hosts (every host holds the same number of ranks, two or more)."""
+    return _C.hierarchical(_backend_of(group))
 
 
 def _drain_at_exit():

@@ -129,6 +129,14 @@ void reduce_with(ShmReduceOp op, at::ScalarType type, char* out, char* mirror, c
 
 std::string system_reason() { return std::strerror(errno); }
 
+// Rank q's piece of one round of all_reduce_across, whose earlier rounds moved `done` elements of
+// each slice, `piece` at a time: where it starts in the tensor, and its length (0 once q's slice
+// is done).
+std::pair<int64_t, int64_t> round_piece(int64_t count, int n, int q, int64_t done, int64_t piece) {
+  const auto [first, length] = ShmCollectives::own_slice(count, n, q);
+  return {first + std::min(done, length), std::clamp<int64_t>(length - done, 0, piece)};
+}
+
 }  // namespace
 
 void ShmCollectives::init_header(char* area) {
@@ -316,6 +324,89 @@ void ShmCollectives::all_reduce_chunks(at::Tensor& tensor, ShmReduceOp op, int a
       }
     }
     fence();  // peers finished reading my area before the next chunk overwrites it
+  }
+}
+
+std::pair<int64_t, int64_t> ShmCollectives::own_slice(int64_t count, int n, int rank) {
+  const int64_t first = count * rank / n;
+  return {first, count * (rank + 1) / n - first};
+}
+
+void ShmCollectives::all_reduce_across(at::Tensor& tensor, ShmReduceOp op, int average_over,
+                                       const std::function<void(at::Tensor& slice)>& across) {
+  const at::ScalarType type = tensor.scalar_type();
+  if (!reducible(type)) {
+    throw Error(std::string("nano: shared-memory all-reduce: unsupported dtype ") + c10::toString(type));
+  }
+  CollectiveSignature call = signature_of(CollectiveKind::kAllReduce, tensor);
+  call.op = op;
+  call.average = static_cast<int16_t>(average_over);
+  run_call(call, [&] {
+    reduce_scatter_rounds(tensor, op);
+    const auto [first, length] = own_slice(tensor.numel(), size(), rank_);
+    at::Tensor slice = tensor.view({-1}).narrow(0, first, length);
+    if (length > 0) {
+      across(slice);
+      if (average_over > 1) {
+        // As reduce_slice averages: floats scaled by the inverse, integers divided, truncating.
+        if (at::isFloatingType(type)) {
+          slice.mul_(1.0 / average_over);
+        } else {
+          slice.div_(average_over, "trunc");
+        }
+      }
+    }
+    all_gather_rounds(tensor);
+  });
+}
+
+// Rounds of the reduce-scatter: in round c, each rank's area holds, at q's place, the c-th piece
+// of rank q's own slice, and rank q reduces those pieces into its tensor. The slices stay whole
+// and contiguous, so the exchange between hosts is one call on one slice, not one per chunk.
+void ShmCollectives::reduce_scatter_rounds(at::Tensor& tensor, ShmReduceOp op) {
+  const at::ScalarType type = tensor.scalar_type();
+  const int64_t elem = static_cast<int64_t>(tensor.element_size());
+  const int64_t count = tensor.numel();
+  const int n = size();
+  const int64_t piece = std::max<int64_t>(1, data_bytes_ / elem / n);
+  const int64_t longest = own_slice(count, n, n - 1).second;  // the last slice is never shorter
+  char* data = static_cast<char*>(tensor.data_ptr());
+  char* shared = areas_[rank_] + kHeaderBytes;
+  std::vector<const char*> srcs(n);
+  for (int64_t done = 0; done == 0 || done < longest; done += piece) {
+    auto part = [&](int q) { return round_piece(count, n, q, done, piece); };
+    for (int q = 0; q < n; ++q) {
+      const auto [at, length] = part(q);
+      if (q != rank_) std::memcpy(shared + q * piece * elem, data + at * elem, length * elem);
+    }
+    fence();
+    if (done == 0) agree();  // before reading any peer's data
+    const auto [at, length] = part(rank_);
+    for (int q = 0; q < n; ++q)
+      srcs[q] = q == rank_ ? data + at * elem : areas_[q] + kHeaderBytes + rank_ * piece * elem;
+    // The mirror is this rank's own place in its area, which no peer reads.
+    if (length > 0) reduce_with(op, type, data + at * elem, shared + rank_ * piece * elem, srcs.data(), n, length, 1);
+    fence();  // peers finished reading my area before the next round overwrites it
+  }
+}
+
+void ShmCollectives::all_gather_rounds(at::Tensor& tensor) {
+  const int64_t elem = static_cast<int64_t>(tensor.element_size());
+  const int64_t count = tensor.numel();
+  const int n = size();
+  const int64_t piece = data_bytes_ / elem;
+  const int64_t longest = own_slice(count, n, n - 1).second;
+  char* data = static_cast<char*>(tensor.data_ptr());
+  for (int64_t done = 0; done < longest; done += piece) {
+    auto part = [&](int q) { return round_piece(count, n, q, done, piece); };
+    const auto [mine, mine_length] = part(rank_);
+    std::memcpy(areas_[rank_] + kHeaderBytes, data + mine * elem, mine_length * elem);
+    fence();
+    for (int q = 0; q < n; ++q) {
+      const auto [at, length] = part(q);
+      if (q != rank_) std::memcpy(data + at * elem, areas_[q] + kHeaderBytes, length * elem);
+    }
+    fence();
   }
 }
 

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -65,6 +66,20 @@ class ShmCollectives {
   /// within the timeout (a stopped or stuck peer).
   void all_reduce(at::Tensor& tensor, ShmReduceOp op = ShmReduceOp::kSum, int average_over = 1);
 
+  /// The elements [first, first + count) of a `count`-element tensor that rank `rank` of `n`
+  /// owns in all_reduce_across: contiguous, in rank order, sizes differing by at most one.
+  static std::pair<int64_t, int64_t> own_slice(int64_t count, int n, int rank);
+
+  /// The same result as all_reduce over every rank of every host, for a world whose hosts hold
+  /// this group's size of ranks each: this host's ranks reduce-scatter `tensor` through shared
+  /// memory (each rank's own_slice ends up holding its host's reduction), `across(slice)`
+  /// all-reduces that slice in place with the ranks of the same local index on the other hosts
+  /// (the same op; it must leave the same bits on every one of them), the slice is averaged over
+  /// `average_over`, and the ranks all-gather the slices. Only this host's calls are compared
+  /// here; comparing the hosts' is the caller's. Errors as all_reduce, and what `across` throws.
+  void all_reduce_across(at::Tensor& tensor, ShmReduceOp op, int average_over,
+                         const std::function<void(at::Tensor& slice)>& across);
+
   /// In place: every rank's `tensor` (contiguous CPU, any dtype, the same bytes on every rank)
   /// gets `root`'s bytes. Errors as all_reduce.
   void broadcast(at::Tensor& tensor, int root);
@@ -102,6 +117,8 @@ class ShmCollectives {
   // `run_call` breaks the group on any error, since the ranks' fences are out of step after it.
   void open_call(CollectiveSignature call);
   void all_reduce_chunks(at::Tensor& tensor, ShmReduceOp op, int average_over);
+  void reduce_scatter_rounds(at::Tensor& tensor, ShmReduceOp op);
+  void all_gather_rounds(at::Tensor& tensor);
   void agree();
   template <class Body>
   void run_call(const CollectiveSignature& call, Body body);

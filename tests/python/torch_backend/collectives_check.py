@@ -3,7 +3,8 @@ compared with Gloo's own result on a Gloo group of the same ranks (where Gloo ha
 else with the value computed in float64 from every rank's input gathered through Gloo.
 Prints "collectives: N checks passed (G against Gloo's own result, R against the float64
 reference)" and exits 0, or prints each mismatch and exits 1.
-Environment: EXPECT_SHM=1|0, whether the group must use shared memory.
+Environment: EXPECT_SHM=1|0, whether the group must use shared memory; EXPECT_HIERARCHICAL=1|0,
+whether its all-reduces must be hierarchical (across hosts).
 """
 import datetime
 import faulthandler
@@ -216,6 +217,10 @@ if not {"nano:all_reduce", "nano:broadcast", "nano:barrier"} <= seen:
 expect_shm = os.environ.get("EXPECT_SHM")
 if expect_shm is not None and nano_torch.uses_shared_memory() != (expect_shm == "1"):
     failures.append(f"rank {RANK}: uses_shared_memory() is {nano_torch.uses_shared_memory()}, expected {expect_shm}")
+
+expect_hierarchical = os.environ.get("EXPECT_HIERARCHICAL")
+if expect_hierarchical is not None and nano_torch.hierarchical() != (expect_hierarchical == "1"):
+    failures.append(f"rank {RANK}: hierarchical() is {nano_torch.hierarchical()}, expected {expect_hierarchical}")
 
 for f in failures[:20]:
     print("MISMATCH " + f, flush=True)

@@ -1,0 +1,112 @@
+// Across hosts: which worlds take the hierarchical all-reduce (runtime/collectives/host_layout.h),
+// table-tested; then ShmCollectives::all_reduce_across with the ranks of one host as threads of
+// this process, the exchange between hosts standing in as H identical hosts (the slice times H),
+// over areas small enough that the slices go through in many rounds.
+#include "runtime/collectives/host_layout.h"
+
+#include <ATen/ATen.h>
+#include <doctest/doctest.h>
+
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime/collectives/shm_collectives.h"
+
+TEST_CASE("host layout: hierarchical only where every host holds the same number of ranks, two or more") {
+  struct Row {
+    std::vector<std::string> hosts;
+    int rank;
+    std::string flat_because;
+    int host, local_rank;
+    std::vector<int> local_ranks, peers;
+  };
+  const std::vector<Row> rows = {
+      {{"a", "a", "b", "b"}, 0, "", 0, 0, {0, 1}, {0, 2}},
+      {{"a", "a", "b", "b"}, 3, "", 1, 1, {2, 3}, {1, 3}},
+      // Ranks need not be grouped by host: hosts are numbered by their lowest rank.
+      {{"b", "a", "b", "a"}, 1, "", 1, 0, {1, 3}, {0, 1}},
+      {{"a", "b", "c", "a", "b", "c"}, 5, "", 2, 1, {2, 5}, {3, 4, 5}},
+      {{"a", "a", "b"}, 2, "the hosts hold 2, 1 ranks", 1, 0, {2}, {}},
+      {{"a", "b", "c"}, 1, "every host holds one rank", 1, 0, {1}, {}},
+      {{"a", "a"}, 1, "one host", 0, 1, {0, 1}, {}},
+  };
+  for (const Row& row : rows) {
+    CAPTURE(row.rank);
+    CAPTURE(row.flat_because);
+    const nano::HostLayout got = nano::host_layout(row.hosts, row.rank);
+    CHECK(got.flat_because == row.flat_because);
+    CHECK(got.host == row.host);
+    CHECK(got.local_rank == row.local_rank);
+    CHECK(got.local_ranks == row.local_ranks);
+    CHECK(got.local_size == static_cast<int>(row.local_ranks.size()));
+    CHECK(got.peers == row.peers);
+  }
+}
+
+TEST_CASE("own slices: contiguous, in rank order, sizes differing by at most one") {
+  using Slice = std::pair<int64_t, int64_t>;
+  CHECK(nano::ShmCollectives::own_slice(10, 3, 0) == Slice{0, 3});
+  CHECK(nano::ShmCollectives::own_slice(10, 3, 1) == Slice{3, 3});
+  CHECK(nano::ShmCollectives::own_slice(10, 3, 2) == Slice{6, 4});
+  CHECK(nano::ShmCollectives::own_slice(2, 3, 0) == Slice{0, 0});
+  CHECK(nano::ShmCollectives::own_slice(2, 3, 2) == Slice{1, 1});
+  CHECK(nano::ShmCollectives::own_slice(0, 2, 1) == Slice{0, 0});
+}
+
+namespace {
+
+// `n` ranks of one host as threads over areas of `data` bytes; each all-reduces rank-dependent
+// values of `dtype` with `op` across `hosts` identical hosts. Returns each rank's result.
+std::vector<at::Tensor> across_identical_hosts(int n, int64_t data, int hosts, int64_t count, at::ScalarType dtype,
+                                               nano::ShmReduceOp op, int average_over) {
+  const int64_t area = nano::ShmCollectives::kHeaderBytes + data;
+  std::vector<char> memory(static_cast<std::size_t>(n * area));
+  std::vector<char*> areas;
+  for (int q = 0; q < n; ++q) areas.push_back(memory.data() + q * area);
+  for (char* a : areas) nano::ShmCollectives::init_header(a);
+  std::vector<at::Tensor> results(n);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < n; ++r) {
+    ranks.emplace_back([&, r] {
+      nano::ShmCollectives shm(areas, data, r, std::chrono::seconds(10));
+      at::Tensor t = (at::arange(count, at::kLong) % 5 + r + 1).to(dtype);
+      shm.all_reduce_across(t, op, average_over, [&](at::Tensor& slice) {
+        if (op == nano::ShmReduceOp::kSum) slice.mul_(hosts);  // H hosts of the same sums
+      });
+      results[r] = t;
+    });
+  }
+  for (auto& t : ranks) t.join();
+  return results;
+}
+
+}  // namespace
+
+TEST_CASE("all_reduce_across: every rank gets the whole reduction, over many rounds and odd sizes") {
+  for (const int64_t count : {0L, 1L, 2L, 7L, 1000L, 100003L}) {
+    for (const int n : {2, 3}) {
+      CAPTURE(count);
+      CAPTURE(n);
+      // 256 bytes per area: a 100003-element slice goes through in hundreds of rounds.
+      const auto got = across_identical_hosts(n, 256, 2, count, at::kFloat, nano::ShmReduceOp::kSum, 1);
+      at::Tensor want = at::zeros({count});
+      for (int r = 0; r < n; ++r) want += 2 * (at::arange(count, at::kLong) % 5 + r + 1).to(at::kFloat);
+      for (int r = 0; r < n; ++r) CHECK(at::equal(got[r], want));
+    }
+  }
+  SUBCASE("an average over every rank of both hosts: floats scaled, integers truncated") {
+    const auto floats = across_identical_hosts(2, 4096, 2, 999, at::kFloat, nano::ShmReduceOp::kSum, 4);
+    at::Tensor base = (at::arange(999, at::kLong) % 5).to(at::kFloat);
+    CHECK(at::allclose(floats[1], (2 * (2 * base + 3)) * 0.25f));
+    const auto ints = across_identical_hosts(2, 4096, 2, 999, at::kInt, nano::ShmReduceOp::kSum, 4);
+    CHECK(at::equal(ints[0], at::div(2 * (2 * base + 3), 4, "trunc").to(at::kInt)));
+  }
+  SUBCASE("bfloat16 sums in float; MAX needs nothing across identical hosts") {
+    const auto sums = across_identical_hosts(3, 512, 2, 5000, at::kBFloat16, nano::ShmReduceOp::kSum, 1);
+    at::Tensor base = (at::arange(5000, at::kLong) % 5).to(at::kFloat);
+    CHECK(at::equal(sums[2].to(at::kFloat), 2 * (3 * base + 6)));
+    const auto maxima = across_identical_hosts(3, 512, 2, 5000, at::kFloat, nano::ShmReduceOp::kMax, 1);
+    CHECK(at::equal(maxima[0], base + 3));
+  }
+}
