@@ -2,9 +2,6 @@
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <sstream>
 #include <vector>
@@ -24,14 +21,6 @@ std::string seconds_text(std::chrono::milliseconds limit) {
 }
 
 }  // namespace
-
-std::string host_identity() {
-  char name[256] = {};
-  gethostname(name, sizeof(name) - 1);
-  struct stat st {};
-  const unsigned long long device = stat("/dev/shm", &st) == 0 ? static_cast<unsigned long long>(st.st_dev) : 0;
-  return std::string(name) + "/" + std::to_string(device);
-}
 
 JobStore* job_store_under(c10::intrusive_ptr<c10d::Store> store) {
   while (auto* prefixed = dynamic_cast<c10d::PrefixStore*>(store.get())) store = prefixed->getUnderlyingStore();

@@ -1,6 +1,6 @@
 #pragma once
-// How the `nano` backend's ranks meet in the store torch gives it: who shares a host (and so
-// its shared memory), whether the store is nano's job store, and a bounded wait for every rank.
+// How the `nano` backend's ranks meet in the store torch gives it: whether the store is nano's
+// job store, and a bounded wait for every rank.
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <chrono>
@@ -9,10 +9,6 @@
 namespace nano {
 
 class JobStore;
-
-/// What tells two ranks they can map each other's shared memory: the host's name and the
-/// /dev/shm they see (two containers of one host with their own /dev/shm cannot).
-std::string host_identity();
 
 /// The job store under torch's PrefixStores, if the process group was made on one; else null.
 JobStore* job_store_under(c10::intrusive_ptr<c10d::Store> store);

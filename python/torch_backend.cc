@@ -17,9 +17,7 @@
 #include "python/backend_executors.h"
 #include "python/backend_rendezvous.h"
 #include "python/nano_work.h"
-#include "python/wire_ring.h"
 #include "runtime/collectives/gloo_signatures.h"
-#include "runtime/collectives/host_layout.h"
 #include "runtime/collectives/job_store.h"
 #include "runtime/collectives/rendezvous.h"
 #include "runtime/collectives/serial_executor.h"
@@ -199,11 +197,10 @@ TorchBackend::TorchBackend(const c10::intrusive_ptr<c10d::Store>& store, const O
     throw Error("nano: rank " + std::to_string(rank) +
                 ": the nano backend's Gloo group did not connect: " + first_line(e.what()));
   }
-  if (!one_host && options.shm_bytes > 0) {
+  if (!one_host) {
     std::string flat_because;
     join_across_hosts(store, host_of_rank, options, where, &flat_because);
-    // Said once: a layout the user chose (one rank per host) is not worth a line.
-    if (rank == 0 && !flat_because.empty() && flat_because != "every host holds one rank") {
+    if (rank == 0 && !flat_because.empty()) {  // said once
       std::cerr << "nano: across hosts the all-reduce is flat (every rank through Gloo), not hierarchical: "
                 << flat_because << std::endl;
     }
@@ -223,33 +220,22 @@ TorchBackend::TorchBackend(const c10::intrusive_ptr<c10d::Store>& store, const O
 void TorchBackend::join_across_hosts(const c10::intrusive_ptr<c10d::Store>& store,
                                      const std::vector<std::string>& host_of_rank, const Options& options,
                                      const GlooBinding& where, std::string* why_not) {
-  const int rank = options.rank;
-  const HostLayout layout = host_layout(host_of_rank, rank);
-  *why_not = layout.flat_because;
-  if (!why_not->empty()) return;
-  SharedWorld host =
-      join_shared_memory(*c10::make_intrusive<c10d::PrefixStore>("nano/host-" + std::to_string(layout.host), store),
-                         layout.local_rank, layout.local_size, options.shm_bytes, timeout_, "nano");
-  // Every host's ranks must have mapped theirs, or the world's ranks would take different paths.
-  store->set("nano/across/" + std::to_string(rank), std::vector<uint8_t>{uint8_t(host.collectives ? 1 : 0)});
-  for (int r = 0; r < options.size; ++r) {
-    const auto mapped = store->get("nano/across/" + std::to_string(r));
-    if (mapped.empty() || mapped[0] != 1) {
-      *why_not = "rank " + std::to_string(r) + " could not map its host's shared memory";
-      return;
-    }
-  }
+  SharedHost host = join_host_memory(store, host_of_rank, options.rank, options.shm_bytes, timeout_, "nano");
+  *why_not = host.flat_because;
+  if (!host.world.collectives) return;
+  const int local_rank = host.layout.local_rank;
   try {
     across_ = options.make_gloo_group(
-        c10::make_intrusive<c10d::PrefixStore>("nano/gloo-local-" + std::to_string(layout.local_rank), store),
-        layout.host, layout.hosts, timeout_, where);
+        c10::make_intrusive<c10d::PrefixStore>("nano/gloo-local-" + std::to_string(local_rank), store),
+        host.layout.host, host.layout.hosts, timeout_, where);
   } catch (const std::exception& e) {
-    throw Error("nano: rank " + std::to_string(rank) + ": the nano backend's Gloo group across hosts (local rank " +
-                std::to_string(layout.local_rank) + ") did not connect: " + first_line(e.what()));
+    throw Error("nano: rank " + std::to_string(options.rank) +
+                ": the nano backend's Gloo group across hosts (local rank " + std::to_string(local_rank) +
+                ") did not connect: " + first_line(e.what()));
   }
-  host_shm_ = std::move(host.collectives);
+  host_shm_ = std::move(host.world.collectives);
   host_shm_->set_bound_name("the process group's timeout");
-  host_memory_ = std::move(host.memory);
+  host_memory_ = std::move(host.world.memory);
 }
 
 TorchBackend::~TorchBackend() {

@@ -23,13 +23,6 @@
 // same point of every rank's sequence, so the ranks agree on the order without a lock step.
 // Every wait is bounded by the group's timeout: a peer that dies inside a collective fails the
 // others within about 0.1 s, one that is stopped within the timeout, each with a line naming it.
-#include <torch/csrc/api/include/torch/version.h>
-#if TORCH_VERSION_MAJOR >= 2
-#include <torch/csrc/distributed/c10d/Backend.hpp>
-#else
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
-#endif
-
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -40,6 +33,7 @@
 #include "runtime/collectives/collective_route.h"
 #include "runtime/collectives/collective_signature.h"
 #include "runtime/collectives/gloo_binding.h"
+#include "runtime/collectives/wire_ring.h"
 
 namespace c10d {
 class Store;
@@ -54,12 +48,8 @@ class ShmCollectives;
 // torch 2.x splits a process group into a ProcessGroup front and per-device Backends, and
 // register_backend's creator must return a c10d::Backend. torch 1.13's creator returns the
 // process group itself, a c10d::ProcessGroup (its Backend class exists but Python does not use
-// it). The collective methods have the same signatures in both.
-#if TORCH_VERSION_MAJOR >= 2
-using TorchBackendBase = c10d::Backend;
-#else
-using TorchBackendBase = c10d::ProcessGroup;
-#endif
+// it). Either is what ProcessGroupGloo derives from (wire_ring.h).
+using TorchBackendBase = C10dGroup;
 
 /// Makes one of the backend's Gloo groups (its inner group; across hosts, one per local index) of
 /// `size` ranks on `store`, listening where `where` says, each of its operations bounded by

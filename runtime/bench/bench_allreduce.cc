@@ -1,10 +1,13 @@
-// All-reduce of one large float32 buffer through nano's communicator, plus a memcpy of the
-// same bytes for scale. Launch it under mpirun (MPI path) or with the rank contract (Gloo
-// path); rank 0 prints "RESULT <path> <median ms> <min ms>" lines for scripts/bench.sh allreduce.
+// All-reduce of one large buffer through nano's communicator, plus a memcpy of the same bytes for
+// scale. Launch it under mpirun (MPI path) or with the rank contract (Gloo path); rank 0 prints
+// "RESULT <path> <median ms> <min ms>" lines for scripts/bench.sh allreduce. Every rank checks
+// the sums it got and exits 1, saying so, when they are wrong.
+// Usage: nano_bench_allreduce [MB of float32 elements] [REPS] [float32|bfloat16]
 #include <ATen/ATen.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -31,10 +34,17 @@ double now_ms() {
 int main(int argc, char** argv) {
   const double mb = argc > 1 ? std::atof(argv[1]) : 44.0;
   const int reps = argc > 2 ? std::atoi(argv[2]) : 15;
+  const std::string dtype = argc > 3 ? argv[3] : "float32";
+  if (dtype != "float32" && dtype != "bfloat16") {
+    std::fprintf(stderr, "nano_bench_allreduce: bad dtype '%s': expected float32 or bfloat16\n", dtype.c_str());
+    return 2;
+  }
   try {
     nano::World world = nano::init();
     const int64_t n = static_cast<int64_t>(mb * 1e6 / 4);
-    at::Tensor t = at::full({n}, float(world.rank()), at::kFloat);
+    // Values that differ along the buffer, so a slice put in the wrong place shows.
+    const at::Tensor pattern = (at::arange(n, at::kLong) % 7).to(at::kFloat);
+    at::Tensor t = (pattern + world.rank()).to(dtype == "bfloat16" ? at::kBFloat16 : at::kFloat);
     std::vector<double> times;
     for (int i = 0; i < reps + 2; ++i) {
       world.comm->barrier();
@@ -43,7 +53,14 @@ int main(int argc, char** argv) {
       const double t1 = now_ms();
       if (i >= 2) times.push_back(t1 - t0);
     }
-    // Rank-filled buffers: after reps+2 sums the values are known; check one.
+    // After the first sum, pattern * W + W(W-1)/2; every later sum multiplies by W.
+    const double w = world.size();
+    const at::Tensor want = (pattern * w + w * (w - 1) / 2) * std::pow(w, reps + 1);
+    if (!at::allclose(t.to(at::kFloat), want, dtype == "bfloat16" ? 1e-2 : 1e-5, 0)) {
+      std::fprintf(stderr, "nano_bench_allreduce: rank %d: wrong sums (element 0: %g, expected %g)\n", world.rank(),
+                   t[0].item<double>(), want[0].item<double>());
+      return 1;
+    }
     if (world.rank() == 0) {
       std::printf("RESULT %s %.2f %.2f\n", world.comm->name().c_str(), median(times),
                   *std::min_element(times.begin(), times.end()));

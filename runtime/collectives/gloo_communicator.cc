@@ -1,5 +1,6 @@
 #include "runtime/collectives/gloo_communicator.h"
 
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
@@ -18,6 +19,7 @@
 #include "runtime/collectives/serial_executor.h"
 #include "runtime/collectives/shm_collectives.h"
 #include "runtime/collectives/shm_rendezvous.h"
+#include "runtime/collectives/wire_ring.h"
 
 namespace nano {
 
@@ -52,6 +54,25 @@ class GlooWork : public Work {
   bool waited_ = false;
 };
 
+// The hierarchical all-reduce's exchange between hosts: `slice` summed over `across`, bounded by
+// its timeout. bfloat16 travels as bfloat16 (Debian's Gloo cannot sum it; widening would double
+// the bytes on the wire).
+void sum_across(c10d::ProcessGroupGloo& across, at::Tensor& slice) {
+  auto wait = [](const c10::intrusive_ptr<c10d::Work>& work, const char* what) {
+    try {
+      work->wait();
+    } catch (const std::exception& e) {
+      throw Error(std::string("nano: gloo ") + what + " between hosts failed: " + first_line(e.what()));
+    }
+  };
+  if (slice.scalar_type() == at::kBFloat16) {
+    ring_sum_16bit(across, slice, wait);
+    return;
+  }
+  std::vector<at::Tensor> tensors{slice};
+  wait(across.allreduce(tensors), "all_reduce");
+}
+
 }  // namespace
 
 GlooCommunicator::GlooCommunicator(const Context& context, std::size_t shm_segment_bytes) {
@@ -71,17 +92,20 @@ GlooCommunicator::GlooCommunicator(const Context& context, std::size_t shm_segme
   options->threads = 2;
   try {
     group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, rank_, size_, options);
+    if (multi_host) connect_across_hosts(context, shm_segment_bytes);
   } catch (const std::exception& e) {
     throw Error("nano: gloo connection through " + context.master_addr + ":" + std::to_string(context.master_port) +
                 " failed: " + first_line(e.what()));
   }
   connect_shared_memory(context, shm_segment_bytes);
   std::shared_ptr<CallCheck> peer_check;
-  if (!shm_ && size_ > 1) {
+  if ((!shm_ || across_) && size_ > 1) {
     peer_check = std::make_shared<CallCheck>(
         [this](const CollectiveSignature& mine) { return gather_signatures(*group_, size_, mine); });
   }
-  route_ = CollectiveRoute(shm_.get(), std::move(peer_check));
+  // Across hosts the shared memory serves only the hierarchical all-reduce: every call's signature
+  // and every other call go through the world's Gloo group.
+  route_ = CollectiveRoute(across_ ? nullptr : shm_.get(), std::move(peer_check));
   // Every rank has connected before any returns, so rank 0's store may go away later.
   barrier();
 }
@@ -89,6 +113,37 @@ GlooCommunicator::GlooCommunicator(const Context& context, std::size_t shm_segme
 GlooCommunicator::~GlooCommunicator() {
   // Peers waiting for this rank in a shared-memory all-reduce learn at once that it left.
   if (shm_) shm_->leave();
+}
+
+void GlooCommunicator::connect_across_hosts(const Context& context, std::size_t segment_bytes) {
+  const std::string mine = host_identity();
+  store_->set("nano/host/" + std::to_string(rank_), std::vector<uint8_t>(mine.begin(), mine.end()));
+  std::vector<std::string> host_of_rank;
+  for (int r = 0; r < size_; ++r) {
+    const auto id = store_->get("nano/host/" + std::to_string(r));
+    host_of_rank.emplace_back(id.begin(), id.end());
+  }
+  SharedHost host = join_host_memory(store_, host_of_rank, rank_, segment_bytes, context.collective_timeout, "nano");
+  if (rank_ == 0 && !host.flat_because.empty()) {
+    std::cerr << "nano: gloo communicator: all-reduce flat across hosts (every rank through Gloo), not hierarchical: "
+              << host.flat_because << std::endl;
+  }
+  if (!host.world.collectives) return;
+  auto options = c10d::ProcessGroupGloo::Options::create(context.collective_timeout);
+  options->devices.push_back(make_gloo_device(choose_gloo_binding(context.master_addr, true, rank_)));
+  options->threads = 2;
+  across_ = c10::make_intrusive<c10d::ProcessGroupGloo>(
+      c10::make_intrusive<c10d::PrefixStore>("nano/gloo-local-" + std::to_string(host.layout.local_rank), store_),
+      host.layout.host, host.layout.hosts, options);
+  shm_ = std::move(host.world.collectives);
+  shm_memory_ = std::move(host.world.memory);
+  shm_thread_ = std::make_unique<SerialExecutor>();
+  if (rank_ == 0) {
+    std::cerr << "nano: gloo communicator: " << host.layout.hosts << " hosts x " << host.layout.local_size
+              << " ranks; all-reduce hierarchical: shared memory within each host, Gloo between the ranks of each "
+                 "local index"
+              << std::endl;
+  }
 }
 
 void GlooCommunicator::connect_shared_memory(const Context& context, std::size_t segment_bytes) {
@@ -131,6 +186,16 @@ std::unique_ptr<Work> GlooCommunicator::all_reduce_async(at::Tensor& tensor, Red
   const bool average = op == ReduceOp::kAverage && size > 1;
   CollectiveSignature call = signature_of(CollectiveKind::kAllReduce, tensor);
   if (average) call.average = static_cast<int16_t>(size);
+  if (across_) {
+    return route_.run_on_peer(call, [&]() -> std::unique_ptr<Work> {
+      ShmCollectives* area = shm_.get();
+      c10d::ProcessGroupGloo* across = across_.get();
+      return std::make_unique<CompletionWork>(shm_thread_->submit([area, across, tensor, average, size]() mutable {
+        area->all_reduce_across(tensor, ShmReduceOp::kSum, average ? size : 1,
+                                [across](at::Tensor& slice) { sum_across(*across, slice); });
+      }));
+    });
+  }
   return route_.run(
       call, true,
       [&](ShmCollectives& shm) -> std::unique_ptr<Work> {

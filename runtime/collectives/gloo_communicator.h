@@ -6,7 +6,11 @@
 // POSIX shared-memory object (ShmCollectives, on a thread of its own) instead of Gloo's TCP
 // loopback, whose copies and two I/O threads cost a rank bound to one core more than the
 // reduction itself; its header carries each call's signature. Otherwise every call's signature
-// is compared through one small Gloo all-reduce first (runtime/collectives/gloo_signatures.h).
+// is compared through one small Gloo all-reduce first (runtime/collectives/gloo_signatures.h),
+// and across hosts that each hold the same number of ranks (two or more) the all-reduces are
+// hierarchical: a reduce-scatter in each host's shared memory, a Gloo all-reduce of each rank's
+// slice among the ranks of its local index (bfloat16 as bfloat16, runtime/collectives/wire_ring.h),
+// an all-gather in shared memory.
 #include <c10/util/intrusive_ptr.h>
 
 #include <cstddef>
@@ -43,15 +47,21 @@ class GlooCommunicator : public PeerCommunicator {
   std::vector<double> gather(const std::vector<double>& values) override;
   /// True when every collective goes through shared memory (see the file comment).
   bool uses_shared_memory() const override { return shm_ != nullptr; }
+  /// True when the world spans hosts and its all-reduces are hierarchical (see the file comment).
+  bool hierarchical() const { return across_ != nullptr; }
 
  private:
   void connect_shared_memory(const Context& context, std::size_t segment_bytes);
+  // Across hosts: each host's shared memory and the Gloo group of this local index, when every
+  // host holds the same number of ranks; rank 0 says once why not where that costs speed.
+  void connect_across_hosts(const Context& context, std::size_t segment_bytes);
 
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> group_;
   // Declared in teardown order's reverse: the thread stops before the memory goes.
   std::unique_ptr<SharedMemory> shm_memory_;
-  std::unique_ptr<ShmCollectives> shm_;
+  std::unique_ptr<ShmCollectives> shm_;                // the world's (one host) or this host's (hierarchical)
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> across_;  // this local index's ranks, one per host
   std::unique_ptr<SerialExecutor> shm_thread_;
   // Shared memory when every rank has it, else Gloo after the signatures were compared.
   CollectiveRoute route_;

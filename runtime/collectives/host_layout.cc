@@ -32,13 +32,9 @@ HostLayout host_layout(const std::vector<std::string>& host_of_rank, int rank) {
     even = even && m.size() == members[0].size();
     counts += (counts.empty() ? "" : ", ") + std::to_string(m.size());
   }
-  if (layout.hosts < 2) {
-    layout.flat_because = "one host";
-  } else if (!even) {
-    layout.flat_because = "the hosts hold " + counts + " ranks";
-  } else if (layout.local_size < 2) {
-    layout.flat_because = "every host holds one rank";
-  } else {
+  if (layout.hosts >= 2 && !even) layout.flat_because = "the hosts hold " + counts + " ranks";
+  layout.hierarchical = layout.hosts >= 2 && even && layout.local_size >= 2;
+  if (layout.hierarchical) {
     for (const auto& m : members) layout.peers.push_back(m[layout.local_rank]);
   }
   return layout;

@@ -17,8 +17,12 @@ struct HostLayout {
   int local_size = 1;            ///< ranks on this rank's host
   std::vector<int> local_ranks;  ///< the world ranks on this rank's host, in order
   std::vector<int> peers;        ///< the world ranks of this local index, one per host, by host
-  /// Empty when the hierarchical all-reduce applies; else why the world takes the flat path, in
-  /// words for the log ("the hosts hold 2, 1 ranks", "every host holds one rank", "one host").
+  /// Whether the hierarchical all-reduce applies: two or more hosts, each holding the same
+  /// number of ranks, two or more.
+  bool hierarchical = false;
+  /// Why it does not where the world spans hosts that share memory within ("the hosts hold 2, 1
+  /// ranks"), for the log; "" otherwise (one host, or one rank per host: the flat path is then
+  /// the whole algorithm, nothing worth a line).
   std::string flat_because;
 };
 

@@ -174,10 +174,13 @@ class MpiEngine {
   std::vector<std::shared_ptr<ShmArena>> retired_shm_;
 };
 
-// The MPI shared window that holds every local rank's area, and the all-reduce over it.
+// The MPI shared window that holds every local rank's area, and the all-reduce over it. Across
+// hosts that each hold the same number of ranks, `across` joins this rank with the ranks of the
+// same local index on the other hosts (the hierarchical all-reduce's exchange between hosts).
 struct ShmArena {
   MPI_Win win = MPI_WIN_NULL;
   MPI_Comm comm = MPI_COMM_NULL;
+  MPI_Comm across = MPI_COMM_NULL;
   std::unique_ptr<ShmCollectives> reduce;
 };
 
@@ -188,6 +191,7 @@ void MpiEngine::finalize() {
     MPI_Win_unlock_all(shm->win);
     MPI_Win_free(&shm->win);
     MPI_Comm_free(&shm->comm);
+    if (shm->across != MPI_COMM_NULL) MPI_Comm_free(&shm->across);
   }
   for (auto& comm : retired_comms_) MPI_Comm_free(&comm);
   MPI_Op_free(&bf16_sum_op_);
@@ -223,9 +227,11 @@ std::string shared_window_shortfall(int64_t data_bytes, int ranks) {
   return "nano: cannot place the shared-memory all-reduce in " + dir + ": " + std::to_string(ranks) + " ranks need " +
          std::to_string(needed) + " bytes, " + std::to_string(free_bytes) + " are free";
 }
-// The shared-memory all-reduce of a world on one host: a shared window of `data_bytes` per rank
-// through MPI, or null (said once by rank 0) when the world spans hosts or the window would not
-// fit. Collective over `comm`: every rank takes the same path. Runs on the MPI thread.
+// The shared-memory all-reduce: a shared window of `data_bytes` per rank of this host through
+// MPI; across hosts that each hold the same number of ranks (two or more), with the
+// communicator of this local index between hosts. Null (said once by rank 0) when the hosts'
+// counts differ or the window would not fit. Collective over `comm`: every rank takes the same
+// path. Runs on the MPI thread.
 std::shared_ptr<ShmArena> connect_shared_memory(MPI_Comm comm, int rank, int size, int64_t data_bytes,
                                                 std::chrono::milliseconds timeout) {
   MPI_Comm node = MPI_COMM_NULL;
@@ -233,11 +239,14 @@ std::shared_ptr<ShmArena> connect_shared_memory(MPI_Comm comm, int rank, int siz
   int node_size = 0;
   MPI_Comm_size(node, &node_size);
   const std::string shortfall = shared_window_shortfall(data_bytes, node_size);
-  // Every rank must take the same path: all on one host, and room for the window everywhere.
-  int mine_ok[2] = {node_size == size, shortfall.empty()}, all_ok[2] = {0, 0};
-  check_mpi(MPI_Allreduce(mine_ok, all_ok, 2, MPI_INT, MPI_MIN, comm), "MPI_Allreduce");
-  if (!all_ok[0] || !all_ok[1]) {
-    if (all_ok[0] && rank == 0) {
+  // Every rank must take the same path: hosts of equal counts (one host, or the hierarchy), and
+  // room for the window everywhere. The fewest and most ranks on a host (as -most).
+  int counts[3] = {node_size, -node_size, shortfall.empty()}, all[3] = {0, 0, 0};
+  check_mpi(MPI_Allreduce(counts, all, 3, MPI_INT, MPI_MIN, comm), "MPI_Allreduce");
+  const bool even = all[0] == -all[1] && all[0] >= 2;
+  const bool one_host = node_size == size;
+  if (!even || !all[2]) {
+    if (even && rank == 0) {
       // Say why once: the job still runs, but every all-reduce now goes through MPI's own.
       std::cerr << (shortfall.empty() ? "nano: another rank found too little room for the shared-memory "
                                         "all-reduce"
@@ -245,9 +254,10 @@ std::shared_ptr<ShmArena> connect_shared_memory(MPI_Comm comm, int rank, int siz
                 << "; all-reduce goes through MPI_Allreduce instead (" << contract::kShmBytes
                 << "=0 chooses that quietly)" << std::endl;
     }
-    if (!all_ok[0] && rank == 0) {
+    if (!even && rank == 0) {
       const char* btl = std::getenv("OMPI_MCA_btl");
-      std::cerr << "nano: mpi communicator: " << size << " ranks on several hosts; all-reduce through "
+      std::cerr << "nano: mpi communicator: " << size << " ranks on several hosts"
+                << (all[0] != -all[1] ? " (which hold different numbers of ranks)" : "") << "; all-reduce through "
                 << "MPI_Allreduce, on Open MPI's transports (shared memory within a host; between hosts "
                 << (btl ? std::string("btl=") + btl : std::string("its tcp btl, or the fabric it finds")) << ")"
                 << std::endl;
@@ -259,6 +269,15 @@ std::shared_ptr<ShmArena> connect_shared_memory(MPI_Comm comm, int rank, int siz
   arena->comm = node;
   int node_rank = 0;
   MPI_Comm_rank(node, &node_rank);
+  if (!one_host) {
+    check_mpi(MPI_Comm_split(comm, node_rank, rank, &arena->across), "MPI_Comm_split");
+    if (rank == 0) {
+      std::cerr << "nano: mpi communicator: " << size / node_size << " hosts x " << node_size
+                << " ranks; all-reduce hierarchical: shared memory within each host, MPI_Allreduce between the "
+                   "ranks of each local index"
+                << std::endl;
+    }
+  }
   char* mine = nullptr;
   check_mpi(
       MPI_Win_allocate_shared(data_bytes + ShmCollectives::kHeaderBytes, 1, MPI_INFO_NULL, node, &mine, &arena->win),
@@ -306,7 +325,10 @@ MpiCommunicator::MpiCommunicator(const Context& context, std::size_t shm_segment
   store.reset();
   comm_ = reinterpret_cast<void*>(comm);
   std::shared_ptr<CallCheck> peer_check;
-  if (!shm_ && size_ > 1) {
+  // Across hosts the shared window carries only the all-reduce's hierarchy: every call's
+  // signature, and every other call, goes through MPI over the whole world.
+  hierarchical_ = shm_ && shm_->across != MPI_COMM_NULL;
+  if ((!shm_ || hierarchical_) && size_ > 1) {
     const int size = size_;
     peer_check = std::make_shared<CallCheck>([comm, size](const CollectiveSignature& mine) {
       std::vector<CollectiveSignature> calls(static_cast<std::size_t>(size));
@@ -316,7 +338,7 @@ MpiCommunicator::MpiCommunicator(const Context& context, std::size_t shm_segment
       return calls;
     });
   }
-  route_ = CollectiveRoute(shm_ ? shm_->reduce.get() : nullptr, std::move(peer_check));
+  route_ = CollectiveRoute(shm_ && !hierarchical_ ? shm_->reduce.get() : nullptr, std::move(peer_check));
   if (rank_ != context.rank || size_ != context.world_size) {
     throw Error("nano: MPI world (rank " + std::to_string(rank_) + " of " + std::to_string(size_) +
                 ") disagrees with the environment (rank " + std::to_string(context.rank) + " of " +
@@ -375,9 +397,24 @@ std::unique_ptr<Work> MpiCommunicator::all_reduce_async(at::Tensor& tensor, Redu
   // catches MPI_Allreduce.
   const auto limit = engine_->collective_timeout() + std::chrono::seconds(1);
   // `window` keeps the shared window (which `route` points into) alive for the task.
+  const bool hierarchical = hierarchical_;
   return std::make_unique<CompletionWork>(engine_->submit([=, window = shm_]() mutable {
     char* data = static_cast<char*>(tensor.data_ptr());
     int64_t n = tensor.numel();
+    if (hierarchical && n * static_cast<int64_t>(elem) >= ShmCollectives::kMinBytes) {
+      route.run_on_peer(call, [&] {
+        window->reduce->all_reduce_across(
+            tensor, ShmReduceOp::kSum, op == ReduceOp::kAverage ? size : 1, [&](at::Tensor& slice) {
+              char* part = static_cast<char*>(slice.data_ptr());
+              for (int64_t off = 0; off < slice.numel(); off += kMaxCount) {
+                int count = static_cast<int>(std::min(kMaxCount, slice.numel() - off));
+                check_mpi(MPI_Allreduce(MPI_IN_PLACE, part + off * elem, count, type, mpi_op, window->across),
+                          "MPI_Allreduce");
+              }
+            });
+      });
+      return;
+    }
     route.run(
         call, n * static_cast<int64_t>(elem) >= ShmCollectives::kMinBytes,
         [&](ShmCollectives& area) { area.all_reduce(tensor, ShmReduceOp::kSum, op == ReduceOp::kAverage ? size : 1); },

@@ -1,6 +1,8 @@
 #include "runtime/collectives/shm_rendezvous.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <atomic>
@@ -99,6 +101,36 @@ SharedWorld join_shared_memory(c10d::Store& store, int rank, int size, std::size
       std::make_unique<ShmCollectives>(std::move(areas), static_cast<int64_t>(data_bytes), rank, timeout);
   world.memory = std::move(memory);
   return world;
+}
+
+std::string host_identity() {
+  char name[256] = {};
+  gethostname(name, sizeof(name) - 1);
+  struct stat st {};
+  const unsigned long long device = stat("/dev/shm", &st) == 0 ? static_cast<unsigned long long>(st.st_dev) : 0;
+  return std::string(name) + "/" + std::to_string(device);
+}
+
+SharedHost join_host_memory(const c10::intrusive_ptr<c10d::Store>& store, const std::vector<std::string>& host_of_rank,
+                            int rank, std::size_t segment_bytes, std::chrono::milliseconds timeout,
+                            const std::string& tag) {
+  SharedHost host;
+  host.layout = host_layout(host_of_rank, rank);
+  host.flat_because = host.layout.flat_because;
+  if (!host.layout.hierarchical || segment_bytes == 0) return host;
+  c10d::PrefixStore mine(tag + "/host-" + std::to_string(host.layout.host), store);
+  SharedWorld world =
+      join_shared_memory(mine, host.layout.local_rank, host.layout.local_size, segment_bytes, timeout, tag);
+  store->set(tag + "/across/" + std::to_string(rank), std::vector<uint8_t>{uint8_t(world.collectives ? 1 : 0)});
+  for (int r = 0; r < static_cast<int>(host_of_rank.size()); ++r) {
+    const auto mapped = store->get(tag + "/across/" + std::to_string(r));
+    if (mapped.empty() || mapped[0] != 1) {
+      host.flat_because = "rank " + std::to_string(r) + " could not map its host's shared memory";
+      return host;
+    }
+  }
+  host.world = std::move(world);
+  return host;
 }
 
 }  // namespace nano

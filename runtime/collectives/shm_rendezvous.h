@@ -7,7 +7,9 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "runtime/collectives/host_layout.h"
 #include "runtime/collectives/shm_collectives.h"
 
 namespace c10d {
@@ -38,5 +40,29 @@ std::size_t shm_bytes_from_environment();
 /// peer that never reports).
 SharedWorld join_shared_memory(c10d::Store& store, int rank, int size, std::size_t segment_bytes,
                                std::chrono::milliseconds timeout, const std::string& tag);
+
+/// What tells two ranks they can map each other's shared memory: the host's name and the
+/// /dev/shm they see (two containers of one host with their own /dev/shm cannot).
+std::string host_identity();
+
+/// A world across hosts, as the hierarchical all-reduce needs it: this rank's place, and the
+/// shared memory of the ranks of its host.
+struct SharedHost {
+  HostLayout layout;
+  SharedWorld world;  ///< this host's ranks' areas; null when the world takes the flat path
+  /// Why the world takes the flat path, for the log: host_layout's reason, or "rank R could not
+  /// map its host's shared memory"; "" when it does not, or where nothing is lost (see HostLayout)
+  /// or the caller chose it (`segment_bytes` 0).
+  std::string flat_because;
+};
+
+/// Every rank of a world whose rank r runs on `host_of_rank[r]` (host_identity()) calls it, with
+/// the same `tag`: where the hosts hold the same number of ranks, two or more, each host's ranks
+/// agree on their own shared memory (as join_shared_memory, under "<tag>/host-<h>/"), then every
+/// rank learns whether every host's did (under "<tag>/across/"), so that all take the same path.
+/// Throws what the store throws (a peer that never reports).
+SharedHost join_host_memory(const c10::intrusive_ptr<c10d::Store>& store, const std::vector<std::string>& host_of_rank,
+                            int rank, std::size_t segment_bytes, std::chrono::milliseconds timeout,
+                            const std::string& tag);
 
 }  // namespace nano

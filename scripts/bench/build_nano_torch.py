@@ -22,9 +22,9 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 # The extension and what it uses of nano: the nano_collectives library of runtime/CMakeLists.txt
 # but the Gloo communicator's device (gloo_device.cc, which needs Gloo's headers), and its helpers.
 SOURCES = ["python/module.cc", "python/torch_backend.cc", "python/backend_executors.cc",
-           "python/backend_rendezvous.cc", "python/nano_work.cc", "python/wire_ring.cc", "runtime/collectives/serial_executor.cc",
+           "python/backend_rendezvous.cc", "python/nano_work.cc", "runtime/collectives/serial_executor.cc",
            "runtime/collectives/store_wire.cc", "runtime/collectives/job_store_server.cc", "runtime/collectives/job_store.cc",
-           "runtime/collectives/rendezvous.cc", "runtime/collectives/net_address.cc", "runtime/collectives/collective_signature.cc", "runtime/collectives/host_layout.cc",
+           "runtime/collectives/rendezvous.cc", "runtime/collectives/net_address.cc", "runtime/collectives/collective_signature.cc", "runtime/collectives/host_layout.cc", "runtime/collectives/wire_ring.cc",
            "runtime/collectives/shm_collectives.cc",
            "runtime/collectives/shm_rendezvous.cc", "runtime/collectives/gloo_binding.cc", "runtime/step_report.cc", "runtime/timeline.cc", "core/cpulist.cc",
            "core/job_secret.cc", "core/sha256.cc", "core/parse.cc"]

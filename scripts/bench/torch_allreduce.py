@@ -1,10 +1,14 @@
 #!/usr/bin/python3
 """All-reduce through torch.distributed, the `nano` backend against Gloo, side by side in one
-pair of processes: the default group is nano's, a second group of the same ranks is Gloo's, and
+set of processes: the default group is nano's, a second group of the same ranks is Gloo's, and
 every repeat times each size on both in turn (interleaved, so drift on a noisy machine hits both
-alike). Started as 2 ranks with torchrun's environment (scripts/bench/torch_backend.sh). Rank 0
-prints, per backend and size, "RESULT torch-BACKEND MB MEDIAN_MS MIN_MS MAX_MS".
-Usage: torch_allreduce.py --sizes 4,44,200 --reps 9
+alike). Started with torchrun's environment (scripts/bench/torch-backend.sh: 2 ranks on one host;
+scripts/bench/multihost.sh: across the test bed's hosts). Rank 0 prints, per backend, dtype and
+size, "RESULT torch-BACKEND MB MEDIAN_MS MIN_MS MAX_MS" (BACKEND "nano", "gloo", or with
+--dtypes bfloat16 "nano-bf16": Debian's Gloo cannot sum bfloat16), and with --link-bytes a seventh field: the MB each
+host sent on its eth0 per all-reduce (read from /proc/self/net/dev by each host's LOCAL_RANK 0,
+between barriers; the mean over hosts).
+Usage: torch_allreduce.py --sizes 4,44,200 --reps 9 [--dtypes float32,bfloat16] [--link-bytes]
 """
 import argparse
 import os
@@ -17,25 +21,62 @@ import torch.distributed as dist
 import nano_torch  # noqa: F401  registers "nano"
 
 p = argparse.ArgumentParser()
-p.add_argument("--sizes", default="4,44,200", help="MB of float32, comma-separated")
+p.add_argument("--sizes", default="4,44,200", help="MB of the float32 tensor, comma-separated (a bfloat16 one "
+               "has as many elements, half the bytes)")
 p.add_argument("--reps", type=int, default=9)
+p.add_argument("--dtypes", default="float32", help="float32 and/or bfloat16, comma-separated")
+p.add_argument("--link-bytes", action="store_true", help="count the bytes each host's eth0 sent")
 a = p.parse_args()
+dtypes = a.dtypes.split(",")
+for d in dtypes:
+    if d not in ("float32", "bfloat16"):
+        raise SystemExit(f"torch_allreduce.py: bad --dtypes entry '{d}': expected float32 or bfloat16")
 os.environ.setdefault("USE_LIBUV", "0")
 dist.init_process_group("nano")
 groups = {"nano": None, "gloo": dist.new_group(backend="gloo")}
+counts_host = a.link_bytes and os.environ.get("LOCAL_RANK", "0") == "0"
+
+
+def sent_bytes():
+    """What this host's eth0 has sent (its network namespace's /proc/self/net/dev)."""
+    with open("/proc/self/net/dev") as f:
+        for line in f:
+            name, _, fields = line.partition(":")
+            if name.strip() == "eth0":
+                return int(fields.split()[8])
+    raise SystemExit("torch_allreduce.py: --link-bytes: this host has no eth0")
+
+
 sizes = [float(s) for s in a.sizes.split(",")]
-tensors = {mb: torch.full((int(mb * 1e6 / 4),), float(dist.get_rank())) for mb in sizes}
-times = {(b, mb): [] for b in groups for mb in sizes}
+tensors = {(mb, d): torch.full((int(mb * 1e6 / 4),), float(dist.get_rank()), dtype=getattr(torch, d))
+           for mb in sizes for d in dtypes}
+times = {(b, d, mb): [] for b in groups for d in dtypes for mb in sizes if b == "nano" or d == "float32"}
+sent = {key: [] for key in times}
 for rep in range(a.reps + 2):  # the first two are warm-up (first-touch page faults)
     for mb in sizes:
-        for name, group in groups.items():
-            dist.barrier(group=group)
-            t0 = time.perf_counter()
-            dist.all_reduce(tensors[mb], group=group)
-            ms = (time.perf_counter() - t0) * 1000
-            if rep >= 2:
-                times[(name, mb)].append(ms)
+        for d in dtypes:
+            for name, group in groups.items():
+                if (name, d, mb) not in times:
+                    continue
+                dist.barrier(group=group)
+                before = sent_bytes() if counts_host else 0
+                t0 = time.perf_counter()
+                dist.all_reduce(tensors[(mb, d)], group=group)
+                ms = (time.perf_counter() - t0) * 1000
+                dist.barrier(group=group)
+                if rep >= 2:
+                    times[(name, d, mb)].append(ms)
+                    if counts_host:
+                        sent[(name, d, mb)].append(sent_bytes() - before)
+hosts_sent = [None] * dist.get_world_size()
+dist.all_gather_object(hosts_sent, sent if counts_host else None, group=groups["gloo"])
+hosts_sent = [s for s in hosts_sent if s is not None]
 if dist.get_rank() == 0:
-    for (name, mb), t in times.items():
-        print(f"RESULT torch-{name} {mb:g} {statistics.median(t):.2f} {min(t):.2f} {max(t):.2f}", flush=True)
+    for (name, d, mb), t in times.items():
+        label = name if d == "float32" else f"{name}-bf16"
+        line = f"RESULT torch-{label} {mb:g} {statistics.median(t):.2f} {min(t):.2f} {max(t):.2f}"
+        if a.link_bytes:
+            per_host = [statistics.median(s[(name, d, mb)]) for s in hosts_sent]
+            line += f" {statistics.mean(per_host) / 1e6:.2f}"
+        print(line, flush=True)
 dist.destroy_process_group()

@@ -210,6 +210,21 @@ train)
     mpi) expect_line "nano: mpi communicator: 2 ranks on several hosts" ;;
     esac
     echo "$backend: $two on one host and on two"
+    # 2 hosts x 2 ranks: the all-reduce is hierarchical, and its sums are right on every rank
+    # (nano_bench_allreduce checks them), float32 and bfloat16, in 64 KB areas (many rounds).
+    for dtype in float32 bfloat16; do
+      run_a env NANO_BACKEND=$backend NANO_SHM_BYTES=65536 "$nano_run" -n 4 --hosts hostA:2,hostB:2 \
+        "$build/runtime/nano_bench_allreduce" 2 3 $dtype
+      [ $rc -eq 0 ] || fail "$backend, 2 x 2, $dtype: exit $rc: $(tail -3 "$out")"
+      expect_line "nano: $backend communicator: 2 hosts x 2 ranks; all-reduce hierarchical"
+    done
+    run_a env NANO_BACKEND=$backend "$nano_run" -n 3 --hosts hostA:2,hostB:1 "$build/runtime/nano_bench_allreduce" 2 3
+    [ $rc -eq 0 ] || fail "$backend, 2 + 1 ranks: exit $rc: $(tail -3 "$out")"
+    case $backend in
+    gloo) expect_line "all-reduce flat across hosts .*: the hosts hold 2, 1 ranks" ;;
+    mpi) expect_line "ranks on several hosts \(which hold different numbers of ranks\); all-reduce through MPI_Allreduce" ;;
+    esac
+    echo "$backend: hierarchical at 2 x 2 (float32, bfloat16), flat at 2 + 1, sums right"
   done
   ;;
 timeline)

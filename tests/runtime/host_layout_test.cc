@@ -17,24 +17,28 @@ TEST_CASE("host layout: hierarchical only where every host holds the same number
   struct Row {
     std::vector<std::string> hosts;
     int rank;
+    bool hierarchical;
     std::string flat_because;
     int host, local_rank;
     std::vector<int> local_ranks, peers;
   };
   const std::vector<Row> rows = {
-      {{"a", "a", "b", "b"}, 0, "", 0, 0, {0, 1}, {0, 2}},
-      {{"a", "a", "b", "b"}, 3, "", 1, 1, {2, 3}, {1, 3}},
+      {{"a", "a", "b", "b"}, 0, true, "", 0, 0, {0, 1}, {0, 2}},
+      {{"a", "a", "b", "b"}, 3, true, "", 1, 1, {2, 3}, {1, 3}},
       // Ranks need not be grouped by host: hosts are numbered by their lowest rank.
-      {{"b", "a", "b", "a"}, 1, "", 1, 0, {1, 3}, {0, 1}},
-      {{"a", "b", "c", "a", "b", "c"}, 5, "", 2, 1, {2, 5}, {3, 4, 5}},
-      {{"a", "a", "b"}, 2, "the hosts hold 2, 1 ranks", 1, 0, {2}, {}},
-      {{"a", "b", "c"}, 1, "every host holds one rank", 1, 0, {1}, {}},
-      {{"a", "a"}, 1, "one host", 0, 1, {0, 1}, {}},
+      {{"b", "a", "b", "a"}, 1, true, "", 1, 0, {1, 3}, {0, 1}},
+      {{"a", "b", "c", "a", "b", "c"}, 5, true, "", 2, 1, {2, 5}, {3, 4, 5}},
+      {{"a", "a", "b"}, 2, false, "the hosts hold 2, 1 ranks", 1, 0, {2}, {}},
+      {{"a", "a", "b", "c", "c", "c"}, 0, false, "the hosts hold 2, 1, 3 ranks", 0, 0, {0, 1}, {}},
+      // One rank per host, or one host: flat, and nothing worth saying.
+      {{"a", "b", "c"}, 1, false, "", 1, 0, {1}, {}},
+      {{"a", "a"}, 1, false, "", 0, 1, {0, 1}, {}},
   };
   for (const Row& row : rows) {
     CAPTURE(row.rank);
     CAPTURE(row.flat_because);
     const nano::HostLayout got = nano::host_layout(row.hosts, row.rank);
+    CHECK(got.hierarchical == row.hierarchical);
     CHECK(got.flat_because == row.flat_because);
     CHECK(got.host == row.host);
     CHECK(got.local_rank == row.local_rank);

@@ -1,4 +1,4 @@
-#include "python/wire_ring.h"
+#include "runtime/collectives/wire_ring.h"
 
 #include <ATen/ATen.h>
 
@@ -17,7 +17,7 @@ at::Tensor bytes_of(const at::Tensor& tensor) {
 
 }  // namespace
 
-void ring_sum_16bit(TorchBackendBase& group, at::Tensor& tensor, const WaitForWork& wait) {
+void ring_sum_16bit(C10dGroup& group, at::Tensor& tensor, const WaitForWork& wait) {
   const int n = group.getSize(), me = group.getRank();
   const int64_t count = tensor.numel();
   if (n < 2 || count == 0) return;

@@ -3,13 +3,27 @@
 // and widening to float32 first doubles the bytes between hosts, where most of an exchange's
 // time goes: this ring sends bfloat16 (or float16) through the group's send and recv, and adds
 // in float32.
+#include <torch/csrc/api/include/torch/version.h>
+#if TORCH_VERSION_MAJOR >= 2
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#else
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#endif
+
 #include <ATen/core/Tensor.h>
 
 #include <functional>
 
-#include "python/torch_backend.h"
-
 namespace nano {
+
+/// What a c10d group of one device is: torch 2.x's c10d::Backend (ProcessGroupGloo's base, and
+/// what a registered backend's creator returns); torch 1.13's c10d::ProcessGroup. The collective
+/// methods have the same signatures in both.
+#if TORCH_VERSION_MAJOR >= 2
+using C10dGroup = c10d::Backend;
+#else
+using C10dGroup = c10d::ProcessGroup;
+#endif
 
 /// Waits for one send or recv of the group, bounded by its timeout; throws nano::Error naming
 /// `what` when it fails.
@@ -21,6 +35,6 @@ using WaitForWork = std::function<void(const c10::intrusive_ptr<c10d::Work>& wor
 /// travel in the tensor's dtype, rounded once per hop), then n-1 steps of an all-gather of the
 /// finished segments. Each rank sends 2(n-1)/n of the tensor's bytes. Every rank of `group`
 /// must call it with the same element count, one call at a time.
-void ring_sum_16bit(TorchBackendBase& group, at::Tensor& tensor, const WaitForWork& wait);
+void ring_sum_16bit(C10dGroup& group, at::Tensor& tensor, const WaitForWork& wait);
 
 }  // namespace nano
