@@ -206,7 +206,14 @@ TorchBackend::TorchBackend(const c10::intrusive_ptr<c10d::Store>& store, const O
     }
   }
   std::shared_ptr<CallCheck> gloo_check;
-  if (!shm_ && size > 1) {
+  if (host_shm_) {
+    // Across hosts, hierarchically: this host's ranks compare in shared memory, one rank per
+    // host through Gloo. Every operation of the group is checked so, hierarchical or not, so
+    // that the ranks' checks always meet each other.
+    gloo_check = std::make_shared<CallCheck>([this](const CollectiveSignature& mine) {
+      return gather_signatures_across(*host_shm_, *across_, host_of_, mine);
+    });
+  } else if (!shm_ && size > 1) {
     // One small Gloo all-gather of every rank's signature before each collective: where no
     // shared memory carries them, this is what keeps mismatched calls from moving data.
     gloo_check = std::make_shared<CallCheck>(
@@ -236,6 +243,8 @@ void TorchBackend::join_across_hosts(const c10::intrusive_ptr<c10d::Store>& stor
   host_shm_ = std::move(host.world.collectives);
   host_shm_->set_bound_name("the process group's timeout");
   host_memory_ = std::move(host.world.memory);
+  across_thread_ = std::make_unique<SerialExecutor>();
+  host_of_ = host.layout.host_of;
 }
 
 TorchBackend::~TorchBackend() {
@@ -318,7 +327,7 @@ void TorchBackend::gloo_wait(const c10::intrusive_ptr<c10d::Work>& work, const c
   }
 }
 
-void TorchBackend::gloo_all_reduce(TorchBackendBase& group, at::Tensor& tensor, RedOp op) {
+std::function<void()> TorchBackend::start_gloo_all_reduce(TorchBackendBase& group, at::Tensor& tensor, RedOp op) {
   // Gloo has no AVG: a sum, divided after. A 16-bit float's sum travels as 16 bits; Debian's
   // Gloo has no bfloat16 reduction at all, so its other ops take a float copy, rounded back once.
   const bool average = op == c10d::ReduceOp::AVG;
@@ -326,23 +335,42 @@ void TorchBackend::gloo_all_reduce(TorchBackendBase& group, at::Tensor& tensor, 
   const bool sixteen_bits = tensor.scalar_type() == at::kBFloat16 || tensor.scalar_type() == at::kHalf;
   const bool widen = tensor.scalar_type() == at::kBFloat16 && !sum;
   at::Tensor work_on = widen ? tensor.to(at::kFloat) : tensor;
+  c10::intrusive_ptr<c10d::Work> work;
   if (sixteen_bits && sum) {
-    ring_sum_16bit(group, work_on,
-                   [this](const c10::intrusive_ptr<c10d::Work>& work, const char* what) { gloo_wait(work, what); });
+    auto ring = [this, &group, work_on]() mutable {
+      ring_sum_16bit(group, work_on,
+                     [this](const c10::intrusive_ptr<c10d::Work>& step, const char* what) { gloo_wait(step, what); });
+    };
+    if (&group == across_.get()) {
+      // On a thread of its own, so that the next block's reduce-scatter overlaps it.
+      std::shared_ptr<Completion> done = across_thread_->submit(std::move(ring));
+      return [done, average, work_on, size = group.getSize()]() mutable {
+        done->wait();
+        if (average) work_on.div_(size);
+      };
+    }
+    ring();
   } else {
     std::vector<at::Tensor> tensors{borrowed(work_on)};
     c10d::AllreduceOptions opts;
     opts.reduceOp = c10d::ReduceOp(average ? c10d::ReduceOp::SUM : op);
-    gloo_wait(group.allreduce(tensors, opts), "all_reduce");
+    work = group.allreduce(tensors, opts);
   }
-  if (average) {
-    if (at::isFloatingType(work_on.scalar_type())) {
-      work_on.div_(group.getSize());
-    } else {
-      work_on.div_(group.getSize(), "trunc");
+  return [this, work, tensor, work_on, average, widen, size = group.getSize()]() mutable {
+    if (work) gloo_wait(work, "all_reduce");
+    if (average) {
+      if (at::isFloatingType(work_on.scalar_type())) {
+        work_on.div_(size);
+      } else {
+        work_on.div_(size, "trunc");
+      }
     }
-  }
-  if (widen) tensor.copy_(work_on);
+    if (widen) tensor.copy_(work_on);
+  };
+}
+
+void TorchBackend::gloo_all_reduce(TorchBackendBase& group, at::Tensor& tensor, RedOp op) {
+  start_gloo_all_reduce(group, tensor, op)();
 }
 
 void TorchBackend::all_reduce_now(at::Tensor& tensor, RedOp op) {
@@ -355,7 +383,7 @@ void TorchBackend::all_reduce_now(at::Tensor& tensor, RedOp op) {
       // mismatch with any other kind of call fails the same way, on every rank.
       route_.run_on_peer(all_reduce_signature(t, op, getSize()), [&] {
         host_shm_->all_reduce_across(t, fast, average_over, [&](at::Tensor& slice) {
-          gloo_all_reduce(*across_, slice, op == c10d::ReduceOp::AVG ? c10d::ReduceOp::SUM : op);
+          return start_gloo_all_reduce(*across_, slice, op == c10d::ReduceOp::AVG ? c10d::ReduceOp::SUM : op);
         });
       });
       return;

@@ -160,8 +160,10 @@ class TorchBackend final : public TorchBackendBase {
   // Gloo's forms, with what Debian's Gloo lacks made up for (AVG, bfloat16, any dtype for
   // the operations that only move bytes).
   // On `group`: the backend's Gloo group, or its group across hosts. 16-bit floats are summed
-  // with ring_sum_16bit, so that they travel as they are.
+  // with ring_sum_16bit, so that they travel as they are. start_: returns what waits for the end.
   void gloo_all_reduce(TorchBackendBase& group, at::Tensor& tensor, c10d::ReduceOp::RedOpType op);
+  std::function<void()> start_gloo_all_reduce(TorchBackendBase& group, at::Tensor& tensor,
+                                              c10d::ReduceOp::RedOpType op);
   // Across hosts, where every host holds the same number of ranks: the host's shared memory and
   // a Gloo group per local index (hierarchical()); `why_not` gets the reason when not.
   void join_across_hosts(const c10::intrusive_ptr<c10d::Store>& store, const std::vector<std::string>& host_of_rank,
@@ -188,6 +190,8 @@ class TorchBackend final : public TorchBackendBase {
   std::unique_ptr<SharedMemory> host_memory_;
   std::unique_ptr<ShmCollectives> host_shm_;
   c10::intrusive_ptr<TorchBackendBase> across_;
+  std::unique_ptr<SerialExecutor> across_thread_;  // runs the 16-bit rings between hosts
+  std::vector<int> host_of_;                       // every rank's host
   // Shared memory when every rank maps it, else Gloo after the signatures were compared.
   CollectiveRoute route_;
   // The first failure: the ranks' collectives are out of step after it, so every later

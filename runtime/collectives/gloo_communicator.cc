@@ -54,10 +54,10 @@ class GlooWork : public Work {
   bool waited_ = false;
 };
 
-// The hierarchical all-reduce's exchange between hosts: `slice` summed over `across`, bounded by
-// its timeout. bfloat16 travels as bfloat16 (Debian's Gloo cannot sum it; widening would double
-// the bytes on the wire).
-void sum_across(c10d::ProcessGroupGloo& across, at::Tensor& slice) {
+// The hierarchical all-reduce's exchange between hosts: starts `slice` summed over `across` and
+// returns what waits for it, bounded by the group's timeout. bfloat16 travels as bfloat16
+// (Debian's Gloo cannot sum it; widening would double the bytes on the wire).
+std::function<void()> start_sum_across(c10d::ProcessGroupGloo& across, SerialExecutor& ring_thread, at::Tensor& slice) {
   auto wait = [](const c10::intrusive_ptr<c10d::Work>& work, const char* what) {
     try {
       work->wait();
@@ -66,11 +66,13 @@ void sum_across(c10d::ProcessGroupGloo& across, at::Tensor& slice) {
     }
   };
   if (slice.scalar_type() == at::kBFloat16) {
-    ring_sum_16bit(across, slice, wait);
-    return;
+    // On a thread of its own, so that the next block's reduce-scatter overlaps it.
+    std::shared_ptr<Completion> done =
+        ring_thread.submit([&across, slice, wait]() mutable { ring_sum_16bit(across, slice, wait); });
+    return [done] { done->wait(); };
   }
   std::vector<at::Tensor> tensors{slice};
-  wait(across.allreduce(tensors), "all_reduce");
+  return [wait, work = across.allreduce(tensors)] { wait(work, "all_reduce"); };
 }
 
 }  // namespace
@@ -138,6 +140,7 @@ void GlooCommunicator::connect_across_hosts(const Context& context, std::size_t 
   shm_ = std::move(host.world.collectives);
   shm_memory_ = std::move(host.world.memory);
   shm_thread_ = std::make_unique<SerialExecutor>();
+  ring_thread_ = std::make_unique<SerialExecutor>();
   if (rank_ == 0) {
     std::cerr << "nano: gloo communicator: " << host.layout.hosts << " hosts x " << host.layout.local_size
               << " ranks; all-reduce hierarchical: shared memory within each host, Gloo between the ranks of each "
@@ -190,10 +193,13 @@ std::unique_ptr<Work> GlooCommunicator::all_reduce_async(at::Tensor& tensor, Red
     return route_.run_on_peer(call, [&]() -> std::unique_ptr<Work> {
       ShmCollectives* area = shm_.get();
       c10d::ProcessGroupGloo* across = across_.get();
-      return std::make_unique<CompletionWork>(shm_thread_->submit([area, across, tensor, average, size]() mutable {
-        area->all_reduce_across(tensor, ShmReduceOp::kSum, average ? size : 1,
-                                [across](at::Tensor& slice) { sum_across(*across, slice); });
-      }));
+      SerialExecutor* rings = ring_thread_.get();
+      return std::make_unique<CompletionWork>(
+          shm_thread_->submit([area, across, rings, tensor, average, size]() mutable {
+            area->all_reduce_across(tensor, ShmReduceOp::kSum, average ? size : 1, [across, rings](at::Tensor& slice) {
+              return start_sum_across(*across, *rings, slice);
+            });
+          }));
     });
   }
   return route_.run(

@@ -12,6 +12,7 @@
 #include <nano/error.h>
 #include "runtime/collectives/collective_signature.h"
 #include "runtime/collectives/rendezvous.h"
+#include "runtime/collectives/shm_collectives.h"
 
 namespace nano {
 
@@ -57,6 +58,23 @@ std::vector<CollectiveSignature> gather_signatures(Group& group, int size, const
     throw Error("nano: the signature exchange before " + describe(mine) + " #" + std::to_string(mine.seq) +
                 " (through Gloo) failed: " + first_line(e.what()));
   }
+  return calls;
+}
+
+/// The same for a world whose all-reduces are hierarchical: this host's ranks compare their calls
+/// in `host`'s shared memory (one fence, no data; throws naming the two calls), then the ranks of
+/// this local index compare theirs through `across` (one rank per host). Every rank of a host
+/// having made the same call, the host's signature is every one of its ranks': returns one per
+/// world rank, rank r's being its host's (`host_of[r]`). A small all-reduce over the hosts instead
+/// of over every rank. Call it from the thread that runs `host`'s collectives.
+template <class Group>
+std::vector<CollectiveSignature> gather_signatures_across(ShmCollectives& host, Group& across,
+                                                          const std::vector<int>& host_of,
+                                                          const CollectiveSignature& mine) {
+  host.agree_on(mine);
+  const std::vector<CollectiveSignature> per_host = gather_signatures(across, across.getSize(), mine);
+  std::vector<CollectiveSignature> calls;
+  for (int h : host_of) calls.push_back(per_host[static_cast<std::size_t>(h)]);
   return calls;
 }
 

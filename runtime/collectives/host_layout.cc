@@ -17,6 +17,9 @@ HostLayout host_layout(const std::vector<std::string>& host_of_rank, int rank) {
     }
   }
   HostLayout layout;
+  for (const std::string& name : host_of_rank) {
+    layout.host_of.push_back(static_cast<int>(std::find(names.begin(), names.end(), name) - names.begin()));
+  }
   layout.hosts = static_cast<int>(names.size());
   for (int h = 0; h < layout.hosts; ++h) {
     const auto at = std::find(members[h].begin(), members[h].end(), rank);

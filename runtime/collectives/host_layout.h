@@ -17,6 +17,7 @@ struct HostLayout {
   int local_size = 1;            ///< ranks on this rank's host
   std::vector<int> local_ranks;  ///< the world ranks on this rank's host, in order
   std::vector<int> peers;        ///< the world ranks of this local index, one per host, by host
+  std::vector<int> host_of;      ///< every world rank's host
   /// Whether the hierarchical all-reduce applies: two or more hosts, each holding the same
   /// number of ranks, two or more.
   bool hierarchical = false;

@@ -411,6 +411,7 @@ std::unique_ptr<Work> MpiCommunicator::all_reduce_async(at::Tensor& tensor, Redu
                 check_mpi(MPI_Allreduce(MPI_IN_PLACE, part + off * elem, count, type, mpi_op, window->across),
                           "MPI_Allreduce");
               }
+              return std::function<void()>();  // done: Open MPI's TCP would not progress in the background
             });
       });
       return;

@@ -332,8 +332,13 @@ std::pair<int64_t, int64_t> ShmCollectives::own_slice(int64_t count, int n, int 
   return {first, count * (rank + 1) / n - first};
 }
 
+int64_t ShmCollectives::across_block(int64_t count, int64_t element_bytes) {
+  const int64_t bytes = std::clamp(count * element_bytes / 4, kMinAcrossBlockBytes, kAcrossBlockBytes);
+  return std::max<int64_t>(1, bytes / element_bytes);
+}
+
 void ShmCollectives::all_reduce_across(at::Tensor& tensor, ShmReduceOp op, int average_over,
-                                       const std::function<void(at::Tensor& slice)>& across) {
+                                       const StartAcross& across) {
   const at::ScalarType type = tensor.scalar_type();
   if (!reducible(type)) {
     throw Error(std::string("nano: shared-memory all-reduce: unsupported dtype ") + c10::toString(type));
@@ -342,28 +347,45 @@ void ShmCollectives::all_reduce_across(at::Tensor& tensor, ShmReduceOp op, int a
   call.op = op;
   call.average = static_cast<int16_t>(average_over);
   run_call(call, [&] {
-    reduce_scatter_rounds(tensor, op);
-    const auto [first, length] = own_slice(tensor.numel(), size(), rank_);
-    at::Tensor slice = tensor.view({-1}).narrow(0, first, length);
-    if (length > 0) {
-      across(slice);
-      if (average_over > 1) {
+    struct InFlight {
+      at::Tensor block, slice;
+      std::function<void()> wait;
+    };
+    // Waits for a block's exchange, averages its slice, gathers the block.
+    auto finish = [&](InFlight& done) {
+      if (done.wait) done.wait();
+      if (average_over > 1 && done.slice.numel() > 0) {
         // As reduce_slice averages: floats scaled by the inverse, integers divided, truncating.
         if (at::isFloatingType(type)) {
-          slice.mul_(1.0 / average_over);
+          done.slice.mul_(1.0 / average_over);
         } else {
-          slice.div_(average_over, "trunc");
+          done.slice.div_(average_over, "trunc");
         }
       }
+      all_gather_rounds(done.block);
+    };
+    at::Tensor flat = tensor.view({-1});
+    const int64_t count = flat.numel();
+    const int64_t block = across_block(count, static_cast<int64_t>(tensor.element_size()));
+    InFlight pending;
+    for (int64_t at = 0; at == 0 || at < count; at += block) {
+      InFlight next{flat.narrow(0, at, std::min(block, count - at)), {}, {}};
+      reduce_scatter_rounds(next.block, op, at == 0);
+      const auto [first, length] = own_slice(next.block.numel(), size(), rank_);
+      next.slice = next.block.narrow(0, first, length);
+      if (length > 0) next.wait = across(next.slice);
+      if (at > 0) finish(pending);
+      pending = std::move(next);
     }
-    all_gather_rounds(tensor);
+    finish(pending);
   });
 }
 
-// Rounds of the reduce-scatter: in round c, each rank's area holds, at q's place, the c-th piece
+// Rounds of one block's reduce-scatter (`first`: the collective's first, whose first fence
+// compares the calls): in round c, each rank's area holds, at q's place, the c-th piece
 // of rank q's own slice, and rank q reduces those pieces into its tensor. The slices stay whole
-// and contiguous, so the exchange between hosts is one call on one slice, not one per chunk.
-void ShmCollectives::reduce_scatter_rounds(at::Tensor& tensor, ShmReduceOp op) {
+// and contiguous, so the exchange between hosts is one call per block, not one per round.
+void ShmCollectives::reduce_scatter_rounds(at::Tensor& tensor, ShmReduceOp op, bool first) {
   const at::ScalarType type = tensor.scalar_type();
   const int64_t elem = static_cast<int64_t>(tensor.element_size());
   const int64_t count = tensor.numel();
@@ -380,7 +402,7 @@ void ShmCollectives::reduce_scatter_rounds(at::Tensor& tensor, ShmReduceOp op) {
       if (q != rank_) std::memcpy(shared + q * piece * elem, data + at * elem, length * elem);
     }
     fence();
-    if (done == 0) agree();  // before reading any peer's data
+    if (first && done == 0) agree();  // before reading any peer's data
     const auto [at, length] = part(rank_);
     for (int q = 0; q < n; ++q)
       srcs[q] = q == rank_ ? data + at * elem : areas_[q] + kHeaderBytes + rank_ * piece * elem;

@@ -70,15 +70,25 @@ class ShmCollectives {
   /// owns in all_reduce_across: contiguous, in rank order, sizes differing by at most one.
   static std::pair<int64_t, int64_t> own_slice(int64_t count, int n, int rank);
 
+  /// Starts the all-reduce of one slice between hosts (below) and returns what waits for its end
+  /// (empty when it has ended already).
+  using StartAcross = std::function<std::function<void()>(at::Tensor& slice)>;
+  /// all_reduce_across works in blocks of the tensor, so that one block's exchange between hosts
+  /// runs while the next is reduce-scattered and the one before gathered: a quarter of the
+  /// tensor, at least kMinAcrossBlockBytes and at most kAcrossBlockBytes. Returns elements.
+  static int64_t across_block(int64_t count, int64_t element_bytes);
+  static constexpr int64_t kAcrossBlockBytes = 8 << 20;
+  static constexpr int64_t kMinAcrossBlockBytes = 1 << 20;
+
   /// The same result as all_reduce over every rank of every host, for a world whose hosts hold
-  /// this group's size of ranks each: this host's ranks reduce-scatter `tensor` through shared
-  /// memory (each rank's own_slice ends up holding its host's reduction), `across(slice)`
-  /// all-reduces that slice in place with the ranks of the same local index on the other hosts
-  /// (the same op; it must leave the same bits on every one of them), the slice is averaged over
-  /// `average_over`, and the ranks all-gather the slices. Only this host's calls are compared
-  /// here; comparing the hosts' is the caller's. Errors as all_reduce, and what `across` throws.
-  void all_reduce_across(at::Tensor& tensor, ShmReduceOp op, int average_over,
-                         const std::function<void(at::Tensor& slice)>& across);
+  /// this group's size of ranks each. Block by block: this host's ranks reduce-scatter the block
+  /// through shared memory (each rank's own_slice of it ends up holding its host's reduction),
+  /// `across(slice)` starts the all-reduce of that slice in place with the ranks of the same local
+  /// index on the other hosts (the same op; it must leave the same bits on every one of them), and
+  /// once it ended the slice is averaged over `average_over` and the ranks all-gather the block's
+  /// slices. Only this host's calls are compared here; comparing the hosts' is the caller's. Errors
+  /// as all_reduce, and what `across` or its wait throws.
+  void all_reduce_across(at::Tensor& tensor, ShmReduceOp op, int average_over, const StartAcross& across);
 
   /// In place: every rank's `tensor` (contiguous CPU, any dtype, the same bytes on every rank)
   /// gets `root`'s bytes. Errors as all_reduce.
@@ -117,7 +127,7 @@ class ShmCollectives {
   // `run_call` breaks the group on any error, since the ranks' fences are out of step after it.
   void open_call(CollectiveSignature call);
   void all_reduce_chunks(at::Tensor& tensor, ShmReduceOp op, int average_over);
-  void reduce_scatter_rounds(at::Tensor& tensor, ShmReduceOp op);
+  void reduce_scatter_rounds(at::Tensor& tensor, ShmReduceOp op, bool first);
   void all_gather_rounds(at::Tensor& tensor);
   void agree();
   template <class Body>

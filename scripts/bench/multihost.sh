@@ -36,10 +36,10 @@ for comm in mpi gloo; do
   for placement in "one host" "two hosts"; do
     hosts=()
     [ "$placement" = "two hosts" ] && hosts=(--hosts hostA:1,hostB:1)
-    out=$(on_a env NANO_BACKEND=$comm OMP_NUM_THREADS=1 "$build/bin/nano-run" -n 2 "${hosts[@]}" \
+    out=$(on_a env NANO_BACKEND=$comm OMP_NUM_THREADS=1 "$build/bin/nano-run" -n 2 --backend mpi "${hosts[@]}" \
       "$build/runtime/nano_bench_allreduce" "$mb" "$reps" 2>&1)
     line=$(grep -o "RESULT $comm [0-9.]* [0-9.]*" <<<"$out" | head -1)
-    train=$(on_a env NANO_BACKEND=$comm "$build/bin/nano-run" -n 2 "${hosts[@]}" "$build/bin/fashion_mnist_nano" \
+    train=$(on_a env NANO_BACKEND=$comm "$build/bin/nano-run" -n 2 --backend mpi "${hosts[@]}" "$build/bin/fashion_mnist_nano" \
       --epochs 1 --max-steps-per-epoch 60 --batch-size 64 --test-limit 500 2>&1 |
       grep -o '"images_per_sec": [0-9.]*' | grep -o '[0-9.]*$' || echo "-")
     printf '%-10s %-22s %12s %12s %12s\n' "$comm" "$placement" "$(cut -d' ' -f3 <<<"$line")" \
@@ -49,6 +49,7 @@ done
 
 # 2. The torch backend across shaped links.
 pydir=$build/lib/nano/python
+declare -A cpp ddp
 shape() {
   local h
   for h in hostA hostB hostC; do
@@ -73,6 +74,32 @@ for rate in ${rates//,/ }; do
       printf '%-7s %-8s %5s %9s %9s %9s %11.2f %11.2f %10s %10.2f %10s\n' "$rate" "${h}x$((n / h))" "$size" \
         "$nano" "$bf16" "$gloo" "$(bc -l <<<"$nano / $gloo")" "$(bc -l <<<"$bf16 / $gloo")" "$(get torch-nano 7)" \
         "$(bc -l <<<"2 * ($h - 1) / $h * $size")" "$(get torch-gloo 7)"
+    done
+    # nano's C++ communicators, the same layout and MB (ms, median; their own checks of the sums).
+    for comm in mpi gloo; do
+      for dtype in float32 bfloat16; do
+        line=$(on_a env NANO_BACKEND=$comm OMP_NUM_THREADS=1 "$build/bin/nano-run" -n "$n" --backend mpi \
+          --hosts "$layout" "$build/runtime/nano_bench_allreduce" "$mb" "$reps" "$dtype" 2>&1 |
+          grep -o "RESULT $comm [0-9.]*" | head -1) || true
+        cpp[$comm-$dtype]=${line##* }
+      done
+    done
+    printf '%-7s %-8s %5s   C++ communicators: mpi %s ms (bf16 %s), gloo %s ms (bf16 %s)\n' "$rate" "${h}x$((n / h))" \
+      "$mb" "${cpp[mpi-float32]:--}" "${cpp[mpi-bfloat16]:--}" "${cpp[gloo-float32]:--}" "${cpp[gloo-bfloat16]:--}"
+    [ "$layout" = hostA:2,hostB:2 ] || continue
+    # Stock DDP, the same layout: LeNet (one 0.2 MB bucket) and ResNet-18 (45 MB of gradients).
+    for model in lenet resnet18; do
+      steps=40
+      [ $model = resnet18 ] && steps=8
+      for backend in gloo nano; do
+        line=$(on_a "$build/bin/nano-run" -n "$n" --hosts "$layout" --output-ranks 0 --env GLOO_SOCKET_IFNAME=eth0 \
+          --env PYTHONPATH="$pydir" "$python" "$here/scripts/bench/pytorch_ddp.py" $model --steps $steps \
+          --warmup 3 --dist-backend $backend 2>&1 | sed -n 's/.*nano-result: //p')
+        ddp[$backend]=$("$python" -c 'import json, sys; print("%.1f" % json.loads(sys.argv[1])["images_per_sec"])' \
+          "$line" 2>/dev/null || echo -)
+      done
+      printf '%-7s %-8s   stock DDP %-8s img/s: nano %s, gloo %s\n' "$rate" "${h}x$((n / h))" $model "${ddp[nano]}" \
+        "${ddp[gloo]}"
     done
   done
 done

@@ -100,7 +100,7 @@ run_a() {
 # A long training on hostA and hostB in the background ($job), with nano-run OPTIONS; returns
 # once it trains. end_training waits for it: $rc, and $took seconds since it trained.
 start_training() {
-  timeout 120 bash "$testbed" run "$state" hostA "$nano_run" -n 2 --hosts hostA:1,hostB:1 "$@" \
+  timeout 120 bash "$testbed" run "$state" hostA "$nano_run" ${layout:--n 2 --hosts hostA:1,hostB:1} "$@" \
     "$fault_rank" --steps 100000 > "$out" 2>&1 &
   job=$!
   for _ in $(seq 1 200); do grep -q "mpi communicator" "$out" && break; sleep 0.05; done
@@ -319,6 +319,15 @@ print(max((x - y).abs().max().item() for x, y in zip(a.values(), b.values())))" 
   expect_line "across hosts the all-reduce is flat .*: the hosts hold 2, 1 ranks"
   [ "$(grep -c "all-reduce is flat" "$out")" = 1 ] || fail "the flat path was told more than once"
   check_nothing_left
+  # Calls that match within each host but not between them: the hierarchical check (shared memory
+  # in a host, one rank per host through Gloo) fails the job naming both, before any value.
+  run_a "$nano_run" -n 4 --hosts hostA:2,hostB:2 --env MISMATCH_SPLIT=2 \
+    /usr/bin/python3 "$here/../python/torch_backend/mismatch_check.py" kinds
+  [ $rc -ne 0 ] || fail "calls that do not match between hosts: exit 0"
+  grep -q VALUE "$out" && fail "a rank went on with a value: $(grep -m2 VALUE "$out")"
+  expect_line "nano: collective #[0-9]+ does not match: rank 0 called all_reduce\(float32\[16\], SUM\), rank 2 called broadcast\(float32\[16\], root 0\)"
+  grep -m1 "does not match" "$out"
+  check_nothing_left
   ;;
 python_api)
   # nano_torch's @nano with distributed_backend "mpi" across hostA and hostB, called on hostA
@@ -523,13 +532,15 @@ host_lost)
   check_nothing_left hostB
   ;;
 link_cut)
-  # hostB's link set down mid-training: nothing hangs; the cut-off host ends its own processes.
-  start_training --grace-period 1 --heartbeat-timeout 4
+  # hostB's link set down mid-training, 2 hosts x 2 ranks (so inside the hierarchical
+  # all-reduce's exchange between hosts): nothing hangs; the cut-off host ends its own processes.
+  layout="-n 4 --hosts hostA:2,hostB:2" start_training --grace-period 1 --heartbeat-timeout 4
+  expect_line "all-reduce hierarchical"
   bash "$testbed" link "$state" hostB down
   end_training
   echo "link to hostB cut; nano-run ended after $took s (heartbeat timeout 4 s)"
   [ $rc -eq 255 ] || fail "exit $rc, expected 255 (a lost host): $(tail -5 "$out")"
-  expect_line "^nano-run: root cause: host hostB lost \(rank 1 there; rank 1: no word from its shim for [0-9]+ s: a cut link or a dead host\); nano-run exits with 255$"
+  expect_line "^nano-run: root cause: host hostB lost \(ranks? [0-9, ]+ there; rank [23]: no word from its shim for [0-9]+ s: a cut link or a dead host\); nano-run exits with 255$"
   check_nothing_left
   ;;
 launcher_killed)

@@ -45,6 +45,9 @@ TEST_CASE("host layout: hierarchical only where every host holds the same number
     CHECK(got.local_ranks == row.local_ranks);
     CHECK(got.local_size == static_cast<int>(row.local_ranks.size()));
     CHECK(got.peers == row.peers);
+    for (int r = 0; r < static_cast<int>(row.hosts.size()); ++r) {
+      CHECK(got.host_of[r] == nano::host_layout(row.hosts, r).host);
+    }
   }
 }
 
@@ -56,6 +59,15 @@ TEST_CASE("own slices: contiguous, in rank order, sizes differing by at most one
   CHECK(nano::ShmCollectives::own_slice(2, 3, 0) == Slice{0, 0});
   CHECK(nano::ShmCollectives::own_slice(2, 3, 2) == Slice{1, 1});
   CHECK(nano::ShmCollectives::own_slice(0, 2, 1) == Slice{0, 0});
+}
+
+TEST_CASE("across blocks: a quarter of the tensor, from 1 MiB to 8 MiB") {
+  using S = nano::ShmCollectives;
+  CHECK(S::across_block(1000, 4) == (1 << 20) / 4);      // small: one block
+  CHECK(S::across_block(1000000, 4) == (1 << 20) / 4);   // 4 MB: four blocks of 1 MiB
+  CHECK(S::across_block(11000000, 2) == 11000000 / 4);   // 22 MB of bfloat16: four of 5.5 MB
+  CHECK(S::across_block(11000000, 4) == (8 << 20) / 4);  // 44 MB: six blocks of 8 MiB
+  CHECK(S::across_block(0, 4) == (1 << 20) / 4);
 }
 
 namespace {
@@ -76,7 +88,10 @@ std::vector<at::Tensor> across_identical_hosts(int n, int64_t data, int hosts, i
       nano::ShmCollectives shm(areas, data, r, std::chrono::seconds(10));
       at::Tensor t = (at::arange(count, at::kLong) % 5 + r + 1).to(dtype);
       shm.all_reduce_across(t, op, average_over, [&](at::Tensor& slice) {
-        if (op == nano::ShmReduceOp::kSum) slice.mul_(hosts);  // H hosts of the same sums
+        // H hosts of the same sums; ended by the wait, so a block gathered early shows.
+        return std::function<void()>([slice, op, hosts]() mutable {
+          if (op == nano::ShmReduceOp::kSum) slice.mul_(hosts);
+        });
       });
       results[r] = t;
     });
@@ -87,17 +102,23 @@ std::vector<at::Tensor> across_identical_hosts(int n, int64_t data, int hosts, i
 
 }  // namespace
 
-TEST_CASE("all_reduce_across: every rank gets the whole reduction, over many rounds and odd sizes") {
-  for (const int64_t count : {0L, 1L, 2L, 7L, 1000L, 100003L}) {
+TEST_CASE("all_reduce_across: every rank gets the whole reduction, over many rounds, blocks and odd sizes") {
+  for (const int64_t count : {0L, 1L, 2L, 7L, 1000L, 10003L}) {
     for (const int n : {2, 3}) {
       CAPTURE(count);
       CAPTURE(n);
-      // 256 bytes per area: a 100003-element slice goes through in hundreds of rounds.
+      // 256 bytes per area: a 10003-element tensor goes through in a hundred rounds and more.
       const auto got = across_identical_hosts(n, 256, 2, count, at::kFloat, nano::ShmReduceOp::kSum, 1);
       at::Tensor want = at::zeros({count});
       for (int r = 0; r < n; ++r) want += 2 * (at::arange(count, at::kLong) % 5 + r + 1).to(at::kFloat);
       for (int r = 0; r < n; ++r) CHECK(at::equal(got[r], want));
     }
+  }
+  SUBCASE("several blocks: 5000003 floats are four blocks of a quarter and one of 3 elements") {
+    const auto got = across_identical_hosts(2, 1 << 20, 3, 5000003, at::kFloat, nano::ShmReduceOp::kSum, 1);
+    const at::Tensor base = (at::arange(5000003, at::kLong) % 5).to(at::kFloat);
+    CHECK(at::equal(got[0], 3 * (2 * base + 3)));
+    CHECK(at::equal(got[1], got[0]));
   }
   SUBCASE("an average over every rank of both hosts: floats scaled, integers truncated") {
     const auto floats = across_identical_hosts(2, 4096, 2, 999, at::kFloat, nano::ShmReduceOp::kSum, 4);

@@ -6,12 +6,14 @@ Usage: mismatch_check.py CASE
   dtypes      float32 on rank 0, float64 on rank 1
   all_gather  all_gather of 4 elements on rank 0, 2 on rank 1
   src         broadcast from src=rank on each rank
-  kinds       all_reduce on rank 0, broadcast on rank 1
+  kinds       all_reduce on rank 0, broadcast on rank 1 (MISMATCH_SPLIT=K: all_reduce on ranks
+              below K, broadcast on the others; across hosts, K = a host's ranks)
   barrier     a 12 MB all_reduce on rank 0, barrier on rank 1
   ddp_log     DDP training that logs its loss with an all_reduce, at step 10 on rank 0 and 20 on rank 1
   early_exit  rank 1 leaves with sys.exit(0) after 5 of 10 steps; rank 0 goes on
   extra       rank 1 makes one all_reduce more than rank 0, which ends normally
 """
+import os
 import sys
 
 import torch
@@ -47,7 +49,7 @@ elif case == "src":
     value(t)
 elif case == "kinds":
     t = torch.ones(16) * (r + 1)
-    if r == 0:
+    if r < int(os.environ.get("MISMATCH_SPLIT", "1")):
         dist.all_reduce(t)
     else:
         dist.broadcast(t, src=0)
