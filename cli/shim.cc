@@ -267,6 +267,7 @@ int run_rank_shim(int argc, char** argv) {
     if (!spec.attempt.job_id.empty()) {
       make_rank_files_dir(spec.attempt.job_id, io.rank);
       io.files_dir = rank_files_dir(spec.attempt.job_id, io.rank);
+      add_rank_open_mpi_settings(io.files_dir, prepared.env.env);
     }
     if (auto records = prepared.env.env.find(contract::kTimeline);
         records != prepared.env.env.end() && launcher_elsewhere(spec)) {

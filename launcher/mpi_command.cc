@@ -44,6 +44,13 @@ void add_one_host_open_mpi_settings(const std::string& job_dir, Environment& env
   for (const auto& [name, value] : one_host_network_settings()) env.emplace(name, value);
 }
 
+void add_rank_open_mpi_settings(const std::string& rank_dir, Environment& env) {
+  if (rank_dir.empty()) return;
+  for (const char* name : {"OMPI_MCA_btl_vader_backing_directory", "OMPI_MCA_btl_sm_backing_directory",
+                           "OMPI_MCA_osc_sm_backing_directory"})
+    env.emplace(name, rank_dir);
+}
+
 void add_hosts_open_mpi_settings(const std::string& session_dir, Environment& env) {
   if (session_dir.empty()) return;
   // mpirun hands these to the daemons it starts on the other hosts.

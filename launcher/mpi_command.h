@@ -45,6 +45,14 @@ std::vector<std::string> mpi_command_for(const Setup& s, const ShimSpec& spec);
 ///   cannot pair).
 void add_one_host_open_mpi_settings(const std::string& job_dir, Environment& env);
 
+/// Open MPI settings of one rank whose shim made it `rank_dir`, its own /dev/shm folder (nothing
+/// when empty): the shared-memory segments the rank itself creates (btl vader in Open MPI 4, sm in
+/// 5, and the shared windows of osc sm) go there unless `env` already says where (a one-host job's
+/// folder, or the user's choice). The shim removes the folder however the rank ends: a rank killed
+/// on a host cut off from nano-run would otherwise leave its segment in /dev/shm. Peers open a
+/// segment by the path it was published under, so one folder per rank serves them.
+void add_rank_open_mpi_settings(const std::string& rank_dir, Environment& env);
+
 /// The variable through which the attempt's secret reaches every rank shim: Open MPI passes each
 /// variable named OMPI_* of mpirun's environment on to the processes it starts on every host,
 /// in its launch message rather than on a command line (mpirun's -x would clash with a user's

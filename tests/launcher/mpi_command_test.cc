@@ -67,3 +67,14 @@ TEST_CASE("one-host Open MPI settings: the job's files in its folder, nothing on
   nano::add_one_host_open_mpi_settings("", several_hosts);  // no job folder: a multi-host job
   CHECK(several_hosts.empty());
 }
+
+TEST_CASE("a rank's Open MPI settings: its own segments in its own folder, unless already placed") {
+  nano::Environment env = {{"OMPI_MCA_btl_vader_backing_directory", "/dev/shm/nano-j1"}};  // a one-host job's
+  nano::add_rank_open_mpi_settings("/dev/shm/nano-j1-rank-2", env);
+  CHECK(env.at("OMPI_MCA_btl_vader_backing_directory") == "/dev/shm/nano-j1");
+  CHECK(env.at("OMPI_MCA_btl_sm_backing_directory") == "/dev/shm/nano-j1-rank-2");
+  CHECK(env.at("OMPI_MCA_osc_sm_backing_directory") == "/dev/shm/nano-j1-rank-2");
+  nano::Environment none;
+  nano::add_rank_open_mpi_settings("", none);  // no folder (no job id): nothing
+  CHECK(none.empty());
+}
