@@ -379,8 +379,8 @@ void TorchBackend::all_reduce_now(at::Tensor& tensor, RedOp op) {
   const int average_over = op == c10d::ReduceOp::AVG ? getSize() : 1;
   on_contiguous(tensor, [&](at::Tensor& t) {
     if (host_shm_ && shm_serves) {
-      // Every rank's call compared first over the whole group, as for Gloo's operations: so a
-      // mismatch with any other kind of call fails the same way, on every rank.
+      // Every rank's call compared first, as for every operation of the group (within each host,
+      // then one rank per host): a mismatch with any other kind of call fails the same way.
       route_.run_on_peer(all_reduce_signature(t, op, getSize()), [&] {
         host_shm_->all_reduce_across(t, fast, average_over, [&](at::Tensor& slice) {
           return start_gloo_all_reduce(*across_, slice, op == c10d::ReduceOp::AVG ? c10d::ReduceOp::SUM : op);

@@ -19,6 +19,7 @@
 #include <new>
 #include <sstream>
 #include <type_traits>
+#include <utility>
 
 #include <nano/error.h>
 
@@ -353,7 +354,7 @@ void ShmCollectives::all_reduce_across(at::Tensor& tensor, ShmReduceOp op, int a
     };
     // Waits for a block's exchange, averages its slice, gathers the block.
     auto finish = [&](InFlight& done) {
-      if (done.wait) done.wait();
+      if (done.wait) std::exchange(done.wait, nullptr)();
       if (average_over > 1 && done.slice.numel() > 0) {
         // As reduce_slice averages: floats scaled by the inverse, integers divided, truncating.
         if (at::isFloatingType(type)) {
@@ -367,17 +368,30 @@ void ShmCollectives::all_reduce_across(at::Tensor& tensor, ShmReduceOp op, int a
     at::Tensor flat = tensor.view({-1});
     const int64_t count = flat.numel();
     const int64_t block = across_block(count, static_cast<int64_t>(tensor.element_size()));
-    InFlight pending;
-    for (int64_t at = 0; at == 0 || at < count; at += block) {
-      InFlight next{flat.narrow(0, at, std::min(block, count - at)), {}, {}};
-      reduce_scatter_rounds(next.block, op, at == 0);
-      const auto [first, length] = own_slice(next.block.numel(), size(), rank_);
-      next.slice = next.block.narrow(0, first, length);
-      if (length > 0) next.wait = across(next.slice);
-      if (at > 0) finish(pending);
-      pending = std::move(next);
+    InFlight pending, next;
+    try {
+      for (int64_t at = 0; at == 0 || at < count; at += block) {
+        next = InFlight{flat.narrow(0, at, std::min(block, count - at)), {}, {}};
+        reduce_scatter_rounds(next.block, op, at == 0);
+        const auto [first, length] = own_slice(next.block.numel(), size(), rank_);
+        next.slice = next.block.narrow(0, first, length);
+        if (length > 0) next.wait = across(next.slice);
+        if (at > 0) finish(pending);
+        pending = std::exchange(next, InFlight{});
+      }
+      finish(pending);
+    } catch (...) {
+      // An exchange still under way writes into the caller's tensor: it ends (bounded by its
+      // group's timeout) before the error reaches the caller.
+      for (InFlight* open : {&pending, &next}) {
+        try {
+          if (open->wait) std::exchange(open->wait, nullptr)();
+        } catch (...) {
+          // Its own failure adds nothing to the error already on its way.
+        }
+      }
+      throw;
     }
-    finish(pending);
   });
 }
 

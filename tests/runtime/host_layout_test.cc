@@ -7,6 +7,7 @@
 #include <ATen/ATen.h>
 #include <doctest/doctest.h>
 
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -134,4 +135,33 @@ TEST_CASE("all_reduce_across: every rank gets the whole reduction, over many rou
     const auto maxima = across_identical_hosts(3, 512, 2, 5000, at::kFloat, nano::ShmReduceOp::kMax, 1);
     CHECK(at::equal(maxima[0], base + 3));
   }
+}
+
+TEST_CASE("all_reduce_across: when a later block fails, the exchange under way ends before the error returns") {
+  const int64_t data = 1 << 20;
+  const int64_t area = nano::ShmCollectives::kHeaderBytes + data;
+  std::vector<char> memory(static_cast<std::size_t>(2 * area));
+  std::vector<char*> areas = {memory.data(), memory.data() + area};
+  for (char* a : areas) nano::ShmCollectives::init_header(a);
+  std::vector<std::string> seen(2);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      nano::ShmCollectives shm(areas, data, r, std::chrono::seconds(10));
+      at::Tensor t = at::ones({4000000});  // four blocks
+      int started = 0;
+      bool first_ended = false;
+      try {
+        shm.all_reduce_across(t, nano::ShmReduceOp::kSum, 1, [&](at::Tensor&) -> std::function<void()> {
+          if (++started == 2) throw std::runtime_error("the exchange of block 2 failed");
+          return [&] { first_ended = true; };
+        });
+      } catch (const std::exception& e) {
+        seen[r] = std::string(e.what()) + (first_ended ? " | block 1 ended first" : " | block 1 still open");
+      }
+    });
+  }
+  for (auto& t : ranks) t.join();
+  CHECK(seen[0] == "the exchange of block 2 failed | block 1 ended first");
+  CHECK(seen[1] == seen[0]);
 }
