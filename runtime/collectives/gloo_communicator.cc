@@ -94,7 +94,7 @@ GlooCommunicator::GlooCommunicator(const Context& context, std::size_t shm_segme
   options->threads = 2;
   try {
     group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, rank_, size_, options);
-    if (multi_host) connect_across_hosts(context, shm_segment_bytes);
+    if (multi_host) connect_across_hosts(context, where, shm_segment_bytes);
   } catch (const std::exception& e) {
     throw Error("nano: gloo connection through " + context.master_addr + ":" + std::to_string(context.master_port) +
                 " failed: " + first_line(e.what()));
@@ -117,7 +117,8 @@ GlooCommunicator::~GlooCommunicator() {
   if (shm_) shm_->leave();
 }
 
-void GlooCommunicator::connect_across_hosts(const Context& context, std::size_t segment_bytes) {
+void GlooCommunicator::connect_across_hosts(const Context& context, const GlooBinding& where,
+                                            std::size_t segment_bytes) {
   const std::string mine = host_identity();
   store_->set("nano/host/" + std::to_string(rank_), std::vector<uint8_t>(mine.begin(), mine.end()));
   std::vector<std::string> host_of_rank;
@@ -132,7 +133,7 @@ void GlooCommunicator::connect_across_hosts(const Context& context, std::size_t 
   }
   if (!host.world.collectives) return;
   auto options = c10d::ProcessGroupGloo::Options::create(context.collective_timeout);
-  options->devices.push_back(make_gloo_device(choose_gloo_binding(context.master_addr, true, rank_)));
+  options->devices.push_back(make_gloo_device(where));
   options->threads = 2;
   across_ = c10::make_intrusive<c10d::ProcessGroupGloo>(
       c10::make_intrusive<c10d::PrefixStore>("nano/gloo-local-" + std::to_string(host.layout.local_rank), store_),

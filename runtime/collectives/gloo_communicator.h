@@ -18,6 +18,7 @@
 
 #include "runtime/collectives/collective_route.h"
 #include "runtime/collectives/collective_signature.h"
+#include "runtime/collectives/gloo_binding.h"
 #include "runtime/collectives/peer_communicator.h"
 #include "runtime/collectives/shm_collectives.h"
 
@@ -54,7 +55,7 @@ class GlooCommunicator : public PeerCommunicator {
   void connect_shared_memory(const Context& context, std::size_t segment_bytes);
   // Across hosts: each host's shared memory and the Gloo group of this local index, when every
   // host holds the same number of ranks; rank 0 says once why not where that costs speed.
-  void connect_across_hosts(const Context& context, std::size_t segment_bytes);
+  void connect_across_hosts(const Context& context, const GlooBinding& where, std::size_t segment_bytes);
 
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> group_;

@@ -280,15 +280,19 @@ bool ShmCollectives::reducible(at::ScalarType type) {
   }
 }
 
-void ShmCollectives::all_reduce(at::Tensor& tensor, ShmReduceOp op, int average_over) {
-  const at::ScalarType type = tensor.scalar_type();
-  if (!reducible(type)) {
-    throw Error(std::string("nano: shared-memory all-reduce: unsupported dtype ") + c10::toString(type));
+CollectiveSignature ShmCollectives::all_reduce_call(const at::Tensor& tensor, ShmReduceOp op, int average_over) {
+  if (!reducible(tensor.scalar_type())) {
+    throw Error(std::string("nano: shared-memory all-reduce: unsupported dtype ") +
+                c10::toString(tensor.scalar_type()));
   }
   CollectiveSignature call = signature_of(CollectiveKind::kAllReduce, tensor);
   call.op = op;
   call.average = static_cast<int16_t>(average_over);
-  run_call(call, [&] { all_reduce_chunks(tensor, op, average_over); });
+  return call;
+}
+
+void ShmCollectives::all_reduce(at::Tensor& tensor, ShmReduceOp op, int average_over) {
+  run_call(all_reduce_call(tensor, op, average_over), [&] { all_reduce_chunks(tensor, op, average_over); });
 }
 
 void ShmCollectives::all_reduce_chunks(at::Tensor& tensor, ShmReduceOp op, int average_over) {
@@ -341,13 +345,7 @@ int64_t ShmCollectives::across_block(int64_t count, int64_t element_bytes) {
 void ShmCollectives::all_reduce_across(at::Tensor& tensor, ShmReduceOp op, int average_over,
                                        const StartAcross& across) {
   const at::ScalarType type = tensor.scalar_type();
-  if (!reducible(type)) {
-    throw Error(std::string("nano: shared-memory all-reduce: unsupported dtype ") + c10::toString(type));
-  }
-  CollectiveSignature call = signature_of(CollectiveKind::kAllReduce, tensor);
-  call.op = op;
-  call.average = static_cast<int16_t>(average_over);
-  run_call(call, [&] {
+  run_call(all_reduce_call(tensor, op, average_over), [&] {
     struct InFlight {
       at::Tensor block, slice;
       std::function<void()> wait;

@@ -126,6 +126,8 @@ class ShmCollectives {
   // when the group is broken), `agree` compares every rank's after the first fence, and
   // `run_call` breaks the group on any error, since the ranks' fences are out of step after it.
   void open_call(CollectiveSignature call);
+  // An all-reduce's signature; throws nano::Error naming a dtype it cannot reduce.
+  static CollectiveSignature all_reduce_call(const at::Tensor& tensor, ShmReduceOp op, int average_over);
   void all_reduce_chunks(at::Tensor& tensor, ShmReduceOp op, int average_over);
   void reduce_scatter_rounds(at::Tensor& tensor, ShmReduceOp op, bool first);
   void all_gather_rounds(at::Tensor& tensor);

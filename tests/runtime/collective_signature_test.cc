@@ -10,10 +10,10 @@
 #include <functional>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "runtime/collectives/shm_collectives.h"
+#include "tests/runtime/shm_threads.h"
 
 using nano::CollectiveKind;
 using nano::CollectiveSignature;
@@ -189,21 +189,7 @@ namespace {
 // Two ranks as two threads over one buffer of two areas; `body(rank, collectives)` runs in each
 // and returns what it saw. Returns both.
 std::vector<std::string> two_ranks(const std::function<std::string(int, nano::ShmCollectives&)>& body) {
-  const int64_t data = 1 << 16;
-  const int64_t area = nano::ShmCollectives::kHeaderBytes + data;
-  std::vector<char> memory(static_cast<std::size_t>(2 * area));
-  std::vector<char*> areas = {memory.data(), memory.data() + area};
-  for (char* a : areas) nano::ShmCollectives::init_header(a);
-  std::vector<std::string> seen(2);
-  std::vector<std::thread> ranks;
-  for (int r = 0; r < 2; ++r) {
-    ranks.emplace_back([&, r] {
-      nano::ShmCollectives shm(areas, data, r, std::chrono::seconds(5));
-      seen[r] = body(r, shm);
-    });
-  }
-  for (auto& t : ranks) t.join();
-  return seen;
+  return shm_ranks_as_threads<std::string>(2, 1 << 16, std::chrono::seconds(5), body);
 }
 
 template <class F>

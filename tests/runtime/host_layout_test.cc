@@ -9,10 +9,10 @@
 
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "runtime/collectives/shm_collectives.h"
+#include "tests/runtime/shm_threads.h"
 
 TEST_CASE("host layout: hierarchical only where every host holds the same number of ranks, two or more") {
   struct Row {
@@ -77,28 +77,16 @@ namespace {
 // values of `dtype` with `op` across `hosts` identical hosts. Returns each rank's result.
 std::vector<at::Tensor> across_identical_hosts(int n, int64_t data, int hosts, int64_t count, at::ScalarType dtype,
                                                nano::ShmReduceOp op, int average_over) {
-  const int64_t area = nano::ShmCollectives::kHeaderBytes + data;
-  std::vector<char> memory(static_cast<std::size_t>(n * area));
-  std::vector<char*> areas;
-  for (int q = 0; q < n; ++q) areas.push_back(memory.data() + q * area);
-  for (char* a : areas) nano::ShmCollectives::init_header(a);
-  std::vector<at::Tensor> results(n);
-  std::vector<std::thread> ranks;
-  for (int r = 0; r < n; ++r) {
-    ranks.emplace_back([&, r] {
-      nano::ShmCollectives shm(areas, data, r, std::chrono::seconds(10));
-      at::Tensor t = (at::arange(count, at::kLong) % 5 + r + 1).to(dtype);
-      shm.all_reduce_across(t, op, average_over, [&](at::Tensor& slice) {
-        // H hosts of the same sums; ended by the wait, so a block gathered early shows.
-        return std::function<void()>([slice, op, hosts]() mutable {
-          if (op == nano::ShmReduceOp::kSum) slice.mul_(hosts);
-        });
+  return shm_ranks_as_threads<at::Tensor>(n, data, std::chrono::seconds(10), [&](int r, nano::ShmCollectives& shm) {
+    at::Tensor t = (at::arange(count, at::kLong) % 5 + r + 1).to(dtype);
+    shm.all_reduce_across(t, op, average_over, [&](at::Tensor& slice) {
+      // H hosts of the same sums; ended by the wait, so a block gathered early shows.
+      return std::function<void()>([slice, op, hosts]() mutable {
+        if (op == nano::ShmReduceOp::kSum) slice.mul_(hosts);
       });
-      results[r] = t;
     });
-  }
-  for (auto& t : ranks) t.join();
-  return results;
+    return t;
+  });
 }
 
 }  // namespace
@@ -138,30 +126,21 @@ TEST_CASE("all_reduce_across: every rank gets the whole reduction, over many rou
 }
 
 TEST_CASE("all_reduce_across: when a later block fails, the exchange under way ends before the error returns") {
-  const int64_t data = 1 << 20;
-  const int64_t area = nano::ShmCollectives::kHeaderBytes + data;
-  std::vector<char> memory(static_cast<std::size_t>(2 * area));
-  std::vector<char*> areas = {memory.data(), memory.data() + area};
-  for (char* a : areas) nano::ShmCollectives::init_header(a);
-  std::vector<std::string> seen(2);
-  std::vector<std::thread> ranks;
-  for (int r = 0; r < 2; ++r) {
-    ranks.emplace_back([&, r] {
-      nano::ShmCollectives shm(areas, data, r, std::chrono::seconds(10));
-      at::Tensor t = at::ones({4000000});  // four blocks
-      int started = 0;
-      bool first_ended = false;
-      try {
-        shm.all_reduce_across(t, nano::ShmReduceOp::kSum, 1, [&](at::Tensor&) -> std::function<void()> {
-          if (++started == 2) throw std::runtime_error("the exchange of block 2 failed");
-          return [&] { first_ended = true; };
-        });
-      } catch (const std::exception& e) {
-        seen[r] = std::string(e.what()) + (first_ended ? " | block 1 ended first" : " | block 1 still open");
-      }
-    });
-  }
-  for (auto& t : ranks) t.join();
+  const auto seen =
+      shm_ranks_as_threads<std::string>(2, 1 << 20, std::chrono::seconds(10), [](int, nano::ShmCollectives& shm) {
+        at::Tensor t = at::ones({4000000});  // four blocks
+        int started = 0;
+        bool first_ended = false;
+        try {
+          shm.all_reduce_across(t, nano::ShmReduceOp::kSum, 1, [&](at::Tensor&) -> std::function<void()> {
+            if (++started == 2) throw std::runtime_error("the exchange of block 2 failed");
+            return [&] { first_ended = true; };
+          });
+        } catch (const std::exception& e) {
+          return std::string(e.what()) + (first_ended ? " | block 1 ended first" : " | block 1 still open");
+        }
+        return std::string("no error");
+      });
   CHECK(seen[0] == "the exchange of block 2 failed | block 1 ended first");
   CHECK(seen[1] == seen[0]);
 }
