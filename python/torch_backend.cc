@@ -828,11 +828,14 @@ void TorchBackend::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_
   // group's when unset). (torch's dist.monitored_barrier admits only the gloo backend; this serves
   // ProcessGroup.monitored_barrier and the C++ API.)
   using std::chrono::milliseconds;
-  const milliseconds limit = opts.timeout > milliseconds(0) ? opts.timeout : timeout_;
+  const milliseconds limit = opts.timeout == c10d::kUnsetTimeout ? timeout_ : opts.timeout;
   const auto start = std::chrono::steady_clock::now();
-  enqueue(c10d::OpType::BARRIER, "monitored_barrier", {}, [] {})->wait(limit);
+  auto drained = enqueue(c10d::OpType::BARRIER, "monitored_barrier", {}, [] {});
+  // A timeout of 0 leaves no time to drain (and Work::wait(0) would mean "the group's"): Gloo
+  // then reports this rank as timed out, as it does on a gloo group.
+  if (limit > milliseconds(0)) drained->wait(limit);
   c10d::BarrierOptions rest = opts;
-  rest.timeout = std::max(milliseconds(1),
+  rest.timeout = std::max(milliseconds(0),
                           limit - std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - start));
   gloo_->monitoredBarrier(rest, wait_all_ranks);
 }

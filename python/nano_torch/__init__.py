@@ -61,6 +61,27 @@ def _timed(init_process_group):
     return init_process_group_timed
 
 
+def _monitored(monitored_barrier):
+    # torch's dist.monitored_barrier() admits only groups whose backend is named "gloo", though
+    # the check it makes is the process group's own method, which nano implements as Gloo does
+    # (TorchBackend::monitoredBarrier). On a nano group the wrapper calls that method; on any
+    # other group, or where this rank is not in the group, torch's function does all of it.
+    @functools.wraps(monitored_barrier)
+    def monitored_barrier_any(group=None, timeout=None, wait_all_ranks=False):
+        given = {} if group is None else {"group": group}
+        if dist.distributed_c10d._rank_not_in_group(group) or dist.get_backend(group) != BACKEND:
+            return monitored_barrier(timeout=timeout, wait_all_ranks=wait_all_ranks, **given)
+        if group is None or group is dist.GroupMember.WORLD:
+            group = dist.distributed_c10d._get_default_group()
+        if isinstance(timeout, (int, float)):  # torch 2 takes seconds too
+            timeout = datetime.timedelta(seconds=timeout)
+        if timeout is None:  # the group's own timeout (torch's default would be 30 min)
+            return group.monitored_barrier(wait_all_ranks=wait_all_ranks)
+        return group.monitored_barrier(timeout, wait_all_ranks=wait_all_ranks)
+    monitored_barrier_any._nano_wrapped = True
+    return monitored_barrier_any
+
+
 def _register():
     if hasattr(dist.Backend, BACKEND.upper()):
         return
@@ -113,6 +134,8 @@ def _drain_at_exit():
 _register()
 if not getattr(dist.init_process_group, "_nano_timed", False):
     dist.init_process_group = _timed(dist.init_process_group)
+if not getattr(dist.monitored_barrier, "_nano_wrapped", False):
+    dist.monitored_barrier = _monitored(dist.monitored_barrier)
 try:
     dist.register_rendezvous_handler("nano", _nano_rendezvous)
 except RuntimeError:  # registered already: the module loaded twice under two names

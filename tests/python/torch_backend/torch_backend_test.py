@@ -26,7 +26,8 @@ Usage: torch_backend_test.py BUILD_DIR CASE
   rendezvous_bound                         rank 0 of 2 alone, init_process_group's timeout 5 s: it fails
                                            naming rank 1 within the bound plus 2.5 s (env://, where torch's
                                            TCPStore waits first, and nano://)
-  monitored_barrier                        ProcessGroup.monitored_barrier(1 s) with rank 1 4 s late: rank 0
+  monitored_barrier                        ProcessGroup.monitored_barrier(1 s) and torch's
+                                           dist.monitored_barrier(timeout=1 s) with rank 1 4 s late: rank 0
                                            raises within the timeout plus 1.5 s naming rank 1, on nano as
                                            on gloo
   torchrun                                 under plain torchrun (exit 77, skipped, where this torch's
@@ -317,7 +318,10 @@ if dist.get_rank() == 1:
     time.sleep(4)
 start = time.monotonic()
 try:
-    dist.distributed_c10d._get_default_group().monitored_barrier(datetime.timedelta(seconds=1))
+    if sys.argv[2] == "dist":  # torch's function (nano_torch lets it take a nano group)
+        dist.monitored_barrier(timeout=datetime.timedelta(seconds=1))
+    else:  # the process group's method
+        dist.distributed_c10d._get_default_group().monitored_barrier(datetime.timedelta(seconds=1))
     print(f"RETURNED {time.monotonic() - start:.2f}", flush=True)
 except RuntimeError as e:
     print(f"RAISED {time.monotonic() - start:.2f} {str(e).splitlines()[0]}", flush=True)
@@ -331,13 +335,14 @@ def monitored_barrier(tmp):
     with open(program, "w") as f:
         f.write(MONITORED)
     for backend in ("gloo", "nano"):
-        results = ranks.finish(ranks.start(2, [program, backend], PYDIR), 60)
-        m = re.search(r"(RAISED|RETURNED) ([0-9.]+) ?(.*)", results[0].out)
-        check(m is not None, f"{backend}: rank 0 said nothing: {describe(results)}")
-        print(f"{backend}: rank 0 {m.group(1).lower()} after {m.group(2)} s: {m.group(3)}")
-        check(m.group(1) == "RAISED" and float(m.group(2)) <= 1 + MONITORED_MARGIN_S,
-              f"{backend}: a 1 s monitored barrier with rank 1 4 s late: {m.group(0)}")
-        check(re.search(r"\b1\b", m.group(3)), f"{backend}: the late rank 1 is not named: {m.group(3)}")
+        for how in ("group", "dist"):
+            results = ranks.finish(ranks.start(2, [program, backend, how], PYDIR), 60)
+            m = re.search(r"(RAISED|RETURNED) ([0-9.]+) ?(.*)", results[0].out)
+            check(m is not None, f"{backend}, {how}: rank 0 said nothing: {describe(results)}")
+            print(f"{backend}, {how}: rank 0 {m.group(1).lower()} after {m.group(2)} s: {m.group(3)}")
+            check(m.group(1) == "RAISED" and float(m.group(2)) <= 1 + MONITORED_MARGIN_S,
+                  f"{backend}, {how}: a 1 s monitored barrier with rank 1 4 s late: {m.group(0)}")
+            check(re.search(r"\b1\b", m.group(3)), f"{backend}, {how}: the late rank 1 is not named: {m.group(3)}")
 
 
 # nano-run's line that names the leaver beside the root cause.
