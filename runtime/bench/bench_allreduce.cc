@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,20 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// The whole of `text` as a finite number above 0, or nothing.
+std::optional<double> positive_number(const char* text) {
+  char* end = nullptr;
+  const double value = std::strtod(text, &end);
+  if (end == text || *end != '\0' || !std::isfinite(value) || value <= 0) return std::nullopt;
+  return value;
+}
+
+// The one-line error every bad input gets (exit 2).
+int bad_argument(const char* what, const char* given, const char* expected) {
+  std::fprintf(stderr, "nano_bench_allreduce: bad %s '%s': expected %s\n", what, given, expected);
+  return 2;
+}
+
 double now_ms() {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
@@ -32,13 +47,16 @@ double now_ms() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const double mb = argc > 1 ? std::atof(argv[1]) : 44.0;
-  const int reps = argc > 2 ? std::atoi(argv[2]) : 15;
+  const std::optional<double> mb_given = argc > 1 ? positive_number(argv[1]) : 44.0;
+  if (!mb_given) return bad_argument("MB", argv[1], "a positive number");
+  const std::optional<double> reps_given = argc > 2 ? positive_number(argv[2]) : 15.0;
+  if (!reps_given || *reps_given != std::floor(*reps_given) || *reps_given > 1e6)
+    return bad_argument("REPS", argv[2], "a whole number from 1 to 1000000");
   const std::string dtype = argc > 3 ? argv[3] : "float32";
-  if (dtype != "float32" && dtype != "bfloat16") {
-    std::fprintf(stderr, "nano_bench_allreduce: bad dtype '%s': expected float32 or bfloat16\n", dtype.c_str());
-    return 2;
-  }
+  if (dtype != "float32" && dtype != "bfloat16") return bad_argument("dtype", dtype.c_str(), "float32 or bfloat16");
+  if (argc > 4) return bad_argument("argument", argv[4], "at most MB, REPS and a dtype");
+  const double mb = *mb_given;
+  const int reps = static_cast<int>(*reps_given);
   try {
     nano::World world = nano::init();
     const int64_t n = static_cast<int64_t>(mb * 1e6 / 4);

@@ -27,10 +27,26 @@ p.add_argument("--reps", type=int, default=9)
 p.add_argument("--dtypes", default="float32", help="float32 and/or bfloat16, comma-separated")
 p.add_argument("--link-bytes", action="store_true", help="count the bytes each host's eth0 sent")
 a = p.parse_args()
+# Every bad value is refused here, before any rank joins a group (argparse: exit 2).
 dtypes = a.dtypes.split(",")
 for d in dtypes:
     if d not in ("float32", "bfloat16"):
-        raise SystemExit(f"torch_allreduce.py: bad --dtypes entry '{d}': expected float32 or bfloat16")
+        p.error(f"bad --dtypes entry '{d}': expected float32 or bfloat16")
+
+
+def positive_mb(text):
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0 < value < float("inf"):
+        p.error(f"bad --sizes entry '{text}': expected a positive number of MB")
+    return value
+
+
+sizes = [positive_mb(s) for s in a.sizes.split(",")]
+if a.reps < 1:
+    p.error(f"bad --reps {a.reps}: expected 1 or more")
 os.environ.setdefault("USE_LIBUV", "0")
 dist.init_process_group("nano")
 groups = {"nano": None, "gloo": dist.new_group(backend="gloo")}
@@ -47,7 +63,6 @@ def sent_bytes():
     raise SystemExit("torch_allreduce.py: --link-bytes: this host has no eth0")
 
 
-sizes = [float(s) for s in a.sizes.split(",")]
 tensors = {(mb, d): torch.full((int(mb * 1e6 / 4),), float(dist.get_rank()), dtype=getattr(torch, d))
            for mb in sizes for d in dtypes}
 times = {(b, d, mb): [] for b in groups for d in dtypes for mb in sizes if b == "nano" or d == "float32"}
