@@ -278,6 +278,7 @@ c10::intrusive_ptr<c10d::Work> TorchBackend::enqueue(c10d::OpType type, const ch
     throw Error(std::string("nano: ") + what + " after an earlier collective of this group failed: " + reason);
   }
   timeline::collective_issued();  // where a backward's compute ended, for the timeline's exchange wait
+  issued_.fetch_add(1, std::memory_order_relaxed);
   // A little longer than the group's timeout: every collective below is bounded by that
   // itself and then says which peer it waited for, which is the better message.
   auto work =
@@ -839,5 +840,11 @@ void TorchBackend::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_
                           limit - std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - start));
   gloo_->monitoredBarrier(rest, wait_all_ranks);
 }
+
+void TorchBackend::setSequenceNumberForGroup() {
+  // Nothing to agree on: every rank's count starts at 0 with the group, as Gloo's does.
+}
+
+uint64_t TorchBackend::getSequenceNumberForGroup() { return issued_.load(std::memory_order_relaxed); }
 
 }  // namespace nano

@@ -23,6 +23,7 @@
 // same point of every rank's sequence, so the ranks agree on the order without a lock step.
 // Every wait is bounded by the group's timeout: a peer that dies inside a collective fails the
 // others within about 0.1 s, one that is stopped within the timeout, each with a line naming it.
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -132,6 +133,12 @@ class TorchBackend final : public TorchBackendBase {
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts = c10d::BarrierOptions()) override;
   void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks = false) override;
+  /// Sequence numbers as Gloo keeps them: they start at 0 and count the collectives issued to
+  /// this group (send and recv not included), the same on every rank while the ranks are in
+  /// step. torch asks for them when it wraps a group to check its collectives
+  /// (TORCH_DISTRIBUTED_DEBUG=DETAIL).
+  void setSequenceNumberForGroup() override;
+  uint64_t getSequenceNumberForGroup() override;
 #if TORCH_VERSION_MAJOR >= 2
   // torch 2.x's coalescing manager (all_gather_into_tensor / reduce_scatter_tensor inside
   // dist._coalescing_manager) asks for these; 1.13 has neither.
@@ -196,6 +203,7 @@ class TorchBackend final : public TorchBackendBase {
   CollectiveRoute route_;
   // The first failure: the ranks' collectives are out of step after it, so every later
   // operation (queued or new) fails at once with it instead of waiting on peers that moved on.
+  std::atomic<uint64_t> issued_{0};  // collectives issued (enqueue): the sequence number
   mutable std::mutex broken_mutex_;
   std::string broken_;
   // Declared last, destroyed first (and explicitly, in the destructor): it uses all of the above.
