@@ -54,16 +54,21 @@ class GlooWork : public Work {
   bool waited_ = false;
 };
 
+// Waits for one of Gloo's steps (bounded by the group's timeout), naming it and `where` on failure.
+void wait_gloo(const c10::intrusive_ptr<c10d::Work>& work, const char* what, const char* where) {
+  try {
+    work->wait();
+  } catch (const std::exception& e) {
+    throw Error(std::string("nano: gloo ") + what + where + " failed: " + first_line(e.what()));
+  }
+}
+
 // The hierarchical all-reduce's exchange between hosts: starts `slice` summed over `across` and
 // returns what waits for it, bounded by the group's timeout. bfloat16 travels as bfloat16
 // (Debian's Gloo cannot sum it; widening would double the bytes on the wire).
 std::function<void()> start_sum_across(c10d::ProcessGroupGloo& across, SerialExecutor& ring_thread, at::Tensor& slice) {
   auto wait = [](const c10::intrusive_ptr<c10d::Work>& work, const char* what) {
-    try {
-      work->wait();
-    } catch (const std::exception& e) {
-      throw Error(std::string("nano: gloo ") + what + " between hosts failed: " + first_line(e.what()));
-    }
+    wait_gloo(work, what, " between hosts");
   };
   if (slice.scalar_type() == at::kBFloat16) {
     // On a thread of its own, so that the next block's reduce-scatter overlaps it.
@@ -100,6 +105,7 @@ GlooCommunicator::GlooCommunicator(const Context& context, std::size_t shm_segme
                 " failed: " + first_line(e.what()));
   }
   connect_shared_memory(context, shm_segment_bytes);
+  if (!ring_thread_) ring_thread_ = std::make_unique<SerialExecutor>();  // bfloat16 sums through Gloo
   std::shared_ptr<CallCheck> peer_check;
   if ((!shm_ || across_) && size_ > 1) {
     peer_check = std::make_shared<CallCheck>(
@@ -214,14 +220,16 @@ std::unique_ptr<Work> GlooCommunicator::all_reduce_async(at::Tensor& tensor, Red
       },
       [&]() -> std::unique_ptr<Work> {
         if (tensor.scalar_type() == at::kBFloat16) {
-          // Debian's Gloo build has no bfloat16 reduction: reduce a float copy.
-          at::Tensor wide = tensor.to(at::kFloat);
-          std::vector<at::Tensor> tensors{wide};
-          auto work = group_->allreduce(tensors);
-          return std::make_unique<GlooWork>(work, [tensor, wide, average, size]() mutable {
-            if (average) wide.div_(size);
-            tensor.copy_(wide);
-          });
+          // Debian's Gloo build has no bfloat16 reduction, and a float copy would double the
+          // bytes on the wire: a ring that carries bfloat16 and adds in float32, on a thread of
+          // its own (the call returns at once, as Gloo's own all-reduce does).
+          c10d::ProcessGroupGloo* group = group_.get();
+          return std::make_unique<CompletionWork>(ring_thread_->submit([group, tensor, average, size]() mutable {
+            ring_sum_16bit(*group, tensor, [](const c10::intrusive_ptr<c10d::Work>& work, const char* what) {
+              wait_gloo(work, what, "");
+            });
+            if (average) tensor.div_(size);
+          }));
         }
         std::vector<at::Tensor> tensors{tensor};
         auto work = group_->allreduce(tensors);

@@ -63,7 +63,7 @@ class GlooCommunicator : public PeerCommunicator {
   std::unique_ptr<SharedMemory> shm_memory_;
   std::unique_ptr<ShmCollectives> shm_;                // the world's (one host) or this host's (hierarchical)
   c10::intrusive_ptr<c10d::ProcessGroupGloo> across_;  // this local index's ranks, one per host
-  std::unique_ptr<SerialExecutor> ring_thread_;        // the bfloat16 rings between hosts
+  std::unique_ptr<SerialExecutor> ring_thread_;        // the bfloat16 rings (between hosts, or flat)
   std::unique_ptr<SerialExecutor> shm_thread_;
   // Shared memory when every rank has it, else Gloo after the signatures were compared.
   CollectiveRoute route_;
