@@ -332,6 +332,24 @@ print(max((x - y).abs().max().item() for x, y in zip(a.values(), b.values())))" 
   expect_line "nano: collective #[0-9]+ does not match: rank 0 called all_reduce\(float32\[16\], SUM\), rank 2 called broadcast\(float32\[16\], root 0\)"
   grep -m1 "does not match" "$out"
   check_nothing_left
+  # Rank 3, on hostB, SIGKILLed while a 16 MB all-reduce is in flight between the hosts (2 x 2,
+  # hierarchical; group timeout 3 s): the job ends within the bound below of the ranks' being
+  # ready, naming rank 3 on hostB as the root cause; nothing is left on either host.
+  sync=$(mktemp -d /tmp/nano-multihost-sync-XXXXXX)
+  timeout 120 bash "$testbed" run "$state" hostA "$nano_run" -n 4 --hosts hostA:2,hostB:2 --grace-period 1 \
+    --env NANO_TEST_SYNC_DIR="$sync" --env FAULT_RANK=3 \
+    /usr/bin/python3 "$here/../python/torch_backend/faults_check.py" kill > "$out" 2>&1 &
+  job=$!
+  for _ in $(seq 1 1200); do grep -q "rank 3 ready" "$out" && break; sleep 0.05; done
+  started=$(date +%s.%N)
+  end_training
+  rm -rf "$sync"
+  echo "rank 3 killed inside the exchange; nano-run ended $took s after it was ready, exit $rc"
+  [ $rc -eq 137 ] || fail "a rank killed in the exchange: exit $rc, expected 137: $(tail -5 "$out")"
+  expect_line "^nano-run: root cause: rank 3 on hostB was killed by SIGKILL; nano-run exits with 137$"
+  # The group's 3 s plus the launcher's grace (1 s) and settle window, with margin for 2 cores.
+  awk -v t="$took" 'BEGIN { exit !(t < 10) }' || fail "ended $took s after the ranks were ready (bound 10 s)"
+  check_nothing_left
   ;;
 python_api)
   # nano_torch's @nano with distributed_backend "mpi" across hostA and hostB, called on hostA

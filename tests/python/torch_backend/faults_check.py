@@ -1,4 +1,5 @@
-"""One rank of a fault case on the `nano` backend (group timeout 3 s). Rank 1 misbehaves:
+"""One rank of a fault case on the `nano` backend (group timeout 3 s). Rank 1 (or FAULT_RANK)
+misbehaves:
   kill   SIGKILLs itself while an all_reduce of 16 MB is in flight
   stop   SIGSTOPs itself while an all_reduce is in flight (the test ends it later)
   absent never joins: sleeps before init_process_group
@@ -21,11 +22,13 @@ import nano_torch  # noqa: F401
 
 case = sys.argv[1]
 rank = int(os.environ["RANK"])
-if case == "absent" and rank == 1:
+faulty = int(os.environ.get("FAULT_RANK", "1"))
+if case == "absent" and rank == faulty:
     time.sleep(120)
 sync = os.environ["NANO_TEST_SYNC_DIR"]
 open(os.path.join(sync, f"rank-{rank}"), "w").close()
-joining = [0] if case == "absent" else range(int(os.environ["WORLD_SIZE"]))
+world = int(os.environ["WORLD_SIZE"])
+joining = [r for r in range(world) if not (case == "absent" and r == faulty)]
 deadline = time.monotonic() + 60
 while not all(os.path.exists(os.path.join(sync, f"rank-{r}")) for r in joining):
     if time.monotonic() > deadline:
@@ -37,9 +40,9 @@ for i in range(3):
     dist.all_reduce(x)
 print(f"rank {rank} ready", flush=True)
 work = dist.all_reduce(x, async_op=True)
-if rank == 1 and case == "kill":
+if rank == faulty and case == "kill":
     os.kill(os.getpid(), signal.SIGKILL)
-if rank == 1 and case == "stop":
+if rank == faulty and case == "stop":
     os.kill(os.getpid(), signal.SIGSTOP)
 work.wait()
 for i in range(100):
