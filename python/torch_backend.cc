@@ -18,6 +18,7 @@
 #include "python/backend_rendezvous.h"
 #include "python/nano_work.h"
 #include "runtime/collectives/gloo_signatures.h"
+#include "runtime/collectives/host_layout.h"
 #include "runtime/collectives/job_store.h"
 #include "runtime/collectives/rendezvous.h"
 #include "runtime/collectives/serial_executor.h"
@@ -397,6 +398,10 @@ void TorchBackend::all_reduce_now(at::Tensor& tensor, RedOp op) {
 
 void TorchBackend::broadcast_now(at::Tensor& tensor, int root) {
   on_contiguous(tensor, [&](at::Tensor& t) {
+    if (host_shm_) {
+      route_.run_on_peer(signature_of(CollectiveKind::kBroadcast, t, root), [&] { broadcast_across(t, root); });
+      return;
+    }
     route_.run(
         signature_of(CollectiveKind::kBroadcast, t, root), true, [&](ShmCollectives& shm) { shm.broadcast(t, root); },
         [&] {
@@ -406,6 +411,21 @@ void TorchBackend::broadcast_now(at::Tensor& tensor, int root) {
           gloo_wait(gloo_->broadcast(tensors, opts), "broadcast");
         });
   });
+}
+
+void TorchBackend::broadcast_across(at::Tensor& t, int root) {
+  // The root's bytes cross to each other host once, to the rank of the root's local index there
+  // (that index's Gloo group, whose ranks are the hosts), and each host then spreads them
+  // through its shared memory from that rank: a flat Gloo broadcast would send them from the
+  // root to every rank of every other host.
+  const int root_local = local_rank_of(host_of_, root);
+  if (local_rank_of(host_of_, getRank()) == root_local) {
+    std::vector<at::Tensor> tensors{borrowed_bytes(t)};
+    c10d::BroadcastOptions opts;
+    opts.rootRank = host_of_[root];
+    gloo_wait(across_->broadcast(tensors, opts), "broadcast between hosts");
+  }
+  host_shm_->broadcast(t, root_local);
 }
 
 // `outputs`: getSize() tensors of the input's dtype and numel (checked by the caller).

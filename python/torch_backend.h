@@ -160,6 +160,7 @@ class TorchBackend final : public TorchBackendBase {
   // Run on the backend's thread: the fast collective where there is one, Gloo's otherwise.
   void all_reduce_now(at::Tensor& tensor, c10d::ReduceOp::RedOpType op);
   void broadcast_now(at::Tensor& tensor, int root);
+  void broadcast_across(at::Tensor& t, int root);  // hierarchical(): between hosts, then within
   void all_gather_now(const at::Tensor& input, std::vector<at::Tensor>& outputs);
   void barrier_now();
   void all_gather_into_now(const at::Tensor& input, at::Tensor& output);

@@ -43,4 +43,8 @@ HostLayout host_layout(const std::vector<std::string>& host_of_rank, int rank) {
   return layout;
 }
 
+int local_rank_of(const std::vector<int>& host_of, int rank) {
+  return static_cast<int>(std::count(host_of.begin(), host_of.begin() + rank, host_of[rank]));
+}
+
 }  // namespace nano

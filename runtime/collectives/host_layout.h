@@ -32,4 +32,8 @@ struct HostLayout {
 /// answer from the same list.
 HostLayout host_layout(const std::vector<std::string>& host_of_rank, int rank);
 
+/// `rank`'s index among the ranks of its host, in rank order, where rank r runs on host
+/// `host_of[r]` (HostLayout::host_of): any rank's local index, as host_layout gives its own.
+int local_rank_of(const std::vector<int>& host_of, int rank);
+
 }  // namespace nano

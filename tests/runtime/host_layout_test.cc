@@ -52,6 +52,22 @@ TEST_CASE("host layout: hierarchical only where every host holds the same number
   }
 }
 
+TEST_CASE("local_rank_of: any rank's index among its host's ranks, as host_layout gives its own") {
+  const std::vector<std::vector<std::string>> worlds{
+      {"a", "a", "b", "b"}, {"a", "b", "a", "b"}, {"a", "b", "c", "a", "b", "c"}, {"a", "a", "b"}, {"a"}};
+  for (const auto& world : worlds) {
+    for (int r = 0; r < static_cast<int>(world.size()); ++r) {
+      CAPTURE(r);
+      const nano::HostLayout mine = nano::host_layout(world, r);
+      for (int other = 0; other < static_cast<int>(world.size()); ++other) {
+        CHECK(nano::local_rank_of(mine.host_of, other) == nano::host_layout(world, other).local_rank);
+      }
+    }
+  }
+  CHECK(nano::local_rank_of({0, 1, 0, 1}, 2) == 1);
+  CHECK(nano::local_rank_of({0, 1, 0, 1}, 1) == 0);
+}
+
 TEST_CASE("own slices: contiguous, in rank order, sizes differing by at most one") {
   using Slice = std::pair<int64_t, int64_t>;
   CHECK(nano::ShmCollectives::own_slice(10, 3, 0) == Slice{0, 3});

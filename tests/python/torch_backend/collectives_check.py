@@ -114,7 +114,7 @@ expect("all_reduce async tensor", x, want, torch.float32, against)
 
 # broadcast, all_gather: every dtype (bytes only), against the known inputs.
 for dtype in DTYPES + [torch.bool, torch.uint8]:
-    for root in sorted({0, N - 1}):
+    for root in sorted({0, 1, N - 1}):  # across hosts (2 x 2): each local index as the root
         for numel in SIZES:
             x = values(torch.int64, numel, RANK, 4).to(dtype)
             dist.broadcast(x, root)
