@@ -11,7 +11,7 @@
 #     nano (Debian's Gloo cannot sum it), at 2 hosts x 2 ranks, 3 x 2 and 3 x 1; with the MB each
 #     host sent per all-reduce, counted on its interface, against the algorithm's count,
 #     2(H-1)/H of the tensor's bytes per host (hierarchical, or a ring of one rank per host);
-#     then stock DDP LeNet and ResNet-18 img/s on nano and on Gloo at 2 x 2. (This kernel has no
+#     float32 broadcasts from rank 0 of the same sizes, on both; then stock DDP LeNet and ResNet-18 img/s on nano and on Gloo at 2 x 2. (This kernel has no
 #     netem: the links add no latency.)
 # Needs root.
 # Usage: scripts/bench.sh multihost [BUILD_DIR] [MB] [REPS] [RATES]
@@ -67,13 +67,19 @@ for rate in ${rates//,/ }; do
     for part in ${layout//,/ }; do n=$((n + ${part#*:})) h=$((h + 1)); done
     out=$(on_a "$build/bin/nano-run" -n "$n" --hosts "$layout" --env GLOO_SOCKET_IFNAME=eth0 --env OMP_NUM_THREADS=1 \
       --env PYTHONPATH="$pydir" "$python" "$here/scripts/bench/torch_allreduce.py" --sizes "4,$mb" --reps "$reps" \
-      --dtypes float32,bfloat16 --link-bytes 2>&1 | sed 's/^\[rank [0-9]*\] //') || { echo "$out" | tail -5 >&2; exit 1; }
+      --dtypes float32,bfloat16 --link-bytes --broadcast 2>&1 | sed 's/^\[rank [0-9]*\] //') ||
+      { echo "$out" | tail -5 >&2; exit 1; }
     for size in 4 "$mb"; do
       get() { awk -v b="$1" -v s="$size" '$1=="RESULT" && $2==b && $3==s {print $'"$2"'}' <<<"$out" | head -1; }
       nano=$(get torch-nano 4) bf16=$(get torch-nano-bf16 4) gloo=$(get torch-gloo 4)
       printf '%-7s %-8s %5s %9s %9s %9s %11.2f %11.2f %10s %10.2f %10s\n' "$rate" "${h}x$((n / h))" "$size" \
         "$nano" "$bf16" "$gloo" "$(bc -l <<<"$nano / $gloo")" "$(bc -l <<<"$bf16 / $gloo")" "$(get torch-nano 7)" \
         "$(bc -l <<<"2 * ($h - 1) / $h * $size")" "$(get torch-gloo 7)"
+      # Broadcast from rank 0: hierarchical on nano sends the bytes once per other host.
+      printf '%-7s %-8s %5s   broadcast: nano %s ms, gloo %s ms (%.2f); MB per host: nano %s, gloo %s\n' "$rate" \
+        "${h}x$((n / h))" "$size" "$(get torch-nano-broadcast 4)" "$(get torch-gloo-broadcast 4)" \
+        "$(bc -l <<<"$(get torch-nano-broadcast 4) / $(get torch-gloo-broadcast 4)")" "$(get torch-nano-broadcast 7)" \
+        "$(get torch-gloo-broadcast 7)"
     done
     # nano's C++ communicators, the same layout and MB (ms, median; their own checks of the sums).
     for comm in mpi gloo; do

@@ -5,10 +5,11 @@ every repeat times each size on both in turn (interleaved, so drift on a noisy m
 alike). Started with torchrun's environment (scripts/bench/torch-backend.sh: 2 ranks on one host;
 scripts/bench/multihost.sh: across the test bed's hosts). Rank 0 prints, per backend, dtype and
 size, "RESULT torch-BACKEND MB MEDIAN_MS MIN_MS MAX_MS" (BACKEND "nano", "gloo", or with
---dtypes bfloat16 "nano-bf16": Debian's Gloo cannot sum bfloat16), and with --link-bytes a seventh field: the MB each
+--dtypes bfloat16 "nano-bf16": Debian's Gloo cannot sum bfloat16; with --broadcast also "nano-broadcast" and
+"gloo-broadcast", float32 from rank 0, timed to a barrier after it), and with --link-bytes a seventh field: the MB each
 host sent on its eth0 per all-reduce (read from /proc/self/net/dev by each host's LOCAL_RANK 0,
 between barriers; the mean over hosts).
-Usage: torch_allreduce.py --sizes 4,44,200 --reps 9 [--dtypes float32,bfloat16] [--link-bytes]
+Usage: torch_allreduce.py --sizes 4,44,200 --reps 9 [--dtypes float32,bfloat16] [--link-bytes] [--broadcast]
 """
 import argparse
 import os
@@ -26,6 +27,7 @@ p.add_argument("--sizes", default="4,44,200", help="MB of the float32 tensor, co
 p.add_argument("--reps", type=int, default=9)
 p.add_argument("--dtypes", default="float32", help="float32 and/or bfloat16, comma-separated")
 p.add_argument("--link-bytes", action="store_true", help="count the bytes each host's eth0 sent")
+p.add_argument("--broadcast", action="store_true", help="also time float32 broadcasts from rank 0")
 a = p.parse_args()
 # Every bad value is refused here, before any rank joins a group (argparse: exit 2).
 dtypes = a.dtypes.split(",")
@@ -65,33 +67,40 @@ def sent_bytes():
 
 tensors = {(mb, d): torch.full((int(mb * 1e6 / 4),), float(dist.get_rank()), dtype=getattr(torch, d))
            for mb in sizes for d in dtypes}
-times = {(b, d, mb): [] for b in groups for d in dtypes for mb in sizes if b == "nano" or d == "float32"}
+# (backend, dtype, MB, op): the all-reduces (bfloat16 on nano only), then the broadcasts.
+times = {(b, d, mb, "all_reduce"): [] for b in groups for d in dtypes for mb in sizes if b == "nano" or d == "float32"}
+if a.broadcast:
+    times.update({(b, "float32", mb, "broadcast"): [] for b in groups for mb in sizes})
 sent = {key: [] for key in times}
 for rep in range(a.reps + 2):  # the first two are warm-up (first-touch page faults)
-    for mb in sizes:
-        for d in dtypes:
-            for name, group in groups.items():
-                if (name, d, mb) not in times:
-                    continue
-                dist.barrier(group=group)
-                before = sent_bytes() if counts_host else 0
-                t0 = time.perf_counter()
-                dist.all_reduce(tensors[(mb, d)], group=group)
-                ms = (time.perf_counter() - t0) * 1000
-                dist.barrier(group=group)
-                if rep >= 2:
-                    times[(name, d, mb)].append(ms)
-                    if counts_host:
-                        sent[(name, d, mb)].append(sent_bytes() - before)
+    for (name, d, mb, op) in times:
+        group = groups[name]
+        dist.barrier(group=group)
+        before = sent_bytes() if counts_host else 0
+        t0 = time.perf_counter()
+        if op == "all_reduce":
+            dist.all_reduce(tensors[(mb, d)], group=group)
+        else:
+            # Until every rank holds the bytes: rank 0's own call returns once they are sent.
+            dist.broadcast(tensors[(mb, d)], src=0, group=group)
+            dist.barrier(group=group)
+        ms = (time.perf_counter() - t0) * 1000
+        dist.barrier(group=group)
+        if rep >= 2:
+            times[(name, d, mb, op)].append(ms)
+            if counts_host:
+                sent[(name, d, mb, op)].append(sent_bytes() - before)
 hosts_sent = [None] * dist.get_world_size()
 dist.all_gather_object(hosts_sent, sent if counts_host else None, group=groups["gloo"])
 hosts_sent = [s for s in hosts_sent if s is not None]
 if dist.get_rank() == 0:
-    for (name, d, mb), t in times.items():
+    for (name, d, mb, op), t in times.items():
         label = name if d == "float32" else f"{name}-bf16"
+        if op == "broadcast":
+            label += "-broadcast"
         line = f"RESULT torch-{label} {mb:g} {statistics.median(t):.2f} {min(t):.2f} {max(t):.2f}"
         if a.link_bytes:
-            per_host = [statistics.median(s[(name, d, mb)]) for s in hosts_sent]
+            per_host = [statistics.median(s[(name, d, mb, op)]) for s in hosts_sent]
             line += f" {statistics.mean(per_host) / 1e6:.2f}"
         print(line, flush=True)
 dist.destroy_process_group()
