@@ -846,8 +846,8 @@ void TorchBackend::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_
   // Ordered after every operation issued before it: this rank's own queue drains first (a local
   // step, not a barrier, which would wait for the late ranks this one must name). Then Gloo's,
   // which names the ranks that did not arrive, in what is left of the caller's timeout (the
-  // group's when unset). (torch's dist.monitored_barrier admits only the gloo backend; this serves
-  // ProcessGroup.monitored_barrier and the C++ API.)
+  // group's when unset). (torch's dist.monitored_barrier admits only the gloo backend; nano_torch
+  // lets it reach this, as ProcessGroup.monitored_barrier and the C++ API do.)
   using std::chrono::milliseconds;
   const milliseconds limit = opts.timeout == c10d::kUnsetTimeout ? timeout_ : opts.timeout;
   const auto start = std::chrono::steady_clock::now();

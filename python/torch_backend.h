@@ -202,9 +202,9 @@ class TorchBackend final : public TorchBackendBase {
   std::vector<int> host_of_;                       // every rank's host
   // Shared memory when every rank maps it, else Gloo after the signatures were compared.
   CollectiveRoute route_;
+  std::atomic<uint64_t> issued_{0};  // collectives issued (enqueue): the sequence number
   // The first failure: the ranks' collectives are out of step after it, so every later
   // operation (queued or new) fails at once with it instead of waiting on peers that moved on.
-  std::atomic<uint64_t> issued_{0};  // collectives issued (enqueue): the sequence number
   mutable std::mutex broken_mutex_;
   std::string broken_;
   // Declared last, destroyed first (and explicitly, in the destructor): it uses all of the above.

@@ -7,7 +7,7 @@ torch runs that suite for its own backends through test_distributed_spawn.py, wh
 not ship; this is nano's driver for it. It treats `nano` as a CPU backend with Gloo's features:
 the suite gates many tests on the backend's name (`BACKEND != "gloo"`, `require_backend({"gloo"})`,
 DistTestCases' feature sets), and the driver widens each of those gates to admit "nano" before
-the suite's module is executed (GATES below; each must match, so a torch whose suite changed
+the suite's module is executed (GATES below; each group must match, so a torch whose suite changed
 shape is noticed). On a gloo run the widened gates change nothing, so both backends run the
 same tests, side by side (scripts/torch-suite.sh).
 
@@ -17,7 +17,8 @@ again in every rank of every test), and each test is bounded by --per-test secon
 Usage: suite.py BUILD_DIR BACKEND WORLD_SIZE [--json FILE] [--per-test S] [-k SUBSTRING]...
 Prints one line per test ("PASS|SKIP|FAIL|XFAIL NAME seconds [why]") and a summary line
 "suite: BACKEND at N ranks: P passed, S skipped, F failed in T s"; exits 0 however the tests
-went (the caller judges them), 2 on bad arguments.
+went (the caller judges them), 2 on bad arguments, 1 where this torch's suite gates its tests in
+a way GATES does not know.
 """
 import argparse
 import importlib.util
