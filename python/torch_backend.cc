@@ -849,15 +849,25 @@ void TorchBackend::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_
   // group's when unset). (torch's dist.monitored_barrier admits only the gloo backend; nano_torch
   // lets it reach this, as ProcessGroup.monitored_barrier and the C++ API do.)
   using std::chrono::milliseconds;
+  if (opts.timeout < milliseconds(0) && opts.timeout != c10d::kUnsetTimeout) {
+    throw Error("nano: monitored_barrier: bad timeout " + std::to_string(opts.timeout.count()) +
+                " ms: expected 0 or more");
+  }
   const milliseconds limit = opts.timeout == c10d::kUnsetTimeout ? timeout_ : opts.timeout;
   const auto start = std::chrono::steady_clock::now();
-  auto drained = enqueue(c10d::OpType::BARRIER, "monitored_barrier", {}, [] {});
-  // A timeout of 0 leaves no time to drain (and Work::wait(0) would mean "the group's"): Gloo
-  // then reports this rank as timed out, as it does on a gloo group.
-  if (limit > milliseconds(0)) drained->wait(limit);
+  // Always drained first: Gloo's barrier below uses the Gloo group, which queued operations may
+  // still be using. A timeout of 0 leaves no time of its own to drain (and Work::wait(0) would
+  // mean "the group's" anyway): the drain then takes up to the group's timeout, and Gloo reports
+  // rank 0 as timed out, as on a gloo group.
+  enqueue(c10d::OpType::BARRIER, "monitored_barrier", {}, [] {})->wait(limit > milliseconds(0) ? limit : timeout_);
   c10d::BarrierOptions rest = opts;
-  rest.timeout = std::max(milliseconds(0),
-                          limit - std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - start));
+  // What is left of the caller's time, at least 1 ms: Gloo takes 0 (given by the caller) to mean
+  // "report at once", but its wait_all_ranks path would read a 0 left over as "no bound".
+  rest.timeout =
+      opts.timeout == milliseconds(0)
+          ? milliseconds(0)
+          : std::max(milliseconds(1),
+                     limit - std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - start));
   gloo_->monitoredBarrier(rest, wait_all_ranks);
 }
 

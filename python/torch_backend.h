@@ -133,10 +133,10 @@ class TorchBackend final : public TorchBackendBase {
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts = c10d::BarrierOptions()) override;
   void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks = false) override;
-  /// Sequence numbers as Gloo keeps them: they start at 0 and count the collectives issued to
-  /// this group (send and recv not included), the same on every rank while the ranks are in
-  /// step. torch asks for them when it wraps a group to check its collectives
-  /// (TORCH_DISTRIBUTED_DEBUG=DETAIL).
+  /// Sequence numbers: they start at 0, as Gloo's do, and count the collectives issued to this
+  /// group, the same on every rank while the ranks are in step. Unlike Gloo's they leave out
+  /// send and recv, which differ between ranks by design. torch asks for them when it wraps a
+  /// group to check its collectives (TORCH_DISTRIBUTED_DEBUG=DETAIL).
   void setSequenceNumberForGroup() override;
   uint64_t getSequenceNumberForGroup() override;
 #if TORCH_VERSION_MAJOR >= 2

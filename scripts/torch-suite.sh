@@ -21,7 +21,8 @@ files=()
 for n in ${sizes//,/ }; do
   for backend in gloo nano; do
     (cd "$work" && /usr/bin/python3 "$OLDPWD/tests/python/torch_suite/suite.py" "$build" "$backend" "$n" \
-       --json "$out/$backend-$n.json" > "$out/$backend-$n.log" 2>&1)
+       --json "$out/$backend-$n.json" > "$out/$backend-$n.log" 2>&1) ||
+      { echo "torch-suite: $backend at $n ranks failed to run: $(tail -3 "$out/$backend-$n.log")" >&2; exit 1; }
     tail -1 "$out/$backend-$n.log"
     files+=("$out/$backend-$n.json")
   done

@@ -48,7 +48,7 @@ double now_ms() {
 
 int main(int argc, char** argv) {
   const std::optional<double> mb_given = argc > 1 ? positive_number(argv[1]) : 44.0;
-  if (!mb_given) return bad_argument("MB", argv[1], "a positive number");
+  if (!mb_given || *mb_given > 1e5) return bad_argument("MB", argv[1], "a positive number up to 100000");
   const std::optional<double> reps_given = argc > 2 ? positive_number(argv[2]) : 15.0;
   if (!reps_given || *reps_given != std::floor(*reps_given) || *reps_given > 1e6)
     return bad_argument("REPS", argv[2], "a whole number from 1 to 1000000");

@@ -105,7 +105,7 @@ GlooCommunicator::GlooCommunicator(const Context& context, std::size_t shm_segme
                 " failed: " + first_line(e.what()));
   }
   connect_shared_memory(context, shm_segment_bytes);
-  if (!ring_thread_) ring_thread_ = std::make_unique<SerialExecutor>();  // bfloat16 sums through Gloo
+  if (!shm_) ring_thread_ = std::make_unique<SerialExecutor>();  // bfloat16 sums through Gloo, flat
   std::shared_ptr<CallCheck> peer_check;
   if ((!shm_ || across_) && size_ > 1) {
     peer_check = std::make_shared<CallCheck>(
@@ -226,7 +226,7 @@ std::unique_ptr<Work> GlooCommunicator::all_reduce_async(at::Tensor& tensor, Red
           c10d::ProcessGroupGloo* group = group_.get();
           return std::make_unique<CompletionWork>(ring_thread_->submit([group, tensor, average, size]() mutable {
             ring_sum_16bit(*group, tensor, [](const c10::intrusive_ptr<c10d::Work>& work, const char* what) {
-              wait_gloo(work, what, "");
+              wait_gloo(work, what, " in all_reduce");
             });
             if (average) tensor.div_(size);
           }));

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """The benchmarks' and the suite driver's bad arguments: each is refused with exit 2 and a line
-that names the bad value, before anything starts (no rank, no group, nothing in /dev/shm).
+that names the bad value, before anything starts (no rank, no group, nothing in /dev/shm). The
+Python scripts' lines are argparse's, after its usage line, as every argparse program words them.
 Prints "PASS: bench_args" or "FAIL: bench_args: why".
 
 Usage: bench_args_test.py SOURCE_DIR BUILD_DIR
@@ -19,6 +20,7 @@ SUITE = os.path.join(SOURCE, "tests", "python", "torch_suite", "suite.py")
 CASES = [
     ([BENCH, "abc"], "'abc'"),
     ([BENCH, "-1"], "'-1'"),
+    ([BENCH, "1e300"], "'1e300'"),
     ([BENCH, "4", "0"], "'0'"),
     ([BENCH, "4", "2.5"], "'2.5'"),
     ([BENCH, "4", "3", "float64"], "'float64'"),

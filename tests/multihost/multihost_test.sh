@@ -332,9 +332,10 @@ print(max((x - y).abs().max().item() for x, y in zip(a.values(), b.values())))" 
   expect_line "nano: collective #[0-9]+ does not match: rank 0 called all_reduce\(float32\[16\], SUM\), rank 2 called broadcast\(float32\[16\], root 0\)"
   grep -m1 "does not match" "$out"
   check_nothing_left
-  # Rank 3, on hostB, SIGKILLed while a 16 MB all-reduce is in flight between the hosts (2 x 2,
-  # hierarchical; group timeout 3 s): the job ends within the bound below of the ranks' being
-  # ready, naming rank 3 on hostB as the root cause; nothing is left on either host.
+  # Rank 3, on hostB, SIGKILLed right after issuing a 16 MB all-reduce, which its peers are then
+  # inside, across the hosts (2 x 2, hierarchical; group timeout 3 s): the job ends within the
+  # bound below of rank 3's "ready" line, naming rank 3 on hostB as the root cause; nothing is
+  # left on either host.
   sync=$(mktemp -d /tmp/nano-multihost-sync-XXXXXX)
   timeout 120 bash "$testbed" run "$state" hostA "$nano_run" -n 4 --hosts hostA:2,hostB:2 --grace-period 1 \
     --env NANO_TEST_SYNC_DIR="$sync" --env FAULT_RANK=3 \

@@ -6,6 +6,7 @@ runs suite.py for nano at one world size and judges the outcome. Prints "PASS: s
 It fails when
 - a test fails that is not in known.py's table of explained failures for this torch;
 - a test in that table passes (the table would then hide a regression: the entry must go);
+- fewer tests pass than known.py's floor for this torch (tests skipped that ran before);
 - the run leaves anything of nano's in /dev/shm, or any rank process alive.
 
 Usage: suite_test.py BUILD_DIR WORLD_SIZE
@@ -42,7 +43,7 @@ def main():
             output, _ = driver.communicate(timeout=1400)  # inside ctest's 1500 s, to report and clean up
         except subprocess.TimeoutExpired:
             subprocess.run(["pkill", "-KILL", "-s", str(driver.pid)])
-            output, _ = driver.communicate()
+            output, _ = driver.communicate(timeout=30)
             return f"the suite ran past 1400 s: {' | '.join(output.splitlines()[-3:])}"
         left = subprocess.run(["pgrep", "-s", str(driver.pid)], stdout=subprocess.PIPE, text=True).stdout.split()
         if left:
@@ -67,9 +68,12 @@ def main():
     left = nano_entries() - before
     if left:
         return f"left in /dev/shm: {sorted(left)}"
+    # Gates that stopped admitting nano would turn tests into skips, not failures: a floor on the
+    # passes (what Gloo passes here, less the explained failures) catches that.
     passed = sum(1 for o in report["outcomes"].values() if o[0] in ("PASS", "XFAIL"))
-    if passed == 0:
-        return "no test passed"
+    floor = known.least_passed(report["torch"], WORLD)
+    if passed < floor:
+        return f"{passed} tests passed, fewer than the {floor} nano passes with this torch: skipped instead?"
     for name in sorted(failed):
         print(f"explained: {name}: {explained[name]}")
     return None
