@@ -38,12 +38,18 @@ CASES = [
 ]
 
 
+# What these commands would start (the C++ bench's ranks, torch_allreduce.py's and the suite's)
+# names its shared memory after NANO_JOB_ID (/nano-<job>-...): a job id of this test's own keeps
+# the check to them, while other tests' jobs come and go in /dev/shm beside it.
+JOB = f"bench-args-{os.getpid()}"
+
+
 def nano_shm():
-    return {e for e in os.listdir("/dev/shm") if e.startswith("nano")}
+    return {e for e in os.listdir("/dev/shm") if e.startswith(f"nano-{JOB}-")}
 
 
 def main():
-    env = dict(os.environ, PYTHONPATH=os.path.join(BUILD, "lib", "nano", "python"))
+    env = dict(os.environ, PYTHONPATH=os.path.join(BUILD, "lib", "nano", "python"), NANO_JOB_ID=JOB)
     before = nano_shm()
     for argv, named in CASES:
         shown = " ".join(os.path.basename(a) if os.path.isabs(a) and a != BUILD else a for a in argv)

@@ -25,10 +25,14 @@ import known  # noqa: E402
 BUILD = os.path.abspath(sys.argv[1])
 WORLD = int(sys.argv[2])
 CASE = f"suite_{WORLD}"
+# The suite's ranks name their shared memory after NANO_JOB_ID (/nano-<job>-<pid>-<n>). A job id of
+# this run's own keeps the check below to what the suite made: ctest runs other tests beside this
+# one, and their jobs' files come and go in /dev/shm while the suite runs.
+JOB = f"torch-suite-{WORLD}-{os.getpid()}"
 
 
 def nano_entries():
-    return {e for e in os.listdir("/dev/shm") if e.startswith("nano")}
+    return {e for e in os.listdir("/dev/shm") if e.startswith(f"nano-{JOB}-")}
 
 
 def main():
@@ -38,7 +42,7 @@ def main():
         # The suite bounds each test (120 s); this bounds the whole, should a rank outlive its test.
         # Its own session holds every rank it forks, so what is left of it afterwards can be found.
         driver = subprocess.Popen([sys.executable, os.path.join(HERE, "suite.py"), BUILD, "nano", str(WORLD),
-                                   "--json", out], cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                   "--json", out], cwd=tmp, env=dict(os.environ, NANO_JOB_ID=JOB), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                   text=True, start_new_session=True)
         try:
             output, _ = driver.communicate(timeout=1400)  # inside ctest's 1500 s, to report and clean up
