@@ -433,16 +433,43 @@ void TorchBackend::all_gather_now(const at::Tensor& input, std::vector<at::Tenso
   const at::Tensor in = input.contiguous();
   std::vector<at::Tensor> dense;
   for (const auto& out : outputs) dense.push_back(out.is_contiguous() ? out : at::empty_like(in));
-  route_.run(
-      signature_of(CollectiveKind::kAllGather, in), true, [&](ShmCollectives& shm) { shm.all_gather(in, dense); },
-      [&] {
-        std::vector<std::vector<at::Tensor>> gathered(1);
-        for (auto& d : dense) gathered[0].push_back(borrowed_bytes(d));
-        std::vector<at::Tensor> inputs{borrowed_bytes(in)};
-        gloo_wait(gloo_->allgather(gathered, inputs), "all_gather");
-      });
+  if (host_shm_) {
+    route_.run_on_peer(signature_of(CollectiveKind::kAllGather, in), [&] { all_gather_across(in, dense); });
+  } else {
+    route_.run(
+        signature_of(CollectiveKind::kAllGather, in), true, [&](ShmCollectives& shm) { shm.all_gather(in, dense); },
+        [&] {
+          std::vector<std::vector<at::Tensor>> gathered(1);
+          for (auto& d : dense) gathered[0].push_back(borrowed_bytes(d));
+          std::vector<at::Tensor> inputs{borrowed_bytes(in)};
+          gloo_wait(gloo_->allgather(gathered, inputs), "all_gather");
+        });
+  }
   for (std::size_t q = 0; q < outputs.size(); ++q) {
     if (!outputs[q].is_contiguous()) outputs[q].copy_(dense[q].view(outputs[q].sizes()));
+  }
+}
+
+void TorchBackend::all_gather_across(const at::Tensor& input, std::vector<at::Tensor>& outputs) {
+  // First each local index gathers its hosts' inputs through its own Gloo group, all indices at
+  // once; then each host shares those blocks through its shared memory. A host's link then
+  // carries each other host's inputs in once, where Gloo's ring over every rank passes every
+  // input but one through it.
+  if (input.nbytes() == 0) return;  // the same on every rank: its signature was compared
+  const int hosts = across_->getSize();
+  const at::Tensor bytes = borrowed_bytes(input);
+  at::Tensor block = at::empty({hosts, bytes.numel()}, bytes.options());  // row h: host h's input
+  {
+    std::vector<std::vector<at::Tensor>> gathered(1, block.unbind(0));
+    std::vector<at::Tensor> inputs{bytes};
+    gloo_wait(across_->allgather(gathered, inputs), "all_gather between hosts");
+  }
+  const int local_size = getSize() / hosts;
+  std::vector<at::Tensor> blocks;  // local index i's block
+  for (int i = 0; i < local_size; ++i) blocks.push_back(at::empty_like(block));
+  host_shm_->all_gather(block, blocks);
+  for (int q = 0; q < getSize(); ++q) {
+    borrowed_bytes(outputs[q]).copy_(blocks[local_rank_of(host_of_, q)][host_of_[q]]);
   }
 }
 

@@ -162,6 +162,8 @@ class TorchBackend final : public TorchBackendBase {
   void broadcast_now(at::Tensor& tensor, int root);
   void broadcast_across(at::Tensor& t, int root);  // hierarchical(): between hosts, then within
   void all_gather_now(const at::Tensor& input, std::vector<at::Tensor>& outputs);
+  // hierarchical(): between hosts (each local index its own Gloo group), then within each host.
+  void all_gather_across(const at::Tensor& input, std::vector<at::Tensor>& outputs);
   void barrier_now();
   void all_gather_into_now(const at::Tensor& input, at::Tensor& output);
   void reduce_keep_slice(at::Tensor joined, c10d::ReduceOp::RedOpType op, int64_t offset, at::Tensor& output);

@@ -11,7 +11,7 @@
 #     nano (Debian's Gloo cannot sum it), at 2 hosts x 2 ranks, 3 x 2 and 3 x 1; with the MB each
 #     host sent per all-reduce, counted on its interface, against the algorithm's count,
 #     2(H-1)/H of the tensor's bytes per host (hierarchical, or a ring of one rank per host);
-#     float32 broadcasts from rank 0 of the same sizes, on both; then stock DDP LeNet and ResNet-18 img/s on nano and on Gloo at 2 x 2. (This kernel has no
+#     float32 broadcasts from rank 0 and all-gathers (MB in all) of the same sizes, on both; then stock DDP LeNet and ResNet-18 img/s on nano and on Gloo at 2 x 2. (This kernel has no
 #     netem: the links add no latency.)
 # Needs root.
 # Usage: scripts/bench.sh multihost [BUILD_DIR] [MB] [REPS] [RATES]
@@ -67,7 +67,7 @@ for rate in ${rates//,/ }; do
     for part in ${layout//,/ }; do n=$((n + ${part#*:})) h=$((h + 1)); done
     out=$(on_a "$build/bin/nano-run" -n "$n" --hosts "$layout" --env GLOO_SOCKET_IFNAME=eth0 --env OMP_NUM_THREADS=1 \
       --env PYTHONPATH="$pydir" "$python" "$here/scripts/bench/torch_allreduce.py" --sizes "4,$mb" --reps "$reps" \
-      --dtypes float32,bfloat16 --link-bytes --broadcast 2>&1 | sed 's/^\[rank [0-9]*\] //') ||
+      --dtypes float32,bfloat16 --link-bytes --broadcast --all-gather 2>&1 | sed 's/^\[rank [0-9]*\] //') ||
       { echo "$out" | tail -5 >&2; exit 1; }
     for size in 4 "$mb"; do
       get() { awk -v b="$1" -v s="$size" '$1=="RESULT" && $2==b && $3==s {print $'"$2"'}' <<<"$out" | head -1; }
@@ -80,6 +80,11 @@ for rate in ${rates//,/ }; do
         "${h}x$((n / h))" "$size" "$(get torch-nano-broadcast 4)" "$(get torch-gloo-broadcast 4)" \
         "$(bc -l <<<"$(get torch-nano-broadcast 4) / $(get torch-gloo-broadcast 4)")" "$(get torch-nano-broadcast 7)" \
         "$(get torch-gloo-broadcast 7)"
+      # All-gather of MB in all: hierarchical on nano, each host's inputs cross to each other host once.
+      printf '%-7s %-8s %5s   all_gather: nano %s ms, gloo %s ms (%.2f); MB per host: nano %s, gloo %s\n' "$rate" \
+        "${h}x$((n / h))" "$size" "$(get torch-nano-all_gather 4)" "$(get torch-gloo-all_gather 4)" \
+        "$(bc -l <<<"$(get torch-nano-all_gather 4) / $(get torch-gloo-all_gather 4)")" \
+        "$(get torch-nano-all_gather 7)" "$(get torch-gloo-all_gather 7)"
     done
     # nano's C++ communicators, the same layout and MB (ms, median; their own checks of the sums).
     for comm in mpi gloo; do
