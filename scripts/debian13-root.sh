@@ -17,6 +17,8 @@ if [ $# -eq 0 ]; then
 fi
 root=${NANO_DEBIAN13_ROOT:-/var/cache/nano/debian13-root}
 max_age=${NANO_DEBIAN13_MAX_AGE_DAYS:-14}
+# Written once the dependencies are installed in a new root, not before: a root whose making was
+# cut short (debootstrap or apt killed) is made again rather than reused half-installed.
 stamp=$root/.nano-root-ready
 
 if [ "$(id -u)" -ne 0 ]; then
@@ -38,7 +40,10 @@ unmount_all() {
   done
   if mountpoint -q "$root" 2>/dev/null; then umount -l "$root" || true; fi
 }
-trap unmount_all EXIT INT TERM
+# A signal ends the script (and so unmounts): without the exits it would go on after the trap.
+trap unmount_all EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 root_usable() {
   [ -f "$stamp" ] || return 1
@@ -58,7 +63,6 @@ if ! root_usable; then
   mkdir -p "$(dirname "$root")"
   debootstrap --variant=minbase trixie "$root" "$mirror" >&2
   echo "deb $mirror trixie main" > "$root/etc/apt/sources.list"
-  touch "$stamp"
 fi
 
 # What the tests need: processes, devices, a private /dev/shm, a hostname that resolves, and
@@ -78,4 +82,4 @@ cp /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
 
 # A clean environment, as a login on that system would have; the callers pass what they need.
 chroot "$root" /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \
-  LANG=C.UTF-8 CI="${CI:-}" bash -c 'cd /nano && scripts/install-deps.sh >&2 && exec "$@"' debian13-root "$@"
+  LANG=C.UTF-8 CI="${CI:-}" bash -c 'cd /nano && scripts/install-deps.sh >&2 && { [ -f /.nano-root-ready ] || touch /.nano-root-ready; } && exec "$@"' debian13-root "$@"
