@@ -42,8 +42,8 @@ def main():
         # The suite bounds each test (120 s); this bounds the whole, should a rank outlive its test.
         # Its own session holds every rank it forks, so what is left of it afterwards can be found.
         driver = subprocess.Popen([sys.executable, os.path.join(HERE, "suite.py"), BUILD, "nano", str(WORLD),
-                                   "--json", out], cwd=tmp, env=dict(os.environ, NANO_JOB_ID=JOB), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                  text=True, start_new_session=True)
+                                   "--json", out], cwd=tmp, env=dict(os.environ, NANO_JOB_ID=JOB),
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
         try:
             output, _ = driver.communicate(timeout=1400)  # inside ctest's 1500 s, to report and clean up
         except subprocess.TimeoutExpired:
