@@ -24,6 +24,7 @@
 #include <climits>
 #include <cstdlib>
 #include <iostream>
+#include <utility>
 
 #include <nano/error.h>
 #include "core/parse.h"
@@ -36,7 +37,9 @@
 #include "launcher/launch_setup.h"
 #include "launcher/mpi_command.h"
 #include "launcher/port.h"
+#include "launcher/process_group.h"
 #include "launcher/rank_env.h"
+#include "launcher/shim_channels.h"
 #include "launcher/shim_loop.h"
 #include "launcher/shim_spec.h"
 #include "launcher/subprocess.h"
@@ -78,9 +81,12 @@ struct ShimIo {
 
   void join_session_dir(const std::string& dir) {
     if (dir.empty()) return;
-    mkdir(dir.c_str(), 0700);  // usually there already: the daemon made it before starting us
+    // Usually there already: the daemon made it before starting us. Either way it must be this
+    // user's private folder, or the rank ends here naming it (a folder someone else made first is
+    // never shared, nor removed by us).
+    join_private_folder(dir, host_name());
     marker = shim_marker_of(dir, rank);
-    const int fd = open(marker.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    const int fd = create_private_file(marker);
     if (fd >= 0) close(fd);
     session_dir = dir;
   }
@@ -130,6 +136,7 @@ struct PreparedRank {
 };
 
 PreparedRank prepare_rank(const ShimSpec& spec, int rank) {
+  check_listen_guard(spec.listen_guard);  // a guard that would refuse every listener: nothing starts
   PreparedRank p;
   RankIdentity& id = p.identity;
   id.rank = rank;
@@ -167,6 +174,13 @@ PreparedRank prepare_rank(const ShimSpec& spec, int rank) {
       make_rank_environment(id, p.plan, spec.options.recipe, current, find_installed_library, {}, nano_python_folder());
   for (auto& [name, value] : attempt_variables(spec.attempt, rank)) p.env.env[name] = value;
   add_listen_guard(p.env.env, spec.listen_guard);
+  // The plan's word, over whatever the host's or the carried environment brought along.
+  const auto& launch = spec.launch_host_groups;
+  p.env.env[contract::kLaunchHost] = std::count(launch.begin(), launch.end(), id.group_rank) ? "1" : "0";
+  if (!spec.job_dir.empty())
+    p.env.env[contract::kJobDir] = spec.job_dir;
+  else
+    p.env.env.erase(contract::kJobDir);
   return p;
 }
 
@@ -205,18 +219,48 @@ Spawned start_rank(const PreparedRank& prepared, const std::vector<std::string>&
   return spawn_process(req);
 }
 
+// The shim's parent (mpirun or orted), known by a pidfd: its bare pid may be another process's
+// once it is gone. The pidfd is opened, then checked to be the parent's still (the pid could have
+// been given to another process in between otherwise).
+struct Parent {
+  pid_t pid = getppid();
+  int pidfd = -1;
+  Parent() {
+    pidfd = open_pidfd(pid);
+    if (pidfd >= 0 && getppid() != pid) {
+      close(pidfd);
+      pidfd = -1;
+    }
+  }
+  ~Parent() {
+    if (pidfd >= 0) close(pidfd);
+  }
+  Parent(const Parent&) = delete;
+  Parent& operator=(const Parent&) = delete;
+
+  void kill_it() const {
+    if (pidfd >= 0) {
+      signal_through_pidfd(pidfd, SIGKILL);
+      return;
+    }
+    // A kernel without pidfds (before 5.3): only while it is still our parent, which is no other
+    // process's pid (ours would have changed at its end).
+    if (getppid() == pid) kill(pid, SIGKILL);
+  }
+};
+
 // The one way out for a shim that gives up (its loop killed the rank's group already): the
 // rank's files go, and on another host than the launcher's, when nano-run fell silent, this
 // job's Open MPI daemon, our parent, goes too: it has lost its mpirun and would wait for it for
 // many minutes.
-[[noreturn]] void abandon(const ShimLoopEnd& end, ShimIo& io, const ShimSpec& spec, pid_t parent) {
+[[noreturn]] void abandon(const ShimLoopEnd& end, ShimIo& io, const ShimSpec& spec, const Parent& parent) {
   if (end.abandoned == ShimAbandon::kLauncherSilent) {
     std::cerr << "nano-run: rank " << io.rank << " on " << host_name() << ": no word from nano-run at "
               << spec.launcher_host << ":" << spec.launcher_port << " for " << end.silence.count() / 1000
               << " s; ending the rank" << std::endl;
   }
   io.drop_files();
-  if (end.abandoned == ShimAbandon::kLauncherSilent && launcher_elsewhere(spec)) kill(parent, SIGKILL);
+  if (end.abandoned == ShimAbandon::kLauncherSilent && launcher_elsewhere(spec)) parent.kill_it();
   _exit(137);
 }
 
@@ -242,10 +286,11 @@ bool is_rank_shim_invocation(int argc, char** argv) { return argc > 1 && std::st
 int run_rank_shim(int argc, char** argv) {
   // No PR_SET_PDEATHSIG: a shim killed with its parent could not take the rank's children
   // along. The loop watches the parent instead.
-  const pid_t parent = getppid();
+  const Parent parent;
   signal(SIGPIPE, SIG_IGN);  // a launcher gone mid-write is seen as EOF on the link, not a death
   ShimIo io;
-  const std::unique_ptr<SupervisionIo> system = make_system_supervision_io(nullptr);
+  OwnGroups rank_group;  // the rank's, once started: signalled only while it is still ours
+  const std::unique_ptr<SupervisionIo> system = make_system_supervision_io(&rank_group);
   pid_t started = -1;  // the rank's process group, once started
   ShimSpec spec;
   std::vector<std::string> program;
@@ -279,18 +324,20 @@ int run_rank_shim(int argc, char** argv) {
 
     // Caught before the rank starts: mpirun's SIGTERM must reach the rank, not end this shim.
     system->catch_signals();
-    const Spawned child = start_rank(prepared, program, io.link >= 0);
+    Spawned child = start_rank(prepared, program, io.link >= 0);
     started = child.pid;
+    const GroupLeader leader = child.group.leader();
+    rank_group.add(std::move(child.group));
     for (const auto& w : child.warnings)
       if (io.rank == 0) io.send(FrameType::kErr, "nano-run: warning: " + w + "\n");
-    if (io.link >= 0) io.send(FrameType::kStarted, std::to_string(child.pid));
+    if (io.link >= 0) io.send(FrameType::kStarted, started_payload(leader));
 
     ShimLoopSetup setup;
     setup.link = io.link;
     setup.rank = child.pid;
     if (child.stdout_fd >= 0) setup.output = {child.stdout_fd, child.stderr_fd};
     setup.stdout_fd = child.stdout_fd;
-    setup.parent = parent;
+    setup.parent = parent.pid;
     setup.heartbeat_timeout = spec.options.heartbeat_timeout;
     ShimLoop loop(setup, io.from_launcher, *system, [&](const ProcessEnd& end) { report(io, spec, end); });
     const ShimLoopEnd end = loop.run();
@@ -301,7 +348,7 @@ int run_rank_shim(int argc, char** argv) {
     }
     return end.rank.signal != 0 ? 128 + end.rank.signal : end.rank.exit_code;
   } catch (const Error& e) {
-    if (started > 0) killpg(started, SIGKILL);  // a shim that gives up takes its rank along
+    if (started > 0) rank_group.signal(started, SIGKILL);  // a shim that gives up takes its rank along
     io.drop_files();
     // Worded as the front end that started the launch names its settings.
     const std::string message =

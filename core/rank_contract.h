@@ -15,6 +15,15 @@ inline constexpr const char* kJobId = "NANO_JOB_ID";
 inline constexpr const char* kRestartCount = "NANO_RESTART_COUNT";
 /// The attempt's secret (core/job_secret.h): a rank proves with it that it belongs to the job.
 inline constexpr const char* kJobSecret = "NANO_JOB_SECRET";
+/// The job's private 0700 folder on this host ("/dev/shm/nano-<job id>"), made by the launcher
+/// (which refuses one made by someone else first) and removed however the job ends: the one-host
+/// rendezvous store lives there. Set only for a job on one host; unset across hosts.
+inline constexpr const char* kJobDir = "NANO_JOB_DIR";
+/// "1" when the rank runs on the host of the process that launched the job (nano-run, or the
+/// program of an in-program launch), "0" elsewhere: decided by the launcher's plan, never by
+/// what a rank finds on its host. Every rank of a one-host job, and of a Slurm node's part
+/// (each node's nano-run launches its own ranks), has "1".
+inline constexpr const char* kLaunchHost = "NANO_LAUNCH_HOST";
 /// The rank's CPUs as a cpulist ("0-3,8"): set only by nano-run, so its presence tells a rank
 /// which launcher started it.
 inline constexpr const char* kCpus = "NANO_CPUS";

@@ -4,23 +4,29 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <nano/error.h>
-#include "launcher/frames.h"
 
 namespace nano {
 namespace {
 
-// What the guardian holds: fixed tables, filled from its pipe (no allocation after fork).
+// What the guardian holds: fixed tables, filled from its socket (no allocation after fork).
 constexpr int kMaxGroups = 8192;
 constexpr int kMaxPaths = 64;
 constexpr int kMaxPath = 4096;
 
+struct WatchedGroup {
+  GroupLeader leader;
+  int pidfd;  // the leader's, handed over by the launcher; -1 = none (its start time decides)
+};
+
 struct Table {
-  pid_t groups[kMaxGroups];
+  WatchedGroup groups[kMaxGroups];
   int ngroups;
   char paths[kMaxPaths][kMaxPath];  // "p<path>" or "x<dir>\t<prefix>"
   int npaths;
@@ -82,36 +88,72 @@ bool remove_entries(int fd, const char* prefix, int depth) {
   return ok;
 }
 
+// Reads a decimal number at `*p`, moving `*p` past it.
+unsigned long long number_at(const char** p) {
+  unsigned long long value = 0;
+  for (; **p >= '0' && **p <= '9'; ++*p) value = value * 10 + static_cast<unsigned long long>(**p - '0');
+  return value;
+}
+
+// Takes one message of the launcher: "g<pid> <start time>" (with the leader's pidfd attached, or
+// none), "f<pid>", "p<path>", "x<dir>\t<prefix>" or "d". Returns the attached pidfd if it was not
+// kept.
+int take_message(Table* t, const char* message, int passed, bool* dismissed) {
+  const char* p = message + 1;
+  if (message[0] == 'd') {
+    *dismissed = true;
+  } else if (message[0] == 'g' && t->ngroups < kMaxGroups) {
+    const auto pid = static_cast<pid_t>(number_at(&p));
+    if (*p == ' ') ++p;
+    const unsigned long long start = number_at(&p);
+    if (pid > 1) {
+      t->groups[t->ngroups++] = {{pid, start}, passed};
+      return -1;
+    }
+  } else if (message[0] == 'f') {
+    const auto pid = static_cast<pid_t>(number_at(&p));
+    for (int i = 0; i < t->ngroups; ++i) {
+      if (t->groups[i].leader.pid != pid) continue;
+      if (t->groups[i].pidfd >= 0) close(t->groups[i].pidfd);
+      t->groups[i] = t->groups[--t->ngroups];
+      break;
+    }
+  } else if ((message[0] == 'p' || message[0] == 'x') && t->npaths < kMaxPaths) {
+    const size_t size = length(message);
+    if (size < static_cast<size_t>(kMaxPath)) memcpy(t->paths[t->npaths++], message, size + 1);
+  }
+  return passed;
+}
+
 [[noreturn]] void guardian_main(int in, Table* t) {
-  // Read commands until the launcher's end closes the pipe.
-  char line[kMaxPath + 2];
-  size_t used = 0;
+  // Read messages until the launcher's end closes the socket.
+  char message[kMaxPath + 64];
+  union {
+    cmsghdr align;
+    char bytes[CMSG_SPACE(sizeof(int))];
+  } control;
   bool dismissed = false;
-  char chunk[4096];
   for (;;) {
-    ssize_t n = read(in, chunk, sizeof chunk);
+    iovec iov{message, sizeof message - 1};
+    msghdr m{};
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    m.msg_control = control.bytes;
+    m.msg_controllen = sizeof control.bytes;
+    const ssize_t n = recvmsg(in, &m, MSG_CMSG_CLOEXEC);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
-    for (ssize_t i = 0; i < n; ++i) {
-      if (chunk[i] != '\n') {
-        if (used < sizeof line - 1) line[used++] = chunk[i];
-        continue;
-      }
-      line[used] = 0;
-      used = 0;
-      if (line[0] == 'd') {
-        dismissed = true;
-      } else if (line[0] == 'g' && t->ngroups < kMaxGroups) {
-        long pgid = 0;
-        for (const char* p = line + 1; *p >= '0' && *p <= '9'; ++p) pgid = pgid * 10 + (*p - '0');
-        if (pgid > 1) t->groups[t->ngroups++] = static_cast<pid_t>(pgid);
-      } else if ((line[0] == 'p' || line[0] == 'x') && t->npaths < kMaxPaths) {
-        memcpy(t->paths[t->npaths++], line, length(line) + 1);
-      }
-    }
+    message[n] = 0;
+    int passed = -1;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
+      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int)))
+        memcpy(&passed, CMSG_DATA(c), sizeof passed);
+    passed = take_message(t, message, passed, &dismissed);
+    if (passed >= 0) close(passed);
   }
   if (!dismissed) {
-    for (int i = 0; i < t->ngroups; ++i) kill(-t->groups[i], SIGKILL);
+    // A group whose leader was reaped and whose number went to another process is left alone.
+    for (int i = 0; i < t->ngroups; ++i) signal_group_of(t->groups[i].leader, t->groups[i].pidfd, SIGKILL);
     for (int i = 0; i < t->npaths; ++i) {
       char* entry = t->paths[i];
       if (entry[0] == 'p') {
@@ -147,8 +189,10 @@ bool remove_with_prefix(const char* dir, const char* prefix) {
 }
 
 Guardian::Guardian() {
+  // A socket, not a pipe: the leaders' pidfds travel over it (SCM_RIGHTS), one message each.
   int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) throw Error(std::string("guardian: pipe: ") + strerror(errno));
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds) != 0)
+    throw Error(std::string("guardian: socketpair: ") + strerror(errno));
   // The tables are allocated before fork: the child must not allocate.
   Table* table = new Table();
   pid_t pid = fork();
@@ -165,7 +209,7 @@ Guardian::Guardian() {
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
-    // Only the read end stays: no inherited socket, pipe or terminal is held open by us.
+    // Only our end stays: no inherited socket, pipe or terminal is held open by us.
     int in = fcntl(fds[0], F_DUPFD, 3);
     int null_fd = open("/dev/null", O_RDWR);
     if (null_fd >= 0) {
@@ -196,15 +240,36 @@ Guardian::~Guardian() {
   }
 }
 
-void Guardian::send(char kind, const std::string& value) {
+void Guardian::send(char kind, const std::string& value, int pass_fd) {
   if (fd_ < 0) return;
-  std::string line(1, kind);
-  line += value;
-  line += '\n';
-  write_all(fd_, line);  // a guardian gone is seen by its absence, not here
+  std::string message(1, kind);
+  message += value;
+  iovec iov{message.data(), message.size()};
+  msghdr m{};
+  m.msg_iov = &iov;
+  m.msg_iovlen = 1;
+  union {
+    cmsghdr align;
+    char bytes[CMSG_SPACE(sizeof(int))];
+  } control{};
+  if (pass_fd >= 0) {
+    m.msg_control = control.bytes;
+    m.msg_controllen = sizeof control.bytes;
+    cmsghdr* c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &pass_fd, sizeof pass_fd);
+  }
+  // A guardian gone is seen by its absence, not here (MSG_NOSIGNAL: no SIGPIPE either).
+  while (sendmsg(fd_, &m, MSG_NOSIGNAL) < 0 && errno == EINTR) {
+  }
 }
 
-void Guardian::watch_group(pid_t pgid) { send('g', std::to_string(pgid)); }
+void Guardian::watch_group(const GroupLeader& leader, int pidfd) {
+  send('g', std::to_string(leader.pid) + " " + std::to_string(leader.start_time), pidfd);
+}
+void Guardian::forget_group(pid_t pgid) { send('f', std::to_string(pgid)); }
 void Guardian::remove_path(const std::string& path) {
   if (!path.empty() && path.size() < static_cast<size_t>(kMaxPath) - 1) send('p', path);
 }

@@ -1,17 +1,21 @@
 #pragma once
 // The job's guardian: a small process forked when a launch starts that outlives the launcher
 // if it must. Whatever kills the launcher (SIGKILL, the OOM killer, a crash), the guardian sees
-// its pipe close and then SIGKILLs every process group it was told about (each rank's whole
-// tree: its children, data-loader workers, `cmd &` of a rank script) and removes the job's
-// files (nano's and Open MPI's shared-memory files, Open MPI's session directory). A launch
-// that ends normally cleans up itself and dismisses the guardian first.
+// its socket close and then SIGKILLs every process group it was told about and not told to
+// forget (each rank's whole tree: its children, data-loader workers, `cmd &` of a rank script),
+// each only while it is still ours (launcher/process_group.h: by the leader's pidfd, handed over
+// with SCM_RIGHTS, or its start time), and removes the job's files (nano's and Open MPI's
+// shared-memory files, the job's folders). A launch that ends normally cleans up itself and
+// dismisses the guardian first.
 //
-// The child runs only async-signal-safe system calls (it is forked from programs that may have
-// threads: an in-program launch), keeps no descriptor but its pipe, ignores terminal signals,
-// and has its own process group.
+// The child runs only async-signal-safe system calls and allocates nothing (it is forked from
+// programs that may have threads: an in-program launch), keeps no descriptor but its socket and
+// the pidfds it is handed, ignores terminal signals, and has its own process group.
 #include <sys/types.h>
 
 #include <string>
+
+#include "launcher/process_group.h"
 
 namespace nano {
 
@@ -24,8 +28,11 @@ class Guardian {
   Guardian(const Guardian&) = delete;
   Guardian& operator=(const Guardian&) = delete;
 
-  /// If the launcher dies, SIGKILL process group `pgid`.
-  void watch_group(pid_t pgid);
+  /// If the launcher dies, SIGKILL process group `leader.pid` while it is still ours
+  /// (signal_group_of); `pidfd`: the leader's (-1 = none), of which the guardian keeps a copy.
+  void watch_group(const GroupLeader& leader, int pidfd = -1);
+  /// Group `pgid` ended: the guardian no longer signals it (its number may go to someone else).
+  void forget_group(pid_t pgid);
   /// If the launcher dies, remove `path` (a file or a directory tree).
   void remove_path(const std::string& path);
   /// If the launcher dies, remove every entry of directory `dir` whose name starts with `prefix`.
@@ -34,9 +41,9 @@ class Guardian {
   void dismiss();
 
  private:
-  void send(char kind, const std::string& value);
+  void send(char kind, const std::string& value, int pass_fd = -1);
   pid_t pid_ = -1;
-  int fd_ = -1;  // the write end; the launcher's death closes it
+  int fd_ = -1;  // our end of the socket; the launcher's death closes it
 };
 
 /// Removes `path` like `rm -rf` (no error when it is missing); returns false when something

@@ -268,7 +268,7 @@ WorldPlan plan_node_part(const Topology& topology, const PlanOptions& plan, cons
   w.world_total = w.world_size * part.nodes;
   w.group_index = part.node;
   w.group_count = part.nodes;
-  w.groups.push_back({"", 0, w.world_size});
+  w.groups.push_back({"", 0, w.world_size, true});  // each node's nano-run launches its own part
   w.rank_plans = mine.ranks;
   w.notes = mine.notes;
   w.notes.push_back("nano-run: node " + std::to_string(part.node) + " of " + std::to_string(part.nodes) +
@@ -279,7 +279,8 @@ WorldPlan plan_node_part(const Topology& topology, const PlanOptions& plan, cons
 }
 
 // The hosts' slots in order, each host planned on its own (here against this machine).
-WorldPlan plan_hosts(const Topology& topology, const PlanOptions& plan, const std::vector<HostSlots>& hosts) {
+WorldPlan plan_hosts(const Topology& topology, const PlanOptions& plan, const std::vector<HostSlots>& hosts,
+                     const std::string& this_host) {
   WorldPlan w;
   const int slots = total_slots(hosts);
   w.world_size = plan.num_processes > 0 ? plan.num_processes : slots;
@@ -291,7 +292,7 @@ WorldPlan plan_hosts(const Topology& topology, const PlanOptions& plan, const st
     const int next = w.groups.empty() ? 0 : w.groups.back().first_rank + w.groups.back().size;
     if (next >= w.world_size) break;
     const int size = std::min(h.slots, w.world_size - next);
-    w.groups.push_back({h.host, next, size});
+    w.groups.push_back({h.host, next, size, is_launch_host(h.host, this_host)});
     for (RankPlan rp : plan_host_ranks(topology, plan, size).ranks) {
       rp.rank += next;
       w.rank_plans.push_back(rp);
@@ -306,17 +307,23 @@ WorldPlan plan_hosts(const Topology& topology, const PlanOptions& plan, const st
 
 }  // namespace
 
+bool is_launch_host(const std::string& host, const std::string& this_host) {
+  // resolve_hosts's match (the name that puts this host first), and the names Open MPI takes
+  // for this host whatever its name.
+  return host.empty() || host == this_host || host == "localhost" || host == "127.0.0.1";
+}
+
 WorldPlan plan_world(const Topology& topology, const LaunchOptions& o, const std::vector<HostSlots>& hosts,
-                     const SlurmContext& slurm) {
+                     const SlurmContext& slurm, const std::string& this_host) {
   WorldPlan w;
   if (slurm.node_part) {
     w = plan_node_part(topology, o.plan, *slurm.node_part);
   } else if (!hosts.empty()) {
-    w = plan_hosts(topology, o.plan, hosts);
+    w = plan_hosts(topology, o.plan, hosts, this_host);
   } else {
     const Plan plan = make_plan(topology, o.plan);
     w.world_size = static_cast<int>(plan.ranks.size());
-    w.groups.push_back({"", 0, w.world_size});
+    w.groups.push_back({"", 0, w.world_size, true});
     w.rank_plans = plan.ranks;
     w.notes = plan.notes;
   }
@@ -367,7 +374,11 @@ std::vector<RankEnvironment> make_rank_environments(const WorldPlan& world, cons
       id.master_port = rendezvous.port;
       envs.push_back(make_rank_environment(id, world.rank_plans[static_cast<size_t>(rank)], *inputs.recipe,
                                            *inputs.current, inputs.finder, *inputs.extra_env, inputs.python_folder));
-      add_listen_guard(envs.back().env, inputs.listen_guard);
+      Environment& env = envs.back().env;
+      add_listen_guard(env, inputs.listen_guard);
+      // Over whatever the environment brought along (a launch from inside another job's rank).
+      env[contract::kLaunchHost] = g.launch_host ? "1" : "0";
+      env.erase(contract::kJobDir);
     }
   }
   return envs;
@@ -385,12 +396,16 @@ void stamp_attempt(Setup& s, const AttemptIdentity& attempt) {
   s.run_id = attempt.run_id;
   s.secret = attempt.secret;
   s.restart_count = attempt.restart_count;
-  if (s.backend == LaunchBackend::kMpi && s.hosts.empty()) s.job_dir = job_dir_of(s.job_id);
+  if (s.hosts.empty()) s.job_dir = job_dir_of(s.job_id);
   if (s.backend == LaunchBackend::kMpi && !s.hosts.empty()) s.session_dir = hosts_session_dir_of(s.job_id);
   for (size_t r = 0; r < s.envs.size(); ++r) {
     Environment& env = s.envs[r].env;
     for (auto& [name, value] : attempt_variables(attempt, s.rank_offset + static_cast<int>(r))) env[name] = value;
     env["MASTER_PORT"] = std::to_string(s.master_port);
+    if (!s.job_dir.empty())
+      env[contract::kJobDir] = s.job_dir;
+    else
+      env.erase(contract::kJobDir);
   }
 }
 
@@ -414,7 +429,7 @@ Setup prepare(const LaunchOptions& o, const std::vector<std::string>& argv, Purp
   if (s.backend == LaunchBackend::kMpi) find_shim_executable(o);
 
   s.topology = load_topology(o.topology_xml, o.synthetic);
-  WorldPlan world = plan_world(s.topology, o, s.hosts, slurm);
+  WorldPlan world = plan_world(s.topology, o, s.hosts, slurm, host_name());
   s.groups = world.groups;
   s.world_size = world.world_size;
   s.rank_plans = world.rank_plans;
@@ -448,6 +463,7 @@ Setup prepare(const LaunchOptions& o, const std::vector<std::string>& argv, Purp
     // Beside the nano-run that runs the shims: a program's own launch (TorchNano) is not nano-run.
     const std::string nano_run = s.backend == LaunchBackend::kMpi ? find_shim_executable(o) : self_executable();
     s.listen_guard = listen_guard_for(names, current, nano_run);
+    check_listen_guard(s.listen_guard);  // what the guard would refuse every listener for
     inputs.listen_guard = s.listen_guard;
   }
   s.envs = make_rank_environments(world, rendezvous, inputs);

@@ -30,6 +30,9 @@ struct HostGroup {
   std::string host;  ///< "" = this machine
   int first_rank = 0;
   int size = 0;
+  /// The process that launches the job runs on this group's host: its ranks' NANO_LAUNCH_HOST
+  /// is "1" (rank_contract.h). Decided by plan_world, never by what a rank finds on its host.
+  bool launch_host = false;
 };
 
 /// How the rendezvous port is decided.
@@ -63,8 +66,11 @@ struct Setup {
   std::vector<std::string> notes;
   std::string warning;  ///< the user_kept warning, printed once
   /// This launch's name for what it leaves in /dev/shm: ranks name nano's shared memory
-  /// "nano-<job_id>-...", and on one host Open MPI puts its shared-memory files and session
-  /// directory in job_dir, so the launcher (or its guardian) removes them on every way out.
+  /// "nano-<job_id>-...", and a one-host job has its private folder job_dir (job_dir_of), made
+  /// 0700 by the launcher (one made by someone else first is refused), named in every rank's
+  /// NANO_JOB_DIR: the runtime's rendezvous store lives there, and Open MPI puts its
+  /// shared-memory files and session directory there when it runs the job. The launcher (or its
+  /// guardian) removes it on every way out.
   std::string job_id;
   std::string job_dir;  ///< "" = none (dry run, several hosts)
   /// Several hosts (mpi): Open MPI's session directories on every host go under this folder
@@ -137,10 +143,16 @@ struct WorldPlan {
 
 /// Pure: plans the world. One machine: the plan of `o.plan`. A Slurm node part: its equal part.
 /// Hosts: each host's slots in order, each planned (here against this machine's `topology`; the
-/// shims plan against their own). Throws SettingError for a rank count the hosts or nodes do
-/// not take, or an output rank outside the world.
+/// shims plan against their own). `this_host`: this machine's name (host_name()), as
+/// resolve_hosts matched it: the group of that host (or "localhost", "127.0.0.1") is the
+/// launching host's, as is the one group of one machine or of a node part. Throws SettingError
+/// for a rank count the hosts or nodes do not take, or an output rank outside the world.
 WorldPlan plan_world(const Topology& topology, const LaunchOptions& o, const std::vector<HostSlots>& hosts,
-                     const SlurmContext& slurm);
+                     const SlurmContext& slurm, const std::string& this_host);
+
+/// Pure: whether a group on `host` (a HostGroup's: "" = this machine) runs on the host named
+/// `this_host`, where the launching process runs.
+bool is_launch_host(const std::string& host, const std::string& this_host);
 
 /// The rendezvous: MASTER_ADDR and how MASTER_PORT comes about.
 struct Rendezvous {
@@ -165,7 +177,8 @@ struct EnvironmentInputs {
 };
 
 /// Pure: the environment of every rank of `world`, in global rank order, from `inputs` and the
-/// rendezvous.
+/// rendezvous, with NANO_LAUNCH_HOST from its group (HostGroup::launch_host) and no NANO_JOB_DIR
+/// (an attempt's: stamp_attempt).
 std::vector<RankEnvironment> make_rank_environments(const WorldPlan& world, const Rendezvous& rendezvous,
                                                     const EnvironmentInputs& inputs);
 
@@ -174,8 +187,9 @@ std::vector<RankEnvironment> make_rank_environments(const WorldPlan& world, cons
 bool needs_listen_guard(const Setup& s);
 
 /// Pure: stamps attempt `attempt` on `s`: its job id, run id, secret and restart count; every rank's
-/// attempt variables (NANO_JOB_ID, ..., launcher/torchrun_env.h) and MASTER_PORT; the job's folder for
-/// Open MPI's files when the mpi backend runs on one host.
+/// attempt variables (NANO_JOB_ID, ..., launcher/torchrun_env.h) and MASTER_PORT; on one host the
+/// job's private folder (job_dir, each rank's NANO_JOB_DIR, unset elsewhere), across hosts with
+/// the mpi backend Open MPI's session folder (session_dir).
 void stamp_attempt(Setup& s, const AttemptIdentity& attempt);
 
 // ---- the shell ----

@@ -3,11 +3,8 @@
 // it (launcher/supervision_loop.h), and start it again after a failure while restarts are left.
 #include "launcher/launcher.h"
 
-#include <errno.h>
 #include <poll.h>
 #include <signal.h>
-#include <string.h>
-#include <sys/stat.h>
 
 #include <algorithm>
 #include <chrono>
@@ -54,15 +51,27 @@ LaunchResult run_world(const Setup& s, OutputRouter& router, StdioSink& sink) {
   Guardian guardian;
   const std::string shm_prefix = job_shm_prefix(s.job_id);
   guardian.remove_prefix("/dev/shm", shm_prefix);
+  // The job's folders, made here: one that someone else made first is refused before anything
+  // starts, and never handed to the guardian (it is not ours to remove).
   if (!s.job_dir.empty()) {
+    make_private_folder(s.job_dir);
     guardian.remove_path(s.job_dir);
-    if (mkdir(s.job_dir.c_str(), 0700) != 0) throw Error("cannot create " + s.job_dir + ": " + strerror(errno));
   }
-  if (!s.session_dir.empty()) guardian.remove_path(s.session_dir);  // Open MPI makes it
+  if (!s.session_dir.empty()) {
+    try {
+      make_private_folder(s.session_dir);  // on the other hosts, Open MPI's daemon makes it
+    } catch (...) {
+      if (!s.job_dir.empty()) remove_tree(s.job_dir.c_str());
+      throw;
+    }
+    guardian.remove_path(s.session_dir);
+  }
   for (const std::string& file : s.options.caller_files) guardian.remove_path(file);
-  SupervisionLoop loop(s, router, sink, guardian);
-  std::unique_ptr<RankStarter> starter = s.backend == LaunchBackend::kMpi ? make_mpi_starter(s, guardian, loop.shims())
-                                                                          : make_subprocess_starter(s, guardian);
+  // Every group the world makes: signalled only while ours, watched by the guardian until it ended.
+  OwnGroups groups(&guardian);
+  SupervisionLoop loop(s, router, sink, groups);
+  std::unique_ptr<RankStarter> starter =
+      s.backend == LaunchBackend::kMpi ? make_mpi_starter(s, groups, loop.shims()) : make_subprocess_starter(s, groups);
   // Every rank's group is gone when the loop returns (or a failed start has taken down what it
   // started): remove what the job left, then let the guardian go.
   const auto remove_job_files = [&] {

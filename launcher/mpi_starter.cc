@@ -5,6 +5,8 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <utility>
+
 #include "core/rank_contract.h"
 #include "launcher/carried_env.h"
 #include "launcher/mpi_command.h"
@@ -19,8 +21,8 @@ namespace {
 
 class MpiStarter : public RankStarter {
  public:
-  MpiStarter(const Setup& setup, Guardian& guardian, ShimChannels& shims)
-      : setup_(setup), guardian_(guardian), shims_(shims) {}
+  MpiStarter(const Setup& setup, OwnGroups& groups, ShimChannels& shims)
+      : setup_(setup), groups_(groups), shims_(shims) {}
 
   Started start() override {
     Started started;
@@ -52,7 +54,7 @@ class MpiStarter : public RankStarter {
       listen_fd_ = -1;
       throw;
     }
-    guardian_.watch_group(sp.pid);
+    groups_.add(std::move(sp.group));
     mpirun_pid_ = sp.pid;
     started.processes.push_back({sp.pid, -1, sp.stdout_fd, sp.stderr_fd});
     started.listen_fd = listen_fd_;
@@ -70,19 +72,23 @@ class MpiStarter : public RankStarter {
       shims_.send(r, encode_frame(FrameType::kSignal, std::to_string(sig)));
     }
     // Shims that never reached us (still starting, or mpirun cannot start them) are mpirun's.
-    if (!all_linked && sig == SIGKILL && mpirun_pid_ > 0) killpg(mpirun_pid_, SIGKILL);
+    if (!all_linked && sig == SIGKILL && mpirun_pid_ > 0) groups_.signal(mpirun_pid_, SIGKILL);
   }
 
   void clean_up(const std::vector<pid_t>&) override {
     close(listen_fd_);
-    for (pid_t g : shims_.groups())
-      if (g > 0) killpg(g, SIGKILL);  // leftovers of a rank's group (daemons)
-    killpg(mpirun_pid_, SIGKILL);
+    for (pid_t g : shims_.groups()) {
+      if (g <= 0) continue;
+      groups_.signal(g, SIGKILL);  // leftovers of a rank's group (daemons)
+      groups_.forget(g);
+    }
+    groups_.signal(mpirun_pid_, SIGKILL);
+    groups_.forget(mpirun_pid_);
   }
 
  private:
   const Setup& setup_;
-  Guardian& guardian_;
+  OwnGroups& groups_;
   ShimChannels& shims_;
   int listen_fd_ = -1;
   pid_t mpirun_pid_ = -1;
@@ -90,8 +96,8 @@ class MpiStarter : public RankStarter {
 
 }  // namespace
 
-std::unique_ptr<RankStarter> make_mpi_starter(const Setup& setup, Guardian& guardian, ShimChannels& shims) {
-  return std::make_unique<MpiStarter>(setup, guardian, shims);
+std::unique_ptr<RankStarter> make_mpi_starter(const Setup& setup, OwnGroups& groups, ShimChannels& shims) {
+  return std::make_unique<MpiStarter>(setup, groups, shims);
 }
 
 }  // namespace nano

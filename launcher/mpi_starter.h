@@ -3,14 +3,14 @@
 // linked back to a socket nano-run listens on (launcher/shim_channels.h).
 #include <memory>
 
-#include "launcher/guardian.h"
 #include "launcher/launch_setup.h"
+#include "launcher/process_group.h"
 #include "launcher/rank_starter.h"
 #include "launcher/shim_channels.h"
 
 namespace nano {
 
 /// The mpi backend: mpirun on the rank shims, which link to `shims`.
-std::unique_ptr<RankStarter> make_mpi_starter(const Setup& setup, Guardian& guardian, ShimChannels& shims);
+std::unique_ptr<RankStarter> make_mpi_starter(const Setup& setup, OwnGroups& groups, ShimChannels& shims);
 
 }  // namespace nano

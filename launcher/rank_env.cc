@@ -1,5 +1,7 @@
 #include "launcher/rank_env.h"
 
+#include <nano/error.h>
+
 #include "core/cpulist.h"
 #include "core/rank_contract.h"
 #include "launcher/source_filter.h"
@@ -91,6 +93,16 @@ std::string listen_guard_value(const ListenGuard& guard) {
   std::string value;
   for (const auto& s : guard.sources) value += (value.empty() ? "" : ",") + s;
   return value;
+}
+
+void check_listen_guard(const ListenGuard& guard) {
+  if (guard.library.empty()) return;
+  const std::string value = listen_guard_value(guard);
+  uint32_t sources[NANO_MAX_SOURCES];
+  // The value must be the sources themselves: "off" is not for a guard that is preloaded.
+  if (nano_read_guard(value.c_str(), sources, NANO_MAX_SOURCES) != static_cast<int>(guard.sources.size()))
+    throw UsageError("bad " NANO_LISTEN_GUARD_VARIABLE "='" + value +
+                     "': expected IPv4 addresses separated by commas, or off");
 }
 
 std::string listen_guard_library_for(const std::string& executable) {

@@ -72,6 +72,12 @@ void add_listen_guard(Environment& env, const ListenGuard& guard);
 /// Pure: NANO_LISTEN_GUARD's value for `guard`'s sources.
 std::string listen_guard_value(const ListenGuard& guard);
 
+/// Pure: throws UsageError "bad NANO_LISTEN_GUARD='VALUE': expected IPv4 addresses separated by
+/// commas, or off" when `guard` has a library and its value is one the guard cannot read (it
+/// would refuse every listener: nano_read_guard), so nothing starts with such a guard. nano-run
+/// checks the guard it passes, and each rank shim the one it was handed.
+void check_listen_guard(const ListenGuard& guard);
+
 /// Pure: where the listen guard lives for the executable at `executable` (beside nano's Python
 /// folder: build/bin/nano-run -> build/lib/nano/libnano_listen_guard.so); "" when `executable`
 /// is not an absolute path.

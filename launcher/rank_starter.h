@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "launcher/guardian.h"
 #include "launcher/launch_setup.h"
+#include "launcher/process_group.h"
 #include "launcher/shim_channels.h"
 #include "launcher/supervisor.h"
 
@@ -34,15 +34,17 @@ struct Started {
 class RankStarter {
  public:
   virtual ~RankStarter() = default;
-  /// Starts the world. Each process is under the guardian's watch before the next starts.
+  /// Starts the world. Each process's group is held (OwnGroups, so under the guardian's watch)
+  /// before the next starts.
   /// Throws Error when a start fails, after taking down what it had started.
   virtual Started start() = 0;
   /// Delivers `sig` to every rank still running. `running`: the process groups of the started
   /// processes not reaped yet; `supervisor`: which ranks' ends are known. A stopped rank is
   /// continued after a SIGTERM/SIGINT/SIGHUP, so it can act on it.
   virtual void deliver(int sig, const std::vector<pid_t>& running, const Supervisor& supervisor) = 0;
-  /// After every started process was reaped: takes down what the ranks' groups left (daemons)
-  /// and releases what start() opened. `started`: every started process's group.
+  /// After every started process was reaped: takes down what the ranks' groups left (daemons),
+  /// forgets the groups (they ended) and releases what start() opened. `started`: every started
+  /// process's group.
   virtual void clean_up(const std::vector<pid_t>& started) = 0;
 };
 

@@ -11,6 +11,23 @@
 
 namespace nano {
 
+std::string started_payload(const GroupLeader& leader) {
+  return std::to_string(leader.pid) + " " + std::to_string(leader.start_time);
+}
+
+GroupLeader parse_started(const std::string& payload) {
+  const size_t space = payload.find(' ');
+  GroupLeader leader;
+  leader.pid = static_cast<pid_t>(parse_integer(payload.substr(0, space), 0, INT_MAX).value_or(0));
+  if (leader.pid == 0) return {0, 0};
+  if (space != std::string::npos) {
+    const std::optional<long long> start = parse_integer(payload.substr(space + 1), 0, LLONG_MAX);
+    if (!start) return {0, 0};
+    leader.start_time = static_cast<unsigned long long>(*start);
+  }
+  return leader;
+}
+
 ShimChannels::ShimChannels(int world_size, bool one_host, OutputRouter& router, ShimEvents& events, SupervisionIo& io)
     : world_size_(world_size),
       one_host_(one_host),
@@ -59,11 +76,11 @@ bool ShimChannels::take_frames(Channel& ch) {
       if (teardown_signal_ != 0) send(rank, encode_frame(FrameType::kSignal, std::to_string(teardown_signal_)));
       if (released_) send(rank, encode_frame(FrameType::kRelease, ""));
     } else if (type == FrameType::kStarted) {
-      const pid_t pid = static_cast<pid_t>(parse_integer(payload, 0, INT_MAX).value_or(0));
+      const GroupLeader leader = parse_started(payload);
       // On this host (one-host jobs), the guardian can take the rank's group down.
-      if (pid > 1 && one_host_) {
-        groups_[static_cast<size_t>(ch.rank)] = pid;
-        events_.rank_started_here(ch.rank, pid);
+      if (leader.pid > 1 && one_host_) {
+        groups_[static_cast<size_t>(ch.rank)] = leader.pid;
+        events_.rank_started_here(ch.rank, leader);
       }
     } else if (type == FrameType::kOut || type == FrameType::kErr) {
       router_.feed(ch.rank, type == FrameType::kOut ? Stream::kOut : Stream::kErr, payload.data(), payload.size());

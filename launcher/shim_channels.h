@@ -15,6 +15,7 @@
 
 #include "launcher/frames.h"
 #include "launcher/output.h"
+#include "launcher/process_group.h"
 #include "launcher/supervision_io.h"
 
 namespace nano {
@@ -36,12 +37,21 @@ struct Channel {
 /// nor keeps a shim out (a shim says hello within a round trip of connecting).
 inline constexpr size_t kMaxShimsAwaitingHello = 64;
 
+/// Pure: the payload of a shim's kStarted frame for its rank led by `leader`: "<pid> <start time>",
+/// so nano-run knows the rank's group on its own host from a later one of the same number.
+std::string started_payload(const GroupLeader& leader);
+
+/// Pure: the leader a kStarted payload names ("<pid>" alone: start time 0, unknown); pid 0 when
+/// the payload is no such thing.
+GroupLeader parse_started(const std::string& payload);
+
 /// What the shims' frames tell the supervision loop.
 class ShimEvents {
  public:
   virtual ~ShimEvents() = default;
-  /// `rank`'s program runs as process group `pid` on nano-run's own host (one-host jobs only).
-  virtual void rank_started_here(int rank, pid_t pid) = 0;
+  /// `rank`'s program runs as process group `leader.pid` on nano-run's own host (one-host jobs
+  /// only), led by `leader` (its start time as its shim read it; 0 when not told).
+  virtual void rank_started_here(int rank, const GroupLeader& leader) = 0;
   /// `rank`'s final status arrived (its output is finished already).
   virtual void rank_ended(int rank, int exit_code, int signal) = 0;
 };

@@ -90,10 +90,14 @@ ShimSpec shim_spec_for(const Setup& s, const std::map<std::string, std::string>&
   spec.master_addr = s.master_addr;
   spec.master_port = s.master_port;
   spec.group_starts.clear();
-  for (const auto& g : s.groups) spec.group_starts.push_back(g.first_rank);
+  for (const auto& g : s.groups) {
+    if (g.launch_host) spec.launch_host_groups.push_back(static_cast<int>(spec.group_starts.size()));
+    spec.group_starts.push_back(g.first_rank);
+  }
   if (spec.group_starts.empty()) spec.group_starts = {0};
   spec.attempt = attempt_of(s);
   spec.session_dir = s.session_dir;
+  spec.job_dir = s.job_dir;
   spec.listen_guard = s.listen_guard;
   return spec;
 }
@@ -132,8 +136,10 @@ std::string encode_shim_spec(const ShimSpec& spec) {
       {"master_addr", text(spec.master_addr)},
       {"master_port", spec.master_port},
       {"group_starts", spec.group_starts},
+      {"launch_host_groups", spec.launch_host_groups},
       {"attempt", attempt},
       {"session_dir", text(spec.session_dir)},
+      {"job_dir", text(spec.job_dir)},
       {"listen_guard", {{"library", text(spec.listen_guard.library)}, {"sources", spec.listen_guard.sources}}},
       {"launcher_host", text(spec.launcher_host)},
       {"launcher_port", spec.launcher_port},
@@ -167,12 +173,14 @@ ShimSpec decode_shim_spec(const std::string& encoded) {
     spec.master_addr = text_of(j.at("master_addr"));
     j.at("master_port").get_to(spec.master_port);
     j.at("group_starts").get_to(spec.group_starts);
+    j.at("launch_host_groups").get_to(spec.launch_host_groups);
     const json& attempt = j.at("attempt");
     spec.attempt.job_id = text_of(attempt.at("job_id"));
     spec.attempt.run_id = text_of(attempt.at("run_id"));
     attempt.at("restart_count").get_to(spec.attempt.restart_count);
     attempt.at("max_restarts").get_to(spec.attempt.max_restarts);
     spec.session_dir = text_of(j.at("session_dir"));
+    spec.job_dir = text_of(j.at("job_dir"));
     spec.listen_guard.library = text_of(j.at("listen_guard").at("library"));
     j.at("listen_guard").at("sources").get_to(spec.listen_guard.sources);
     spec.launcher_host = text_of(j.at("launcher_host"));

@@ -31,12 +31,17 @@ struct ShimSpec {
   std::string master_addr = "127.0.0.1";
   int master_port = 0;
   std::vector<int> group_starts = {0};  ///< first global rank of every host
+  /// The groups (indexes into group_starts) on the host of the process that launched the job
+  /// (HostGroup::launch_host): their ranks' NANO_LAUNCH_HOST is "1", every other's "0".
+  std::vector<int> launch_host_groups;
   /// The attempt the shims start (job id "" = none, as in a dry run's command): each shim adds
   /// its rank's attempt_variables, as nano-run does for the subprocess backend.
   AttemptIdentity attempt;
-  /// Setup::session_dir: the shim marks it while its rank runs, and the host's last shim to end
-  /// removes it ("" = nothing to remove).
+  /// Setup::session_dir: the shim checks it is this user's private folder, marks it while its
+  /// rank runs, and the host's last shim to end removes it ("" = nothing to remove).
   std::string session_dir;
+  /// Setup::job_dir: a one-host job's private folder, its ranks' NANO_JOB_DIR ("" = none: unset).
+  std::string job_dir;
   /// Setup::listen_guard: what the shim adds to its rank's environment (launcher/listen_guard.c).
   ListenGuard listen_guard;
   // ---- the link back to nano-run ----

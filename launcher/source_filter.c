@@ -47,24 +47,28 @@ int nano_source_filter(const uint32_t* sources, int count, struct sock_filter* p
 }
 
 int nano_parse_sources(const char* text, uint32_t* sources, int room) {
+  if (!text || !*text) return -1;
   int count = 0;
-  const char* at = text;
-  while (*at) {
+  for (const char* at = text;;) {
     const char* end = strchr(at, ',');
     const size_t size = end ? (size_t)(end - at) : strlen(at);
     char one[INET_ADDRSTRLEN];
-    if (size > 0) {
-      struct in_addr addr;
-      if (size >= sizeof one || count >= room) return -1;
-      memcpy(one, at, size);
-      one[size] = '\0';
-      if (inet_pton(AF_INET, one, &addr) != 1) return -1;
-      sources[count++] = addr.s_addr;
-    }
-    if (!end) break;
+    struct in_addr addr;
+    if (size == 0 || size >= sizeof one || count >= room) return -1;
+    memcpy(one, at, size);
+    one[size] = '\0';
+    // inet_pton takes only the four dotted decimal parts: no spaces, "1.2.3" nor "::1".
+    if (inet_pton(AF_INET, one, &addr) != 1) return -1;
+    sources[count++] = addr.s_addr;
+    if (!end) return count;
     at = end + 1;
   }
-  return count;
+}
+
+int nano_read_guard(const char* value, uint32_t* sources, int room) {
+  if (!value || strcmp(value, "off") == 0) return NANO_GUARD_OFF;
+  const int count = nano_parse_sources(value, sources, room);
+  return count > 0 ? count : NANO_GUARD_MALFORMED;
 }
 
 int nano_admit_only(int fd, const uint32_t* sources, int count) {

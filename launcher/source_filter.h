@@ -29,9 +29,20 @@ extern "C" {
 /// else. Returns the number of instructions, or -1 when `room` or NANO_MAX_SOURCES is short.
 int nano_source_filter(const uint32_t* sources, int count, struct sock_filter* program, int room);
 
-/// Pure: the IPv4 addresses of `text` ("10.0.0.1,10.0.0.2") into `sources`. Returns their
-/// number, or -1 when one is not an address or more than `room` are given.
+/// Pure: the IPv4 addresses of `text` ("10.0.0.1,10.0.0.2": one or more dotted quads separated
+/// by single commas, nothing else) into `sources`. Returns their number, or -1 when `text` is not
+/// such a list (empty, an empty item or a trailing comma, spaces, a name, "1.2.3", an IPv6
+/// address) or holds more than `room` addresses.
 int nano_parse_sources(const char* text, uint32_t* sources, int room);
+
+/// What the listen guard does for a value of NANO_LISTEN_GUARD, besides a number of sources.
+#define NANO_GUARD_OFF (-1)       /* unset, or "off": no guard, listeners are left as they are */
+#define NANO_GUARD_MALFORMED (-2) /* anything else that is no list of sources: every guarded listen() fails */
+
+/// Pure: what the listen guard does for NANO_LISTEN_GUARD's `value` (NULL: unset): admits the
+/// sources it names (their number, filled into `sources`), NANO_GUARD_OFF or NANO_GUARD_MALFORMED.
+/// A value that cannot be read fails closed: better a job that cannot listen than an open one.
+int nano_read_guard(const char* value, uint32_t* sources, int room);
 
 /// Attaches the filter for `sources` to socket `fd`. Returns 0, or an errno value.
 int nano_admit_only(int fd, const uint32_t* sources, int count);

@@ -175,6 +175,7 @@ Spawned spawn_process(const SpawnRequest& request) {
   if (devnull >= 0) close(devnull);
   Spawned spawned;
   spawned.pid = pid;
+  spawned.group = OwnGroup::of_child(pid);  // not reaped yet: the pid is surely the child's
   if (request.capture_output) {
     close(out_pipe[1]);
     close(err_pipe[1]);

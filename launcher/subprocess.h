@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "launcher/process_group.h"
+
 namespace nano {
 
 /// What to start and how to bind it.
@@ -19,9 +21,12 @@ struct SpawnRequest {
   bool null_stdin = true;         ///< stdin from /dev/null (ranks run in their own group)
 };
 
-/// A started process. The caller owns the pipe read ends.
+/// A started process. The caller owns the pipe read ends (and `group`, a move-only handle).
 struct Spawned {
   pid_t pid = -1;
+  /// Its process group, known by its leader from right after fork (launcher/process_group.h):
+  /// signalled through it, never by the bare pid, since the pid may be another's once reaped.
+  OwnGroup group;
   int stdout_fd = -1;
   int stderr_fd = -1;
   std::vector<std::string> warnings;  ///< e.g. memory policy refused (the child went on)

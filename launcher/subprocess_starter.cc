@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <utility>
 
 #include <nano/error.h>
 #include "launcher/subprocess.h"
@@ -16,7 +17,7 @@ namespace {
 
 class SubprocessStarter : public RankStarter {
  public:
-  SubprocessStarter(const Setup& setup, Guardian& guardian) : setup_(setup), guardian_(guardian) {}
+  SubprocessStarter(const Setup& setup, OwnGroups& groups) : setup_(setup), groups_(groups) {}
 
   Started start() override {
     Started started;
@@ -40,42 +41,46 @@ class SubprocessStarter : public RankStarter {
         if (std::find(started.warnings.begin(), started.warnings.end(), w) == started.warnings.end())
           started.warnings.push_back(w);
       started.processes.push_back({sp.pid, r, sp.stdout_fd, sp.stderr_fd});
-      guardian_.watch_group(sp.pid);
+      groups_.add(std::move(sp.group));
     }
     return started;
   }
 
   void deliver(int sig, const std::vector<pid_t>& running, const Supervisor&) override {
-    for (pid_t g : running) killpg(g, sig);
+    for (pid_t g : running) groups_.signal(g, sig);
     if (sig != SIGKILL && sig != SIGCONT)
-      for (pid_t g : running) killpg(g, SIGCONT);
+      for (pid_t g : running) groups_.signal(g, SIGCONT);
   }
 
   void clean_up(const std::vector<pid_t>& started) override {
-    for (pid_t g : started) killpg(g, SIGKILL);  // leftovers of a rank's group (daemons)
+    for (pid_t g : started) {
+      groups_.signal(g, SIGKILL);  // leftovers of a rank's group (daemons)
+      groups_.forget(g);
+    }
   }
 
  private:
   // A rank that could not start: the ranks started before it go, and are reaped.
-  static void take_down(const Started& started) {
-    for (const auto& p : started.processes) killpg(p.pid, SIGKILL);
+  void take_down(const Started& started) {
+    for (const auto& p : started.processes) groups_.signal(p.pid, SIGKILL);
     for (const auto& p : started.processes) {
       int status;
       while (waitpid(p.pid, &status, 0) < 0 && errno == EINTR) {
       }
       close(p.stdout_fd);
       close(p.stderr_fd);
+      groups_.forget(p.pid);
     }
   }
 
   const Setup& setup_;
-  Guardian& guardian_;
+  OwnGroups& groups_;
 };
 
 }  // namespace
 
-std::unique_ptr<RankStarter> make_subprocess_starter(const Setup& setup, Guardian& guardian) {
-  return std::make_unique<SubprocessStarter>(setup, guardian);
+std::unique_ptr<RankStarter> make_subprocess_starter(const Setup& setup, OwnGroups& groups) {
+  return std::make_unique<SubprocessStarter>(setup, groups);
 }
 
 }  // namespace nano

@@ -3,13 +3,13 @@
 // (launcher/subprocess.h), and signals each rank's process group.
 #include <memory>
 
-#include "launcher/guardian.h"
 #include "launcher/launch_setup.h"
+#include "launcher/process_group.h"
 #include "launcher/rank_starter.h"
 
 namespace nano {
 
 /// The subprocess backend: each rank forked and bound here.
-std::unique_ptr<RankStarter> make_subprocess_starter(const Setup& setup, Guardian& guardian);
+std::unique_ptr<RankStarter> make_subprocess_starter(const Setup& setup, OwnGroups& groups);
 
 }  // namespace nano

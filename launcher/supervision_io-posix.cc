@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "launcher/frames.h"
-#include "launcher/guardian.h"
+#include "launcher/process_group.h"
 #include "launcher/signals.h"
 #include "launcher/subprocess.h"
 #include "launcher/supervision_io.h"
@@ -18,7 +18,7 @@ namespace {
 
 class SystemSupervisionIo : public SupervisionIo {
  public:
-  explicit SystemSupervisionIo(Guardian* guardian) : guardian_(guardian) {}
+  explicit SystemSupervisionIo(OwnGroups* groups) : groups_(groups) {}
 
   void catch_signals() override {
     signals_ = std::make_unique<SignalPipe>(std::vector<int>{SIGINT, SIGTERM, SIGHUP, SIGCHLD});
@@ -55,23 +55,25 @@ class SystemSupervisionIo : public SupervisionIo {
     decode_wait_status(status, end.exit_code, end.signal);
     return end;
   }
-  void signal_group(pid_t pgid, int sig) override { killpg(pgid, sig); }
-  void watch_group(pid_t pgid) override {
-    if (guardian_) guardian_->watch_group(pgid);
+  void signal_group(pid_t pgid, int sig) override {
+    if (groups_) groups_->signal(pgid, sig);
+  }
+  void watch_group(const GroupLeader& leader) override {
+    if (groups_ && !groups_->holds(leader.pid)) groups_->add(OwnGroup::of_leader(leader));
   }
 
   Clock::time_point now() override { return Clock::now(); }
   pid_t parent() override { return getppid(); }
 
  private:
-  Guardian* guardian_;
+  OwnGroups* groups_;
   std::unique_ptr<SignalPipe> signals_;
 };
 
 }  // namespace
 
-std::unique_ptr<SupervisionIo> make_system_supervision_io(Guardian* guardian) {
-  return std::make_unique<SystemSupervisionIo>(guardian);
+std::unique_ptr<SupervisionIo> make_system_supervision_io(OwnGroups* groups) {
+  return std::make_unique<SystemSupervisionIo>(groups);
 }
 
 }  // namespace nano

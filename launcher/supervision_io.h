@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-namespace nano {
+#include "launcher/process_group.h"
 
-class Guardian;
+namespace nano {
 
 /// How a process ended: exactly one of the two is meaningful.
 struct ProcessEnd {
@@ -57,19 +57,22 @@ class SupervisionIo {
 
   /// How `pid` (a child of nano-run) ended, once, if it has; it is reaped then. Never waits.
   virtual std::optional<ProcessEnd> reap(pid_t pid) = 0;
-  /// Sends `sig` to process group `pgid`.
+  /// Sends `sig` to process group `pgid`: only to a group this process made or was told of
+  /// (watch_group), and only while it is still ours (launcher/process_group.h: a group whose leader
+  /// was reaped and whose pid went to another process is left alone).
   virtual void signal_group(pid_t pgid, int sig) = 0;
-  /// Process group `pgid` (a rank's, on this host) goes down also when nano-run dies
-  /// (launcher/guardian.h).
-  virtual void watch_group(pid_t pgid) = 0;
+  /// Process group `leader.pid` (a rank's, on this host, started by its shim) is the job's: it
+  /// may be signalled, and goes down also when nano-run dies (launcher/guardian.h).
+  virtual void watch_group(const GroupLeader& leader) = 0;
 
   virtual Clock::time_point now() = 0;
   /// This process's parent now (the rank shim's mpirun or orted, while it lives).
   virtual pid_t parent() = 0;
 };
 
-/// The system's calls; the watches go to `guardian` (none: the rank shim, which watches its
-/// one rank itself).
-std::unique_ptr<SupervisionIo> make_system_supervision_io(Guardian* guardian);
+/// The system's calls. `groups`: the process groups that may be signalled, where watched groups
+/// are added (and so go under the watch of its guardian, when it has one: the rank shim's has
+/// none, since it watches its one rank itself).
+std::unique_ptr<SupervisionIo> make_system_supervision_io(OwnGroups* groups);
 
 }  // namespace nano

@@ -27,8 +27,8 @@ class CaughtSignals {
 
 }  // namespace
 
-SupervisionLoop::SupervisionLoop(const Setup& s, OutputRouter& router, StdioSink& sink, Guardian& guardian)
-    : SupervisionLoop(s, router, sink, make_system_supervision_io(&guardian), nullptr) {}
+SupervisionLoop::SupervisionLoop(const Setup& s, OutputRouter& router, StdioSink& sink, OwnGroups& groups)
+    : SupervisionLoop(s, router, sink, make_system_supervision_io(&groups), nullptr) {}
 
 SupervisionLoop::SupervisionLoop(const Setup& s, OutputRouter& router, StdioSink& sink, SupervisionIo& io)
     : SupervisionLoop(s, router, sink, nullptr, &io) {}
@@ -65,7 +65,7 @@ LaunchResult SupervisionLoop::run(RankStarter& starter) {
   return finish();
 }
 
-void SupervisionLoop::rank_started_here(int, pid_t pid) { io_.watch_group(pid); }
+void SupervisionLoop::rank_started_here(int, const GroupLeader& leader) { io_.watch_group(leader); }
 
 void SupervisionLoop::add_pipe(int fd, int rank, Stream stream) {
   auto c = std::make_unique<Channel>();

@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "launcher/guardian.h"
 #include "launcher/heartbeat.h"
 #include "launcher/launch_setup.h"
 #include "launcher/output.h"
+#include "launcher/process_group.h"
 #include "launcher/rank_starter.h"
 #include "launcher/shim_channels.h"
 #include "launcher/supervision_io.h"
@@ -26,8 +26,9 @@ namespace nano {
 
 class SupervisionLoop : private ShimEvents {
  public:
-  /// Supervises through the system's calls; the ranks' groups are watched by `guardian`.
-  SupervisionLoop(const Setup& s, OutputRouter& router, StdioSink& sink, Guardian& guardian);
+  /// Supervises through the system's calls; the processes' groups are `groups` (those its
+  /// starter made, and the ones the shims report on this host, which it adds).
+  SupervisionLoop(const Setup& s, OutputRouter& router, StdioSink& sink, OwnGroups& groups);
   /// Supervises through `io` (a test's fake).
   SupervisionLoop(const Setup& s, OutputRouter& router, StdioSink& sink, SupervisionIo& io);
 
@@ -50,7 +51,7 @@ class SupervisionLoop : private ShimEvents {
   SupervisionLoop(const Setup& s, OutputRouter& router, StdioSink& sink, std::unique_ptr<SupervisionIo> owned,
                   SupervisionIo* given);
 
-  void rank_started_here(int rank, pid_t pid) override;
+  void rank_started_here(int rank, const GroupLeader& leader) override;
   void rank_ended(int rank, int code, int sig) override;
 
   void add_pipe(int fd, int rank, Stream stream);

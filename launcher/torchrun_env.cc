@@ -1,9 +1,5 @@
 #include "launcher/torchrun_env.h"
 
-#include <errno.h>
-#include <string.h>
-#include <sys/stat.h>
-
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -111,9 +107,6 @@ std::optional<std::string> read_error_file(const std::string& path, size_t limit
   return text;
 }
 
-void make_rank_files_dir(const std::string& job_id, int rank) {
-  const std::string dir = rank_files_dir(job_id, rank);
-  if (mkdir(dir.c_str(), 0700) != 0) throw Error("cannot create " + dir + ": " + strerror(errno));
-}
+void make_rank_files_dir(const std::string& job_id, int rank) { make_private_folder(rank_files_dir(job_id, rank)); }
 
 }  // namespace nano

@@ -69,7 +69,8 @@ std::optional<RaisedError> parse_error_file(const std::string& text);
 /// empty (the rank raised nothing through `record`).
 std::optional<std::string> read_error_file(const std::string& path, size_t limit = 4u << 20);
 
-/// Creates rank_files_dir(job_id, rank) (mode 0700; an existing one is refused: not ours).
+/// Creates rank_files_dir(job_id, rank) (make_private_folder: mode 0700; an existing one is
+/// refused with a UsageError naming it: not ours).
 /// Throws Error naming the folder when it cannot.
 void make_rank_files_dir(const std::string& job_id, int rank);
 

@@ -179,7 +179,7 @@ class FakeIo : public SupervisionIo {
     else if (sig != SIGCONT)
       end(pgid, 0, sig);
   }
-  void watch_group(pid_t pgid) override { watched.push_back(pgid); }
+  void watch_group(const GroupLeader& leader) override { watched.push_back(leader.pid); }
   Clock::time_point now() override { return t; }
   pid_t parent() override { return parent_pid; }
 

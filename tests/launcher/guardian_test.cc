@@ -61,7 +61,7 @@ TEST_CASE("the guardian kills the watched groups and removes the files when its 
       _exit(127);
     }
     setpgid(leader, leader);
-    guardian.watch_group(leader);
+    guardian.watch_group({leader, process_start_time(leader)});
     guardian.remove_path(dir + "/file");
     ssize_t ignored = write(ready[1], &leader, sizeof leader);
     (void)ignored;

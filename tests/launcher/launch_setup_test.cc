@@ -3,6 +3,7 @@
 #include "launcher/launch_setup.h"
 
 #include <doctest/doctest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
@@ -167,7 +168,7 @@ TEST_CASE("plan_world: one machine, hosts in slot order, a Slurm node's part") {
   SUBCASE("one machine") {
     LaunchOptions o;
     o.plan.num_processes = 2;
-    const WorldPlan w = plan_world(four, o, {}, {});
+    const WorldPlan w = plan_world(four, o, {}, {}, "a");
     CHECK(w.world_size == 2);
     CHECK(w.groups.size() == 1);
     CHECK(cpu_lists(w) == std::vector<std::string>{"0-1", "2-3"});
@@ -176,7 +177,7 @@ TEST_CASE("plan_world: one machine, hosts in slot order, a Slurm node's part") {
   SUBCASE("hosts: each host's slots in order, each host planned on its own") {
     LaunchOptions o;
     o.plan.num_processes = 3;
-    const WorldPlan w = plan_world(four, o, {{"a", 2}, {"b", 2}}, {});
+    const WorldPlan w = plan_world(four, o, {{"a", 2}, {"b", 2}}, {}, "a");
     CHECK(w.world_size == 3);
     REQUIRE(w.groups.size() == 2);
     CHECK(w.groups[0].host == "a");
@@ -186,14 +187,14 @@ TEST_CASE("plan_world: one machine, hosts in slot order, a Slurm node's part") {
     CHECK(w.rank_plans[2].rank == 2);
     CHECK(w.group_count == 2);
     o.plan.num_processes = 0;  // every slot
-    CHECK(plan_world(four, o, {{"a", 2}, {"b", 2}}, {}).world_size == 4);
+    CHECK(plan_world(four, o, {{"a", 2}, {"b", 2}}, {}, "a").world_size == 4);
   }
   SUBCASE("a Slurm node part plans its equal share") {
     LaunchOptions o;
     o.plan.num_processes = 4;
     SlurmContext slurm;
     slurm.node_part = node_part(1, 2);
-    const WorldPlan w = plan_world(four, o, {}, slurm);
+    const WorldPlan w = plan_world(four, o, {}, slurm, "a");
     CHECK(w.world_size == 2);
     CHECK(w.rank_offset == 2);
     CHECK(w.world_total == 4);
@@ -204,24 +205,24 @@ TEST_CASE("plan_world: one machine, hosts in slot order, a Slurm node's part") {
     LaunchOptions o;
     o.plan.num_processes = 5;
     CHECK(nano_run_error([&] {
-            plan_world(four, o, {{"a", 2}, {"b", 2}}, {});
+            plan_world(four, o, {{"a", 2}, {"b", 2}}, {}, "a");
           }) == "--num-processes 5 is more than the 4 slots of the hosts");
     o.plan.num_processes = 3;
     SlurmContext slurm;
     slurm.node_part = node_part(0, 2);
-    CHECK(nano_run_error([&] { plan_world(four, o, {}, slurm); }) ==
+    CHECK(nano_run_error([&] { plan_world(four, o, {}, slurm, "a"); }) ==
           "--num-processes 3 does not divide among the 2 nodes of the Slurm step (each node's nano-run starts an "
           "equal part)");
     o.plan.num_processes = 2;
     o.output_ranks = {0, 2};
-    CHECK(nano_run_error([&] { plan_world(four, o, {}, {}); }) == "--output-ranks 2 is not a rank (world size 2)");
+    CHECK(nano_run_error([&] { plan_world(four, o, {}, {}, "a"); }) == "--output-ranks 2 is not a rank (world size 2)");
   }
 }
 
 TEST_CASE("plan_host_ranks: the shim's plan of its host is nano-run's plan of that host") {
   const Topology four = load_synthetic_topology("core:4 pu:1");
   LaunchOptions o;
-  const WorldPlan w = plan_world(four, o, {{"a", 2}, {"b", 2}}, {});
+  const WorldPlan w = plan_world(four, o, {{"a", 2}, {"b", 2}}, {}, "a");
   const Plan host_b = plan_host_ranks(four, o.plan, 2);
   REQUIRE(host_b.ranks.size() == 2);
   CHECK(host_b.ranks[0].cpus == w.rank_plans[2].cpus);
@@ -273,7 +274,7 @@ TEST_CASE("make_rank_environments and stamp_attempt: identities, then the attemp
   LaunchOptions o;
   o.recipe.allocator = Allocator::kSystem;
   o.extra_env = {{"EXTRA", "1"}};
-  const WorldPlan w = plan_world(four, o, {{"a", 1}, {"b", 3}}, {});
+  const WorldPlan w = plan_world(four, o, {{"a", 1}, {"b", 3}}, {}, "a");
   Rendezvous r;
   r.addr = "a";
   r.port = 29500;
@@ -297,7 +298,9 @@ TEST_CASE("make_rank_environments and stamp_attempt: identities, then the attemp
   CHECK(rank2.at("MASTER_ADDR") == "a");
   CHECK(rank2.at("NANO_CPUS") == format_cpu_list(w.rank_plans[2].cpus));
   CHECK(rank2.at("EXTRA") == "1");
-  CHECK(rank2.count("NANO_JOB_ID") == 0);  // not stamped yet
+  CHECK(rank2.count("NANO_JOB_ID") == 0);      // not stamped yet
+  CHECK(rank2.at("NANO_LAUNCH_HOST") == "0");  // on b; this host is a
+  CHECK(s.envs[0].env.at("NANO_LAUNCH_HOST") == "1");
 
   stamp_attempt(s, {"99-abcdef", "11-000000", 2, 3, "5ec2e7"});
   CHECK(s.secret == "5ec2e7");
@@ -305,7 +308,8 @@ TEST_CASE("make_rank_environments and stamp_attempt: identities, then the attemp
   CHECK(s.job_id == "99-abcdef");
   CHECK(s.run_id == "11-000000");
   CHECK(s.restart_count == 2);
-  CHECK(s.job_dir == "/dev/shm/nano-99-abcdef");  // mpi on one host (no hosts in this Setup)
+  CHECK(s.job_dir == "/dev/shm/nano-99-abcdef");  // one host (no hosts in this Setup)
+  CHECK(s.envs[3].env.at("NANO_JOB_DIR") == "/dev/shm/nano-99-abcdef");
   CHECK(s.envs[3].env.at("NANO_JOB_ID") == "99-abcdef");
   CHECK(s.envs[3].env.at("TORCHELASTIC_RESTART_COUNT") == "2");
   CHECK(s.envs[3].env.at("TORCHELASTIC_ERROR_FILE") == "/dev/shm/nano-99-abcdef-rank-3/error.json");
@@ -313,6 +317,84 @@ TEST_CASE("make_rank_environments and stamp_attempt: identities, then the attemp
   stamp_attempt(s, {"99-fedcba", "11-000000", 3, 3});
   CHECK(s.envs[0].env.at("MASTER_PORT") == "29600");
   CHECK(s.envs[0].env.at("NANO_RESTART_COUNT") == "3");
+}
+
+TEST_CASE("NANO_LAUNCH_HOST: the ranks of the launching host's group say 1, by the plan") {
+  const Topology four = load_synthetic_topology("core:4 pu:1");
+  struct Row {
+    const char* why;
+    std::vector<HostSlots> hosts;
+    int node;  // -1: no Slurm node part
+    std::string this_host;
+    std::vector<std::string> expected;  // by rank
+  };
+  const std::vector<Row> table = {
+      {"one machine: every rank", {}, -1, "hostA", {"1", "1"}},
+      {"a Slurm node's part: its nano-run runs on the node", {}, 1, "cn02", {"1", "1"}},
+      {"several hosts, this host first (resolve_hosts's order)", {{"hostA", 1}, {"hostB", 1}}, -1, "hostA", {"1", "0"}},
+      {"several hosts, this host second", {{"hostA", 1}, {"hostB", 1}}, -1, "hostB", {"0", "1"}},
+      {"launched from a host that runs no rank", {{"hostA", 1}, {"hostB", 1}}, -1, "login", {"0", "0"}},
+      {"localhost is this host", {{"localhost", 1}, {"hostB", 1}}, -1, "hostA", {"1", "0"}},
+  };
+  for (const Row& row : table) {
+    CAPTURE(row.why);
+    LaunchOptions o;
+    o.plan.num_processes = row.node >= 0 ? 4 : 2;
+    SlurmContext slurm;
+    if (row.node >= 0) slurm.node_part = node_part(row.node, 2);
+    const WorldPlan w = plan_world(four, o, row.hosts, slurm, row.this_host);
+    // What the environment brought along (a launch from inside another job's rank) counts for nothing.
+    const Environment current = {{"NANO_LAUNCH_HOST", "7"}, {"NANO_JOB_DIR", "/dev/shm/nano-outer"}};
+    EnvironmentInputs inputs;
+    inputs.recipe = &o.recipe;
+    inputs.current = &current;
+    inputs.finder = [](const std::vector<std::string>&) { return std::string(); };
+    inputs.extra_env = &o.extra_env;
+    const std::vector<RankEnvironment> envs = make_rank_environments(w, Rendezvous{}, inputs);
+    std::vector<std::string> got;
+    for (const auto& e : envs) {
+      got.push_back(e.env.at("NANO_LAUNCH_HOST"));
+      CHECK(e.env.count("NANO_JOB_DIR") == 0);  // the attempt's: stamp_attempt
+    }
+    CHECK(got == row.expected);
+  }
+  CHECK(is_launch_host("", "hostA"));
+  CHECK(is_launch_host("127.0.0.1", "hostA"));
+  CHECK_FALSE(is_launch_host("hostA.example.org", "hostA"));
+}
+
+TEST_CASE("stamp_attempt: every one-host job gets its private folder in NANO_JOB_DIR; several hosts none") {
+  struct Row {
+    const char* why;
+    LaunchBackend backend;
+    std::vector<HostSlots> hosts;
+    int group_index;
+    std::string job_dir, session_dir;
+  };
+  const std::vector<Row> table = {
+      {"subprocess on one host", LaunchBackend::kSubprocess, {}, -1, "/dev/shm/nano-5-00ff", ""},
+      {"mpi on one host", LaunchBackend::kMpi, {}, -1, "/dev/shm/nano-5-00ff", ""},
+      {"a Slurm node's part", LaunchBackend::kSubprocess, {}, 1, "/dev/shm/nano-5-00ff", ""},
+      {"mpi over several hosts", LaunchBackend::kMpi, {{"a", 1}, {"b", 1}}, -1, "", "/tmp/nano-5-00ff"},
+  };
+  for (const Row& row : table) {
+    CAPTURE(row.why);
+    Setup s;
+    s.backend = row.backend;
+    s.hosts = row.hosts;
+    s.group_index = row.group_index;
+    s.envs.resize(2);
+    s.envs[1].env["NANO_JOB_DIR"] = "/dev/shm/nano-outer";  // brought along: replaced or dropped
+    stamp_attempt(s, {"5-00ff", "5-00ff", 0, 0});
+    CHECK(s.job_dir == row.job_dir);
+    CHECK(s.session_dir == row.session_dir);
+    for (const auto& e : s.envs) {
+      if (row.job_dir.empty())
+        CHECK(e.env.count("NANO_JOB_DIR") == 0);
+      else
+        CHECK(e.env.at("NANO_JOB_DIR") == row.job_dir);
+    }
+  }
 }
 
 TEST_CASE("a restart renews the job and only a picked port: a given or Slurm-derived one stays") {
@@ -346,7 +428,11 @@ TEST_CASE("the job's files are named in one place") {
   CHECK(hosts_session_dir_of("12-abcdef") == "/tmp/nano-12-abcdef");
   CHECK(shim_marker_of("/tmp/nano-12-abcdef", 3) == "/tmp/nano-12-abcdef/nano-shim-3");
   const std::string id = make_job_id();
-  CHECK(id.find('-') != std::string::npos);
+  // "<pid>-<16 hex digits>": 64 random bits, no guess for another user.
+  const std::string pid = std::to_string(getpid());
+  REQUIRE(id.size() == pid.size() + 17);
+  CHECK(id.compare(0, pid.size() + 1, pid + "-") == 0);
+  CHECK(id.find_first_not_of("0123456789abcdef", pid.size() + 1) == std::string::npos);
   CHECK(id != make_job_id());
 }
 
@@ -427,6 +513,21 @@ TEST_CASE("the listen guard: which launches need it, its sources, its place in a
   CHECK_THROWS_WITH_AS(listen_guard_for({"a"}, {{"NANO_LISTEN_GUARD", "10.0.0.1,hostB"}}, build_nano_run),
                        "bad NANO_LISTEN_GUARD='10.0.0.1,hostB': expected IPv4 addresses separated by commas, or off",
                        UsageError);
+  CHECK_THROWS_WITH_AS(listen_guard_for({"a"}, {{"NANO_LISTEN_GUARD", "10.0.0.1,"}}, build_nano_run),
+                       "bad NANO_LISTEN_GUARD='10.0.0.1,': expected IPv4 addresses separated by commas, or off",
+                       UsageError);
+  // The guard nano-run (and each shim) passes is checked before anything starts: one the listen
+  // guard cannot read would refuse every listener.
+  CHECK_NOTHROW(check_listen_guard(chosen));
+  CHECK_NOTHROW(check_listen_guard(ListenGuard{}));  // none
+  CHECK_THROWS_WITH_AS(check_listen_guard({library, {"10.0.0.1", "hostB"}}),
+                       "bad NANO_LISTEN_GUARD='10.0.0.1,hostB': expected IPv4 addresses separated by commas, or off",
+                       UsageError);
+  CHECK_THROWS_WITH_AS(check_listen_guard({library, {}}),
+                       "bad NANO_LISTEN_GUARD='': expected IPv4 addresses separated by commas, or off", UsageError);
+  CHECK_THROWS_WITH_AS(check_listen_guard({library, {"off"}}),
+                       "bad NANO_LISTEN_GUARD='off': expected IPv4 addresses separated by commas, or off", UsageError);
+  CHECK_THROWS_AS(check_listen_guard({library, {"10.0.0.1,10.0.0.2"}}), UsageError);  // one source each
   CHECK_THROWS_WITH_AS(listen_guard_for({"no-such-host.invalid"}, {}, build_nano_run),
                        "host no-such-host.invalid of hosts does not resolve here, so its ranks could not be admitted "
                        "by the job's listeners",

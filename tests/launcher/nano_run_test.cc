@@ -176,6 +176,12 @@ TEST_CASE("masks are disjoint, match the plan, and the environment contract hold
       CHECK(env["NANO_CPUS"] == std::to_string(cpus[0]));
       CHECK(env["OMP_NUM_THREADS"] == "1");
       CHECK(env["LD_PRELOAD"].get<std::string>().find("libjemalloc.so.2") != std::string::npos);
+      // The job's private folder, made 0700 by nano-run, gone with the job; the launching host.
+      const std::string job_dir = "/dev/shm/nano-" + env["NANO_JOB_ID"].get<std::string>();
+      CHECK(env["NANO_JOB_DIR"] == job_dir);
+      CHECK(j["job_dir"] == "0700 " + std::to_string(geteuid()));
+      CHECK_FALSE(std::filesystem::exists(job_dir));
+      CHECK(env["NANO_LAUNCH_HOST"] == "1");
     }
   }
 }
@@ -413,6 +419,23 @@ TEST_CASE("the mpi backend's multi-host path, run on this host through --hosts")
   CHECK(ranks[0]["env"]["MASTER_ADDR"] == "localhost");
   CHECK(ranks[1]["env"]["WORLD_SIZE"] == "2");
   CHECK(ranks[0]["affinity"] != ranks[1]["affinity"]);
+  for (int rank = 0; rank < 2; ++rank) {
+    CHECK(ranks[rank]["env"]["NANO_LAUNCH_HOST"] == "1");      // localhost is the launching host
+    CHECK_FALSE(ranks[rank]["env"].contains("NANO_JOB_DIR"));  // across hosts there is none
+  }
+}
+
+TEST_CASE("a NANO_LISTEN_GUARD the guard could not read is refused before anything starts") {
+  for (const std::string value : {"10.0.0.1,", "10.0.0.1, 10.0.0.2", "::1"}) {
+    CAPTURE(value);
+    const std::string pid_dir = temp_dir("nano_run_test");
+    Result r = run({"--backend", "mpi", "-n", "1", kProbe, "--pid-dir", pid_dir}, {"NANO_LISTEN_GUARD=" + value});
+    CHECK(r.rc == 2);
+    CHECK(r.err == "nano-run: bad NANO_LISTEN_GUARD='" + value +
+                       "': expected IPv4 addresses separated by commas, or off (see docs/nano-run.md)\n");
+    CHECK(slurp(pid_dir + "/rank-0.pid").empty());
+    std::system(("rm -rf " + pid_dir).c_str());
+  }
 }
 
 TEST_CASE("a stock PyTorch program runs unchanged: gloo env:// all-reduce") {

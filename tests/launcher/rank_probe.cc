@@ -1,5 +1,6 @@
 // A rank for the launcher's integration tests: prints one JSON line with its rank
-// environment, its affinity mask and its OpenMP/allocator settings, then does what its flags
+// environment, its affinity mask, its OpenMP/allocator settings and what its NANO_JOB_DIR is
+// (job_dir: "0700 <uid>" for a folder of that mode and owner, "" when none), then does what its flags
 // say. Every action takes "VALUE[@RANKS]" (RANKS "1" or "0,2"; no @ = every rank):
 //   --exit K[@R]        exit with code K
 //   --segv [@R]         raise SIGSEGV
@@ -9,8 +10,10 @@
 //   --stderr TEXT[@R]   write TEXT as a line on stderr
 #include <sched.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -64,12 +67,21 @@ int main(int argc, char** argv) {
     if (CPU_ISSET(c, &set)) cpus.push_back(c);
   j["affinity"] = cpus;
   nlohmann::json env = nlohmann::json::object();
-  for (const char* name : {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR",
-                           "MASTER_PORT", "NANO_CPUS", "OMP_NUM_THREADS", "OMP_PROC_BIND", "OMP_PLACES", "KMP_AFFINITY",
-                           "KMP_BLOCKTIME", "LD_PRELOAD", "MALLOC_CONF", "NANO_TEST_EXTRA"}) {
+  for (const char* name :
+       {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT", "NANO_CPUS",
+        "OMP_NUM_THREADS", "OMP_PROC_BIND", "OMP_PLACES", "KMP_AFFINITY", "KMP_BLOCKTIME", "LD_PRELOAD", "MALLOC_CONF",
+        "NANO_TEST_EXTRA", "NANO_JOB_ID", "NANO_JOB_DIR", "NANO_LAUNCH_HOST"}) {
     if (const char* value = std::getenv(name)) env[name] = value;
   }
   j["env"] = env;
+  std::string job_dir;
+  struct stat st {};
+  if (const char* dir = std::getenv("NANO_JOB_DIR"); dir && lstat(dir, &st) == 0 && S_ISDIR(st.st_mode)) {
+    char mode[8];
+    snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    job_dir = std::string(mode) + " " + std::to_string(st.st_uid);
+  }
+  j["job_dir"] = job_dir;
   std::cout << j.dump() << std::endl;
   if (flag("--stderr", v)) std::cerr << v << std::endl;
   if (flag("--ignore-term", v)) signal(SIGTERM, SIG_IGN);

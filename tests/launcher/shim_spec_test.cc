@@ -26,7 +26,8 @@ TEST_CASE("a shim spec round-trips through its JSON") {
   Setup s;
   s.master_addr = "node1";
   s.master_port = 1234;
-  s.groups = {{"node1", 0, 4}, {"node2", 4, 4}};
+  s.groups = {{"node1", 0, 4, false}, {"node2", 4, 4, true}};  // nano-run runs on node2
+  s.job_dir = "/dev/shm/nano-77-abc123";
   s.job_id = "77-abc123";
   s.run_id = "70-def456";
   s.restart_count = 2;
@@ -55,6 +56,8 @@ TEST_CASE("a shim spec round-trips through its JSON") {
   CHECK(back.master_addr == "node1");
   CHECK(back.master_port == 1234);
   CHECK(back.group_starts == std::vector<int>{0, 4});
+  CHECK(back.launch_host_groups == std::vector<int>{1});
+  CHECK(back.job_dir == "/dev/shm/nano-77-abc123");
   CHECK(back.attempt.job_id == "77-abc123");
   CHECK(back.attempt.run_id == "70-def456");
   CHECK(back.attempt.restart_count == 2);

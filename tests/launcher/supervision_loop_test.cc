@@ -399,15 +399,39 @@ TEST_CASE("mpi backend: a shim not heard from within heartbeat_timeout is a lost
   CHECK(w.starter.cleaned == std::vector<pid_t>{World::kMpirun});
 }
 
+TEST_CASE("a shim's kStarted payload: the rank's pid and its start time") {
+  struct Row {
+    std::string payload;
+    pid_t pid;
+    unsigned long long start_time;
+  };
+  const std::vector<Row> table = {
+      {started_payload({4000, 123456}), 4000, 123456},
+      {"4000", 4000, 0},  // no start time: not known
+      {"4000 x", 0, 0},
+      {"x", 0, 0},
+      {"", 0, 0},
+      {"-5 1", 0, 0},
+  };
+  for (const Row& row : table) {
+    CAPTURE(row.payload);
+    const GroupLeader leader = parse_started(row.payload);
+    CHECK(leader.pid == row.pid);
+    CHECK(leader.start_time == row.start_time);
+  }
+  CHECK(started_payload({4000, 123456}) == "4000 123456");
+}
+
 TEST_CASE("mpi backend: an exit read in the drain after mpirun ended is the root cause, not mpirun") {
   SUBCASE("rank 1's final status arrives 200 ms after mpirun's end") {
     World w(2, LaunchBackend::kMpi);
     w.mpirun();
     w.shim_says_hello(0, 0ms, host_name());
     w.shim_says_hello(1, 0ms, host_name());
-    // One host: the shims report their ranks' groups, which the guardian then watches.
+    // One host: the shims report their ranks' groups, which the guardian then watches (by the
+    // leader's start time too, or without when a shim does not say it).
     w.io.at(1ms, [&] {
-      w.io.feed(World::link(0), frame(FrameType::kStarted, "4000"));
+      w.io.feed(World::link(0), frame(FrameType::kStarted, started_payload({4000, 123456})));
       w.io.feed(World::link(1), frame(FrameType::kStarted, "4001"));
     });
     w.io.at(1000ms, [&] { w.io.end(World::kMpirun, 1, 0); });

@@ -2,7 +2,10 @@
 // topologies), how trials' figures become a choice (ties within noise, failures), and the
 // store's text, lookups and damage.
 #include <doctest/doctest.h>
+#include <stdlib.h>
+#include <sys/stat.h>
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -324,6 +327,22 @@ TEST_CASE("the store: text round trip, hits, misses, damage") {
                      "threads": 1, "allocator": "auto"}}]})"),
                   Error);
   CHECK_THROWS_AS(parse_tune_store(R"({"entries": [{"machine": "m"}]})"), Error);
+
+  // Written whole through a temporary file of an unguessable name, 0600, that does not stay.
+  char pattern[] = "/tmp/nano_tune_store_test_XXXXXX";
+  REQUIRE(mkdtemp(pattern) != nullptr);
+  const std::string dir = pattern, path = dir + "/cache/tune.json";
+  write_tune_store(path, replaced);
+  write_tune_store(path, replaced);  // again, over the first
+  CHECK(read_tune_store(path, nullptr).size() == 1);
+  struct stat st {};
+  REQUIRE(stat(path.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(dir + "/cache"))
+    names.push_back(entry.path().filename());
+  CHECK(names == std::vector<std::string>{"tune.json"});
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("a DDP program's steps from its all-reduces: the period of their sizes") {
