@@ -172,7 +172,13 @@ TorchBackend::TorchBackend(const c10::intrusive_ptr<c10d::Store>& store, const O
   await_ranks(*store, "nano/host/", rank, size, timeout_,
               options.join_within.count() >= 0 ? std::min(options.join_within, timeout_) : timeout_);
   std::vector<std::string> host_of_rank;
-  for (int r = 0; r < size; ++r) host_of_rank.push_back(text_of(store->get("nano/host/" + std::to_string(r))));
+  for (int r = 0; r < size; ++r) {
+    const std::vector<uint8_t> id = store->get("nano/host/" + std::to_string(r));
+    // A host name and a device number: bounded before use, whoever wrote it.
+    if (id.size() > 512)
+      throw Error("nano: rank " + std::to_string(r) + "'s host entry in the store is over 512 bytes");
+    host_of_rank.push_back(text_of(id));
+  }
   const bool one_host =
       std::all_of(host_of_rank.begin(), host_of_rank.end(), [&](const auto& h) { return h == host_of_rank[0]; });
 

@@ -4,8 +4,14 @@
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <errno.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 
 #include <chrono>
@@ -46,12 +52,23 @@ std::string rendezvous_timeout_message(const std::string& where, double seconds,
          " ranks did not join (missing: " + list + ")";
 }
 
-std::string file_store_path(const std::string& job_id, const Context& context, const std::string& prefix) {
-  if (job_id.empty() || job_id.find('/') != std::string::npos || context.local_world_size < context.world_size)
-    return "";
+std::string file_store_path(const std::string& job_dir, const Context& context, const std::string& prefix) {
+  if (job_dir.empty() || job_dir[0] != '/' || context.local_world_size < context.world_size) return "";
   std::string tag = prefix;
   std::replace(tag.begin(), tag.end(), '/', '-');
-  return "/dev/shm/nano-" + job_id + "-store-" + tag;
+  return job_dir + "/store-" + tag;
+}
+
+void check_private_job_dir(const std::string& dir) {
+  struct stat st {};
+  if (lstat(dir.c_str(), &st) != 0)
+    throw Error("nano: the job's folder " + dir + " (" + contract::kJobDir + "): " + std::strerror(errno));
+  if (!S_ISDIR(st.st_mode) || st.st_uid != getuid() || (st.st_mode & 077) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    throw Error("nano: the job's folder " + dir + " is not this user's private folder (owner uid " +
+                std::to_string(st.st_uid) + ", mode " + mode + "): refusing to meet there");
+  }
 }
 
 namespace {
@@ -132,8 +149,8 @@ c10::intrusive_ptr<c10d::Store> rendezvous(const Context& context, const std::st
   const auto timeout = context.rendezvous_timeout;
   const double seconds = timeout.count() / 1000.0;
   const auto deadline = Clock::now() + timeout;
-  const char* job = std::getenv(contract::kJobId);
-  const std::string file = file_store_path(job ? job : "", context, prefix);
+  const char* job_dir = std::getenv(contract::kJobDir);
+  const std::string file = file_store_path(job_dir ? job_dir : "", context, prefix);
   const std::string where = file.empty() ? context.master_addr + ":" + std::to_string(context.master_port) : file;
   c10::intrusive_ptr<c10d::Store> store;
   const std::string secret = job_secret_from_environment();
@@ -142,6 +159,7 @@ c10::intrusive_ptr<c10d::Store> rendezvous(const Context& context, const std::st
   } else if (file.empty()) {
     store = tcp_store(context, where);
   } else {
+    check_private_job_dir(job_dir);
     try {
       store = c10::make_intrusive<c10d::FileStore>(file, context.world_size);
       store->setTimeout(timeout);

@@ -20,10 +20,14 @@ class Store;
 
 namespace nano {
 
-/// The file of a one-host job's store ("/dev/shm/nano-<job>-store-<prefix, '/' as '-'>", which
-/// nano-run removes with the job's other files), or "" when the world must meet over TCP: no
-/// NANO_JOB_ID (not launched by nano-run), or ranks on several hosts. Pure.
-std::string file_store_path(const std::string& job_id, const Context& context, const std::string& prefix);
+/// The file of a one-host job's store ("<job_dir>/store-<prefix, '/' as '-'>", in the job's own
+/// 0700 folder NANO_JOB_DIR, which the launcher makes and removes), or "" when the world must meet
+/// over TCP: no job folder (not launched by nano's launcher), or ranks on several hosts. Pure.
+std::string file_store_path(const std::string& job_dir, const Context& context, const std::string& prefix);
+
+/// Throws Error naming `dir` unless it is a folder (not a link) of this user that nobody else may
+/// enter: the job's folder, where its one-host store lives, must be nobody else's.
+void check_private_job_dir(const std::string& dir);
 
 /// Every rank sets "<prefix><rank>" and waits for all others, in the store file_store_path()
 /// names, else in rank 0's TCP store. After context.rendezvous_timeout, throws nano::Error

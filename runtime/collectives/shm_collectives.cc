@@ -527,6 +527,10 @@ std::unique_ptr<SharedMemory> SharedMemory::open(const std::string& name, std::s
     close(fd);
     throw Error("nano: shared memory " + name + " is smaller than " + std::to_string(bytes) + " bytes");
   }
+  if (st.st_uid != getuid() || (st.st_mode & 077) != 0) {  // made by rank 0 (0600): nobody else's
+    close(fd);
+    throw Error("nano: shared memory " + name + " is not this user's private object: refusing to map it");
+  }
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   const std::string reason = system_reason();
   close(fd);

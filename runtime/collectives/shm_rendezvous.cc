@@ -33,11 +33,26 @@ std::string object_name() {
 
 }  // namespace
 
+// At most 1 PiB per rank, so sizes summed over the ranks of one host stay far from overflow.
+constexpr long long kMaxBytes = 1LL << 50;
+
+std::optional<SharedArea> parse_shared_area(const std::string& text) {
+  const std::size_t cut = text.find('\n');
+  if (cut == std::string::npos || cut > 255) return std::nullopt;
+  SharedArea area;
+  area.name = text.substr(0, cut);
+  // "" (rank 0 could not make one), or a name of nano's own: "/nano-" and no other slash.
+  if (!area.name.empty() && (area.name.rfind("/nano-", 0) != 0 || area.name.find('/', 1) != std::string::npos))
+    return std::nullopt;
+  const std::optional<long long> bytes = parse_integer(text.substr(cut + 1), 0, kMaxBytes);
+  if (!bytes || *bytes % 64 != 0) return std::nullopt;
+  area.data_bytes = static_cast<std::size_t>(*bytes);
+  return area;
+}
+
 std::size_t shm_bytes_from_environment() {
   const char* text = std::getenv(contract::kShmBytes);
   if (!text) return ShmCollectives::kDefaultAreaBytes;
-  // At most 1 PiB per rank, so sizes summed over the ranks of one host stay far from overflow.
-  constexpr long long kMaxBytes = 1LL << 50;
   const std::optional<long long> bytes = parse_integer(text, 0, kMaxBytes);
   if (!bytes || (*bytes > 0 && *bytes < 64)) {
     throw UsageError(std::string("nano: bad ") + contract::kShmBytes + "='" + text +
@@ -70,10 +85,14 @@ SharedWorld join_shared_memory(c10d::Store& store, int rank, int size, std::size
     store.set(prefix + "name", bytes_of(name + "\n" + std::to_string(data_bytes)));
   } else {
     const auto value = store.get(prefix + "name");
-    const std::string text(value.begin(), value.end());
-    const std::size_t cut = text.find('\n');
-    name = text.substr(0, cut);
-    data_bytes = cut == std::string::npos ? 0 : std::stoull(text.substr(cut + 1));
+    // Bounded before use: a value that is not rank 0's is refused, never mapped.
+    const std::optional<SharedArea> area =
+        value.size() <= 300 ? parse_shared_area(std::string(value.begin(), value.end())) : std::nullopt;
+    if (!area)
+      throw Error("nano: rank " + std::to_string(rank) + ": the store's shared-memory entry (" + prefix +
+                  "name) is not one rank 0 writes");
+    name = area->name;
+    data_bytes = area->data_bytes;
     if (!name.empty()) {
       try {
         memory = SharedMemory::open(name, (ShmCollectives::kHeaderBytes + data_bytes) * static_cast<std::size_t>(size));

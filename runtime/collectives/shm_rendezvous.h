@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,18 @@ struct SharedWorld {
   std::unique_ptr<SharedMemory> memory;
   std::unique_ptr<ShmCollectives> collectives;
 };
+
+/// What rank 0 publishes in the store for the others to map: the object's name ("" when it could
+/// not make one) and each rank's data bytes.
+struct SharedArea {
+  std::string name;
+  std::size_t data_bytes = 0;
+};
+
+/// Pure: the store's "NAME\nBYTES" value read back, bounded before use: a name of nano's own
+/// ("/nano-..." without another '/', at most 255 bytes) or "", and a byte count that is a
+/// multiple of 64 up to 1 PiB; nullopt for anything else (a value rank 0 never writes).
+std::optional<SharedArea> parse_shared_area(const std::string& text);
 
 /// Bytes of each rank's shared-memory area: NANO_SHM_BYTES (0 = never shared memory; a test
 /// and tuning knob), else ShmCollectives::kDefaultAreaBytes. Throws nano::UsageError naming a
