@@ -1,11 +1,13 @@
 #pragma once
-// The secret of one attempt of a job: only nano-run, the attempt's rank shims and its ranks
-// know it. Every listener of a job over several hosts admits a peer only once the peer proved
-// it knows the secret by answering a fresh challenge (HMAC-SHA256 of it), so a stranger on the
-// network can neither join the job nor read or write its rendezvous, and what it overheard is
-// no answer to the next challenge. The secret itself never crosses the network in the clear
-// and never stands on a command line (any user of a host can read those): it travels in the
-// environment, NANO_JOB_SECRET.
+// The secret of one attempt of a job: nano-run, the attempt's rank shims and its ranks know it.
+// nano's own listeners of a job over several hosts (the shims' link, the job store) admit a peer
+// only once the peer proved it knows the secret by answering a fresh challenge (HMAC-SHA256 of
+// it), so a stranger can neither join the job nor read or write its rendezvous, and an overheard
+// answer is no answer to the next challenge. The secret never stands on a command line (any user
+// of a host can read those) nor in a file: it travels in the environment, NANO_JOB_SECRET, which
+// only its own user can read. To other hosts it travels in mpirun's environment, which Open MPI
+// sends in its launch message over plain TCP: someone who can read the traffic between the hosts
+// can learn it (docs/multihost.md, "Who gets in", states what that allows).
 #include <optional>
 #include <string>
 

@@ -60,8 +60,9 @@ int run(const ex::ExampleOptions& o) {
   int64_t done = 0;
   std::unique_ptr<nano::AutoCheckpoint> checkpoints;
   if (!o.checkpoint_dir.empty()) {
-    checkpoints = std::make_unique<nano::AutoCheckpoint>(o.checkpoint_dir, world.comm,
-                                                         nano::CheckpointOptions{.every_steps = o.checkpoint_every});
+    checkpoints = std::make_unique<nano::AutoCheckpoint>(
+        o.checkpoint_dir, world.comm,
+        nano::CheckpointOptions{.every_steps = o.checkpoint_every, .keep = o.checkpoint_keep});
     checkpoints->track(*model, {&optimizer}, {}, nano::precision_name(precision),
                        [&done](int64_t step) { done = step; });
     shard.hook = checkpoints->loader_hook();

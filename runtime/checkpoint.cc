@@ -19,11 +19,13 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <mutex>
 #include <sstream>
 
 #include <nano/auto_lr.h>
 #include <nano/communicator.h>
 #include <nano/error.h>
+#include "core/job_secret.h"
 #include "runtime/checkpoint_format.h"
 #include "runtime/checkpoint_staging.h"
 #include "runtime/collectives/rendezvous.h"  // first_line
@@ -39,7 +41,42 @@ namespace {
 
 std::string errno_text() { return strerror(errno); }
 
+// The folder was taken by another job: what the writer hands the training thread, apart from a
+// write that failed (a full disk), after which training goes on.
+class ClaimLost : public Error {
+ public:
+  using Error::Error;
+};
+
+// A damaged file where a checkpoint is about to be written (a resumed run saving a step again):
+// renamed aside, said in one line, never replaced unseen.
+void set_aside_if_damaged(const std::string& path, CheckpointVerdicts& verdicts) {
+  struct stat st {};
+  if (lstat(path.c_str(), &st) != 0) return;
+  const std::string why = verdicts.why_not(path);
+  if (why.empty()) return;
+  const std::string aside = path + ".damaged-" + hex_of(make_challenge()).substr(0, 8);
+  if (rename(path.c_str(), aside.c_str()) == 0)
+    std::cerr << "nano: checkpoint " << path << " is damaged (" << why << "): kept as " << aside
+              << ", and this run's checkpoint of that step written in its place" << std::endl;
+}
+
 }  // namespace
+
+/// Why this job may no longer write into its folder, set by the writer, read by the training
+/// thread (which ends the job with it).
+struct Checkpointer::LostClaim {
+  std::mutex mutex;
+  std::string why;
+  void set(const std::string& text) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (why.empty()) why = text;
+  }
+  std::string get() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return why;
+  }
+};
 
 void prepare_checkpoint_dir(const std::string& dir) {
   if (dir.empty()) throw UsageError("nano: the checkpoint folder is empty");
@@ -97,7 +134,11 @@ std::string text_of(const at::Tensor& bytes) {
 }  // namespace
 
 Checkpointer::Checkpointer(std::string dir, std::shared_ptr<Communicator> comm, CheckpointOptions options)
-    : dir_(std::move(dir)), comm_(std::move(comm)), options_(options), last_save_(std::chrono::steady_clock::now()) {
+    : dir_(std::move(dir)),
+      comm_(std::move(comm)),
+      options_(options),
+      last_save_(std::chrono::steady_clock::now()),
+      lost_(std::make_shared<LostClaim>()) {
   if (dir_.empty()) throw UsageError("nano: the checkpoint folder is empty");
   while (dir_.size() > 1 && dir_.back() == '/') dir_.pop_back();
   if (options_.keep < 1)
@@ -109,7 +150,17 @@ Checkpointer::Checkpointer(std::string dir, std::shared_ptr<Communicator> comm, 
   // A tuning trial leaves the user's folder as it is: not made, not cleaned, never written.
   if (comm_->rank() == 0 && !in_tuning_trial()) {
     prepare_checkpoint_dir(dir_);
-    claim_ = std::make_unique<FolderClaim>(dir_);  // before touching what may be another job's
+    claim_ = std::make_shared<FolderClaim>(dir_);  // before touching what may be another job's
+    verdicts_ = std::make_shared<CheckpointVerdicts>();
+    // Checked by the writer before every write and prune, by the job's identity: the launching
+    // process of an in-program launch may hold the claim for this rank.
+    claim_check_ = [claim = claim_] {
+      try {
+        claim->check();
+      } catch (const Error& e) {
+        throw ClaimLost(e.what());
+      }
+    };
     // Temporaries of a writer that was killed mid-write: never a checkpoint, only space.
     if (DIR* d = opendir(dir_.c_str())) {
       while (dirent* e = readdir(d))
@@ -121,6 +172,7 @@ Checkpointer::Checkpointer(std::string dir, std::shared_ptr<Communicator> comm, 
 
 Checkpointer::~Checkpointer() {
   wait_writer();  // then the claim goes, with the last write done
+  if (const std::string why = lost_->get(); !why.empty()) std::cerr << why << std::endl;
   if (waited_ > 0 && comm_->rank() == 0) {
     char seconds[32];
     std::snprintf(seconds, sizeof seconds, "%.1f", waited_seconds_);
@@ -128,6 +180,11 @@ Checkpointer::~Checkpointer() {
               << " waited for the previous one to be written, " << seconds
               << " s in all (checkpoint less often, or to faster storage)" << std::endl;
   }
+}
+
+void Checkpointer::wait() {
+  wait_writer();
+  throw_if_lost();
 }
 
 void Checkpointer::wait_writer() {
@@ -264,7 +321,12 @@ Checkpointer& Checkpointer::track(const std::string& name, torch::Tensor& tensor
   return *this;
 }
 
+void Checkpointer::throw_if_lost() {
+  if (const std::string why = lost_->get(); !why.empty()) throw Error(why);
+}
+
 bool Checkpointer::step() {
+  throw_if_lost();
   ++steps_;
   bool due = options_.every_steps > 0 && steps_ % options_.every_steps == 0;
   if (!due && options_.every_seconds > 0) {
@@ -307,6 +369,7 @@ void Checkpointer::save() {
   const std::string path = dir_ + "/" + checkpoint_file_name(steps_);
   last_path_ = path;
   if (comm_->rank() != 0 || in_tuning_trial()) return;
+  throw_if_lost();
 
   // The training thread copies; building the archive, serialising, checksumming and writing are
   // the writer's.
@@ -328,51 +391,70 @@ void Checkpointer::save() {
       sched_setscheduler(0, SCHED_BATCH, &none);
     });
   }
-  written_ =
-      writer_->submit([dir = dir_, path, staged = std::move(staged), labels = std::move(labels), rng, step = steps_,
-                       world = comm_->size(), keep = options_.keep, writing = writing_]() mutable {
-        try {
-          torch::serialize::OutputArchive archive;
-          for (auto& [name, write] : staged) {
-            torch::serialize::OutputArchive sub(archive.compilation_unit());
-            write(sub);
-            archive.write(name, sub);
-          }
-          staged.clear();  // the copies go as soon as they are in the archive
-          for (const auto& [key, bytes] : labels) archive.write(key, bytes);
-          archive.write("nano|steps", at::full({1}, step, at::kLong));
-          archive.write("nano|rng", rng);
-          std::ostringstream payload;
-          archive.save_to(payload);
-          const std::string body = payload.str();
-          write_durable(dir, path, checkpoint_header(step, world, body) + body);
-          const auto all_files = list_checkpoints(dir);
-          for (size_t i = static_cast<size_t>(keep); i < all_files.size(); ++i) unlink(all_files[i].second.c_str());
-        } catch (const std::exception& e) {
-          std::cerr << e.what() << "; the previous checkpoints are kept and training goes on" << std::endl;
-        }
-        writing->store(false);
-      });
+  written_ = writer_->submit([dir = dir_, path, staged = std::move(staged), labels = std::move(labels), rng,
+                              step = steps_, world = comm_->size(), keep = options_.keep, writing = writing_,
+                              verdicts = verdicts_, claim = claim_check_, lost = lost_]() mutable {
+    try {
+      torch::serialize::OutputArchive archive;
+      for (auto& [name, write] : staged) {
+        torch::serialize::OutputArchive sub(archive.compilation_unit());
+        write(sub);
+        archive.write(name, sub);
+      }
+      staged.clear();  // the copies go as soon as they are in the archive
+      for (const auto& [key, bytes] : labels) archive.write(key, bytes);
+      archive.write("nano|steps", at::full({1}, step, at::kLong));
+      archive.write("nano|rng", rng);
+      std::ostringstream payload;
+      archive.save_to(payload);
+      const std::string body = payload.str();
+      // The folder is still this job's before anything is written into it or deleted from it:
+      // a job that lost its claim stops writing (the training thread ends the job).
+      if (claim) claim();
+      set_aside_if_damaged(path, *verdicts);
+      write_durable(dir, path, checkpoint_header(step, world, body) + body);
+      verdicts->written(path);
+      std::vector<CheckpointFile> files;
+      for (const auto& [s, file] : list_checkpoints(dir)) files.push_back({s, file, verdicts->why_not(file).empty()});
+      const std::vector<std::string> old = checkpoints_to_prune(files, keep);
+      if (!old.empty()) {
+        if (claim) claim();
+        for (const std::string& file : old) unlink(file.c_str());
+        sync_folder(dir);
+      }
+    } catch (const ClaimLost& e) {
+      lost->set(e.what());
+    } catch (const std::exception& e) {
+      std::cerr << e.what() << "; the previous checkpoints are kept and training goes on" << std::endl;
+    }
+    writing->store(false);
+  });
 }
 
 std::optional<int64_t> Checkpointer::restore() {
   wait_writer();
   int64_t step = -1;
   if (comm_->rank() == 0) {
-    int skipped = 0;
+    // Every file is looked at once, here: the newest whole one is resumed from, and the damaged
+    // ones are named in one line and left alone (pruning never counts nor deletes them).
+    std::vector<std::string> damaged;
     for (const auto& [s, path] : list_checkpoints(dir_)) {
-      const std::string why = verify_checkpoint(path);
-      if (why.empty()) {
+      const std::string why = verdicts_->why_not(path);
+      if (!why.empty())
+        damaged.push_back(path.substr(path.rfind('/') + 1) + " (" + why + ")");
+      else if (step < 0)
         step = s;
-        break;
-      }
-      std::cerr << "nano: skipping checkpoint " << path << ": " << why << std::endl;
-      ++skipped;
     }
-    // Said apart from the skips: a run that trains from scratch over a folder of checkpoints
-    // is a surprise worth one line of its own.
-    if (step < 0 && skipped > 0)
-      std::cerr << "nano: no usable checkpoint in " << dir_ << " (" << skipped << " damaged, skipped)"
+    if (!damaged.empty()) {
+      std::string names;
+      for (const auto& d : damaged) names += (names.empty() ? "" : ", ") + d;
+      std::cerr << "nano: " << damaged.size() << " damaged checkpoint file" << (damaged.size() == 1 ? "" : "s")
+                << " in " << dir_ << ", left in place and never counted as kept: " << names << std::endl;
+    }
+    // Said apart from the damaged files: a run that trains from scratch over a folder of
+    // checkpoints is a surprise worth one line of its own.
+    if (step < 0 && !damaged.empty())
+      std::cerr << "nano: no usable checkpoint in " << dir_ << " (" << damaged.size() << " damaged, skipped)"
                 << ": training starts from step 0" << std::endl;
   }
   at::Tensor chosen = at::full({1}, step, at::kLong);
@@ -380,17 +462,22 @@ std::optional<int64_t> Checkpointer::restore() {
   step = chosen.item<int64_t>();
   if (step < 0) return std::nullopt;
   const std::string path = dir_ + "/" + checkpoint_file_name(step);
-  const std::string text = read_whole_file(path);
-  CheckpointHeader h;
-  if (!parse_checkpoint_header(text, h) || text.size() - h.payload_at != h.bytes)
-    throw Error("nano: rank " + std::to_string(comm_->rank()) + " cannot read checkpoint " + path +
+  std::unique_ptr<CheckpointReader> reader;
+  try {
+    reader = std::make_unique<CheckpointReader>(path);
+  } catch (const Error& e) {
+    throw Error("nano: rank " + std::to_string(comm_->rank()) + " " + e.what() +
                 " (every rank must see the checkpoint folder)");
+  }
   std::vector<std::function<void()>> apply;
   at::Tensor rng, steps;
   try {
     torch::serialize::InputArchive archive;
-    std::istringstream in(text.substr(h.payload_at));
-    archive.load_from(in);
+    // Straight from the file, in the pieces the archive asks for: the payload is never held
+    // whole in memory besides the tensors it becomes.
+    const uint64_t bytes = reader->header().bytes;
+    archive.load_from([&reader](uint64_t at, void* buffer, size_t n) { return reader->read(at, buffer, n); },
+                      [bytes] { return static_cast<size_t>(bytes); });
     for (const Label& l : labels_) {
       at::Tensor saved;
       const std::string there = archive.try_read(label_key(l.name), saved) ? text_of(saved) : l.missing;

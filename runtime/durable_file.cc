@@ -6,10 +6,9 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
 #include <nano/error.h>
+#include "core/job_secret.h"
 
 namespace nano {
 
@@ -20,8 +19,9 @@ std::string errno_text() { return strerror(errno); }
 }  // namespace
 
 void write_durable(const std::string& dir, const std::string& path, const std::string& bytes) {
-  const std::string tmp = dir + "/.tmp-" + std::to_string(getpid()) + "-" + path.substr(path.rfind('/') + 1);
-  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // Unpredictable and made here (O_EXCL, never through a link): nobody else can have it open.
+  const std::string tmp = dir + "/.tmp-" + hex_of(make_challenge()) + "-" + path.substr(path.rfind('/') + 1);
+  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) throw Error("nano: cannot write checkpoint " + path + ": " + errno_text());
   const char* p = bytes.data();
   size_t left = bytes.size();
@@ -43,18 +43,15 @@ void write_durable(const std::string& dir, const std::string& path, const std::s
     unlink(tmp.c_str());
     throw Error("nano: cannot write checkpoint " + path + ": " + failure);
   }
+  sync_folder(dir);
+}
+
+void sync_folder(const std::string& dir) {
   const int dfd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {
     fsync(dfd);
     close(dfd);
   }
-}
-
-std::string read_whole_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
 }
 
 }  // namespace nano

@@ -1,6 +1,9 @@
 #include "runtime/in_program_report.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstring>
 
@@ -58,7 +61,30 @@ void write_report(const std::string& path, const Report& report) {
   if (auto* i = std::get_if<int64_t>(&report.result)) archive.write(kResult, c10::IValue(*i));
   if (auto* s = std::get_if<std::string>(&report.result)) archive.write(kResult, c10::IValue(*s));
   if (auto* t = std::get_if<at::Tensor>(&report.result)) archive.write(kResultTensor, t->detach(), true);
-  archive.save_to(path);
+  // Into the file the caller made for it (mkstemp: 0600, its own), never through a link nor into
+  // a file of the same name that the caller did not make.
+  const int fd = ::open(path.c_str(), O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC);
+  struct stat st {};
+  if (fd < 0 || ::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::getuid()) {
+    const std::string why = fd < 0 ? std::strerror(errno) : "not the caller's own file";
+    if (fd >= 0) ::close(fd);
+    throw Error("nano: rank 0 cannot write its results to " + path + ": " + why);
+  }
+  std::string failure;
+  archive.save_to([fd, &failure](const void* data, size_t size) -> size_t {
+    for (size_t done = 0; done < size;) {
+      const ssize_t n = ::write(fd, static_cast<const char*>(data) + done, size - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        if (failure.empty()) failure = n < 0 ? std::strerror(errno) : "short write";
+        return done;
+      }
+      done += static_cast<size_t>(n);
+    }
+    return size;
+  });
+  ::close(fd);
+  if (!failure.empty()) throw Error("nano: rank 0 cannot write its results to " + path + ": " + failure);
 }
 
 Report read_report(const std::string& path) {

@@ -58,6 +58,7 @@ inline TorchNanoOptions fashion_mnist_nano_options(const ExampleOptions& o, int6
   n.timeline = o.timeline;
   n.checkpoint_dir = o.checkpoint_dir;
   n.checkpoint_every_steps = o.checkpoint_every;
+  n.checkpoint_keep = o.checkpoint_keep;
   n.precision = o.precision;
   n.channels_last = o.channels_last;
   n.ddp.bf16_gradient_exchange = o.bf16_gradients;

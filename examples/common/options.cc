@@ -43,6 +43,8 @@ void validate_example_options(const ExampleOptions& o) {
   if (o.test_limit < 0) throw UsageError("--test-limit must be at least 0, got " + std::to_string(o.test_limit));
   if (o.checkpoint_every < 1)
     throw UsageError("--checkpoint-every must be at least 1, got " + std::to_string(o.checkpoint_every));
+  if (o.checkpoint_keep < 1)
+    throw UsageError("--checkpoint-keep must be at least 1, got " + std::to_string(o.checkpoint_keep));
   if (o.max_restarts < 0) throw UsageError("--max-restarts must be at least 0, got " + std::to_string(o.max_restarts));
   if (o.backend != "subprocess" && o.backend != "mpi")
     throw UsageError("--backend must be subprocess or mpi, got '" + o.backend + "'");
@@ -56,7 +58,8 @@ ParsedOptions parse_example_options(int argc, const char* const* argv, const Exa
   ExampleOptions& o = out.options;
   CLI::App app(spec.description, spec.program);
   // Values are read as strings and converted here so every bad value gets the same message.
-  std::string epochs, batch, lr, procs, max_steps, steps, test_limit, checkpoint_every, max_restarts, seed;
+  std::string epochs, batch, lr, procs, max_steps, steps, test_limit, checkpoint_every, checkpoint_keep, max_restarts,
+      seed;
   if (spec.epochs) {
     app.add_option("--epochs", epochs, "training epochs (default " + std::to_string(o.epochs) + ")")->type_name("INT");
     app.add_option("--max-steps-per-epoch", max_steps, "stop each epoch after this many steps (0 = all)")
@@ -84,6 +87,9 @@ ParsedOptions parse_example_options(int argc, const char* const* argv, const Exa
         ->type_name("DIR");
     app.add_option("--checkpoint-every", checkpoint_every,
                    "steps between checkpoints (default " + std::to_string(o.checkpoint_every) + ")")
+        ->type_name("INT");
+    app.add_option("--checkpoint-keep", checkpoint_keep,
+                   "checkpoints kept: the newest that verify (default " + std::to_string(o.checkpoint_keep) + ")")
         ->type_name("INT");
   }
   bool no_auto_lr = false;
@@ -145,6 +151,7 @@ ParsedOptions parse_example_options(int argc, const char* const* argv, const Exa
   to_int("--steps", steps, o.steps);
   to_int("--test-limit", test_limit, o.test_limit);
   to_int("--checkpoint-every", checkpoint_every, o.checkpoint_every);
+  to_int("--checkpoint-keep", checkpoint_keep, o.checkpoint_keep);
   to_int("--max-restarts", max_restarts, o.max_restarts);
   to_int("--seed", seed, o.seed);
   if (no_auto_lr) o.auto_lr = false;

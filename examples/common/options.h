@@ -28,6 +28,7 @@ struct ExampleOptions {
   std::string backend = "subprocess";  ///< --backend: how --num-processes ranks start (subprocess | mpi)
   std::string checkpoint_dir;          ///< --checkpoint-dir: checkpoint here and resume from here ("" = none)
   int64_t checkpoint_every = 100;      ///< --checkpoint-every: steps between checkpoints, >= 1
+  int checkpoint_keep = 2;             ///< --checkpoint-keep: checkpoints kept (the newest that verify), >= 1
   int max_restarts = 0;                ///< --max-restarts (in-program launchers): start failed ranks again
   std::string timeline;                ///< --timeline (in-program launchers): TorchNanoOptions::timeline
   std::string precision = "32";        ///< --precision: 32, 64 or bf16 (TorchNanoOptions::precision)

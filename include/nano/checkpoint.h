@@ -15,9 +15,12 @@
 // checksum of the payload) and libtorch's archive of every tracked object, plus the step count
 // and each rank's default CPU generator state. Rank 0 copies the state (the only part that holds
 // training), then serialises, checksums and writes it in the background: a temporary file in the
-// same folder, fsync, rename, fsync of the folder; the newest `keep` files stay. restore(): rank 0 takes the newest
-// file that verifies (a truncated or damaged one is skipped with one line naming it), every rank loads that one, and
-// every tracked object is checked before any is changed: nothing is half-loaded.
+// same folder, fsync, rename, fsync of the folder; the newest `keep` files that verify stay, and a
+// file that does not verify is never deleted nor counted among them. restore(): rank 0 takes the
+// newest file that verifies (the damaged ones are named in one line and left in place), every
+// rank loads that one, and every tracked object is checked before any is changed: nothing is
+// half-loaded. Rank 0 holds the folder's claim (one live owner per folder) and checks it before
+// every write and every prune: a job that lost it to another ends with one line naming the folder.
 #include <torch/data/samplers/base.h>
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
@@ -36,22 +39,24 @@ namespace nano {
 class Communicator;
 class AutoLr;
 class FolderClaim;
+class CheckpointVerdicts;
 class SerialExecutor;
 class Completion;
 
 struct CheckpointOptions {
   int64_t every_steps = 0;   ///< save every this many step() calls (0 = not by steps)
   double every_seconds = 0;  ///< save at the first step() this long after the last save (0 = not by time)
-  int keep = 2;              ///< checkpoints kept (the newest)
+  int keep = 2;              ///< checkpoints kept: the newest that verify (damaged files are never counted)
 };
 
 class Checkpointer {
  public:
   /// `dir` is created when missing (rank 0). Throws UsageError naming `dir` when it cannot be
-  /// made or written, and for bad options. Rank 0 claims `dir` for this job (a `.nano-owner`
-  /// file kept fresh while it lives): another job's live claim is a UsageError naming its host,
-  /// pid and start; a claim whose owner is gone (dead, or silent for 30 s from another host) is
-  /// taken over with one line; the same job's (a restart, a launching process) is kept.
+  /// made or written, and for bad options. Rank 0 claims `dir` for this job (a `.nano-owner.N`
+  /// file whose heartbeat counter moves while it lives): another job's live claim is a UsageError
+  /// naming its host, pid and start; a claim whose owner is gone (a dead process of this host, or
+  /// one of another host whose heartbeat stood still while watched for 30 s) is taken over with
+  /// one line; the same job's (a restart, a launching process) is kept.
   Checkpointer(std::string dir, std::shared_ptr<Communicator> comm, CheckpointOptions options = {});
   /// Waits for a write still under way.
   ~Checkpointer();
@@ -90,7 +95,8 @@ class Checkpointer {
   /// Counts one step; saves when a bound says so. When the previous checkpoint is still being
   /// written, this one waits for it: at most one staged copy is ever in flight, and how often and
   /// how long checkpoints waited is said in one line when this object ends. Returns true when it
-  /// saved. Collective in the sense that every rank must call it equally often.
+  /// saved. Collective in the sense that every rank must call it equally often. Throws nano::Error
+  /// (rank 0) once the folder's claim was found taken by another job.
   bool step();
   /// Saves now (after the previous write, if one is still under way). The training thread is
   /// held only while the state is copied: each tracked tensor is cloned (an object whose save()
@@ -99,8 +105,8 @@ class Checkpointer {
   /// leaves the previous checkpoints as they were; training goes on.
   void save();
   /// Blocks until the checkpoint being written, if any, is on disk (and older ones beyond `keep`
-  /// are gone).
-  void wait() { wait_writer(); }
+  /// are gone). Throws nano::Error when the write found the folder taken by another job.
+  void wait();
   /// Checkpoints that came due while the previous one was still being written (and waited).
   int64_t waited() const { return waited_; }
 
@@ -124,6 +130,8 @@ class Checkpointer {
   };
   void wait_writer();
   bool writer_busy() const;
+  void throw_if_lost();
+  struct LostClaim;
 
   std::string dir_;
   std::shared_ptr<Communicator> comm_;
@@ -136,7 +144,10 @@ class Checkpointer {
   int64_t steps_ = 0;
   std::chrono::steady_clock::time_point last_save_;
   std::string last_path_;
-  std::unique_ptr<FolderClaim> claim_;  // rank 0: this job owns dir_ (declared before writer_: outlives it)
+  std::shared_ptr<FolderClaim> claim_;            // rank 0: this job owns dir_ (declared before writer_: outlives it)
+  std::shared_ptr<CheckpointVerdicts> verdicts_;  // rank 0: which files verify, each read once
+  std::function<void()> claim_check_;             // rank 0: throws when the folder is no longer this job's
+  std::shared_ptr<LostClaim> lost_;               // set by the writer when the folder was taken
   // Rank 0's background writer: one thread for the object's life (made by the first save), so a
   // save does not pay for starting a thread; `written_` is the last write's completion.
   std::unique_ptr<SerialExecutor> writer_;

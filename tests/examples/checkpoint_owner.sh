@@ -31,13 +31,14 @@ wait_for() {  # wait_for SECONDS COMMAND...: polls every 50 ms
 }
 no_process_left() { ! pgrep -f -- "--checkpoint-dir $dir" > /dev/null; }
 no_result_file() { ! compgen -G "$work/nano-in-program-*" > /dev/null; }
+claimed() { compgen -G "$dir/.nano-owner.[0-9]*" > /dev/null; }
 
 # 1. A runs; B comes while it does. A's in-program launch makes its result file in $TMPDIR.
 TMPDIR=$work "$program" "${args[@]}" --max-steps-per-epoch 400 > "$work/a.out" 2>&1 &
 a=$!  # the program itself (its pid is the claim's); bounded by the watchdog below
 (sleep 300; kill -KILL "$a" 2>/dev/null) > /dev/null 2>&1 &
 watchdog=$!
-wait_for 120 test -f "$dir/.nano-owner" || { cat "$work/a.out"; fail "job A made no claim"; }
+wait_for 120 claimed || { cat "$work/a.out"; fail "job A made no claim"; }
 timeout 60 "$program" "${args[@]}" --max-steps-per-epoch 400 > "$work/b.out" 2>&1
 rc=$?
 cat "$work/b.out"
@@ -54,7 +55,7 @@ wait "$a" 2>/dev/null
 a=""
 wait_for 30 no_process_left || fail "job A's ranks outlived it"
 wait_for 10 no_result_file || fail "job A's result file outlived it: $(echo "$work"/nano-in-program-*)"
-test -f "$dir/.nano-owner" || fail "the SIGKILLed owner's claim vanished (nothing to take over)"
+claimed || fail "the SIGKILLed owner's claim vanished (nothing to take over)"
 timeout 300 "$program" "${args[@]}" --max-steps-per-epoch 60 > "$work/c.out" 2>&1
 rc=$?
 cat "$work/c.out"
@@ -63,16 +64,34 @@ grep -Eq "^nano: checkpoint folder $dir: taking over the claim of job [^ ]+ \(ho
   "$work/c.out" || fail "job C did not say it took the stale claim over"
 [ "$(grep -c 'taking over the claim' "$work/c.out")" -eq 1 ] || fail "the take-over was said more than once"
 grep -q "nano: resuming from checkpoint $dir/ckpt-" "$work/c.out" || fail "job C did not resume"
-[ ! -e "$dir/.nano-owner" ] || fail "job C left its claim behind"
-ls -a "$dir" | grep -q '^\.nano-owner\.tmp' && fail "a claim's temporary file was left behind"
+claimed && fail "job C left its claim behind"
+ls -a "$dir" | grep -q '^\.nano-owner-tmp' && fail "a claim's temporary file was left behind"
 
-# 3. Only damaged checkpoints: training starts from step 0, said once.
-n=0
-for f in "$dir"/ckpt-*.nano; do truncate -s 100 "$f"; n=$((n + 1)); done
-timeout 300 "$program" "${args[@]}" --max-steps-per-epoch 5 > "$work/d.out" 2>&1
+# 3. Only damaged checkpoints: the ones there cut short, and two of higher steps than any run here
+#    reaches (garbage; a header cut short: a copy cut short, an older job's files). The run says
+#    so (each named, and that training starts from step 0), keeps its own newest verified
+#    checkpoint (--checkpoint-keep 1) and never deletes nor counts a damaged one; the next run
+#    resumes from that checkpoint, the damaged ones still beside it.
+for f in "$dir"/ckpt-*.nano; do truncate -s 100 "$f"; done
+head -c 3000 /dev/urandom > "$dir/ckpt-000000090000.nano"
+printf 'nano-checkpoint 1\nstep 90001\nwor' > "$dir/ckpt-000000090001.nano"
+damaged=$(cd "$dir" && for f in ckpt-*.nano; do echo "$f $(stat -c %s "$f")"; done)
+n=$(wc -l <<< "$damaged")
+timeout 300 "$program" "${args[@]}" --max-steps-per-epoch 25 --checkpoint-keep 1 > "$work/d.out" 2>&1
 rc=$?
 cat "$work/d.out"
 [ $rc -eq 0 ] || fail "job D exited with $rc"
 grep -qF "nano: no usable checkpoint in $dir ($n damaged, skipped): training starts from step 0" "$work/d.out" ||
   fail "job D did not say that it starts from step 0"
+grep -qE "^(\[rank 0\] )?nano: $n damaged checkpoint files in $dir, left in place and never counted as kept: ckpt-000000090001.nano \(not a nano checkpoint\), ckpt-000000090000.nano \(not a nano checkpoint\), " \
+  "$work/d.out" || fail "job D did not name the damaged checkpoints in one line"
+[ -e "$dir/ckpt-000000000020.nano" ] && [ ! -e "$dir/ckpt-000000000010.nano" ] ||
+  fail "job D did not keep its newest checkpoint alone: $(cd "$dir" && echo ckpt-*)"
+timeout 300 "$program" "${args[@]}" --max-steps-per-epoch 25 --checkpoint-keep 1 > "$work/e.out" 2>&1
+rc=$?
+[ $rc -eq 0 ] || { cat "$work/e.out"; fail "job E exited with $rc"; }
+grep -q "nano: resuming from checkpoint $dir/ckpt-000000000020.nano" "$work/e.out" ||
+  { cat "$work/e.out"; fail "job E did not resume from job D's checkpoint"; }
+[ "$(cd "$dir" && for f in $(cut -d' ' -f1 <<< "$damaged"); do echo "$f $(stat -c %s "$f" 2>/dev/null)"; done)" = "$damaged" ] ||
+  fail "a damaged checkpoint was deleted or changed"
 echo "PASS: one owner per checkpoint folder (refused, taken over when stale, released at the end)"

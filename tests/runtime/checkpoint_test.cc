@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -24,6 +25,9 @@
 #include <nano/checkpoint.h>
 #include <nano/communicator.h>
 #include <nano/error.h>
+#include "runtime/checkpoint_format.h"
+#include "runtime/folder_claim.h"
+#include "tests/common/stderr_capture.h"
 
 #include <doctest/doctest.h>
 
@@ -220,6 +224,105 @@ TEST_CASE("checkpoint: the newest K are kept; truncated and damaged ones are ski
   nano::Checkpointer c2(dir, self(), opts);
   track(c2, none);
   CHECK_FALSE(c2.restore());
+  std::system(("rm -rf " + dir).c_str());
+}
+
+TEST_CASE("checkpoint: which files pruning deletes: only verified ones, only below `keep` newer verified ones") {
+  using F = nano::CheckpointFile;
+  struct Row {
+    const char* what;
+    std::vector<F> files;
+    int keep;
+    std::vector<std::string> pruned;
+  };
+  const Row rows[] = {
+      {"none", {}, 2, {}},
+      {"fewer than keep", {{5, "5", true}}, 2, {}},
+      {"the oldest verified beyond keep", {{1, "1", true}, {3, "3", true}, {2, "2", true}}, 2, {"1"}},
+      {"keep 1", {{1, "1", true}, {2, "2", true}, {3, "3", true}}, 1, {"2", "1"}},
+      // Damaged files at higher steps (another job's, a cut copy) neither count nor go.
+      {"damaged newer files",
+       {{90001, "90001", false}, {90000, "90000", false}, {50, "50", true}, {100, "100", true}},
+       1,
+       {"50"}},
+      {"damaged newer files, keep 2", {{90001, "90001", false}, {50, "50", true}, {100, "100", true}}, 2, {}},
+      {"damaged older files stay", {{10, "10", false}, {50, "50", true}, {100, "100", true}}, 1, {"50"}},
+      {"nothing verified", {{1, "1", false}, {2, "2", false}}, 1, {}},
+  };
+  for (const Row& r : rows) {
+    CAPTURE(r.what);
+    CHECK(nano::checkpoints_to_prune(r.files, r.keep) == r.pruned);
+  }
+}
+
+TEST_CASE("checkpoint: damaged files at higher steps are named, left alone, and never prune a good checkpoint") {
+  for (int keep : {1, 2}) {
+    CAPTURE(keep);
+    const std::string dir = temp_dir();
+    const std::string garbage = dir + "/" + nano::checkpoint_file_name(90000);
+    const std::string cut = dir + "/" + nano::checkpoint_file_name(90001);
+    std::ofstream(garbage) << std::string(3000, 'x');
+    const std::string header = nano::checkpoint_header(90001, 2, std::string(100, 'p'));
+    std::ofstream(cut) << header.substr(0, 20);  // a header cut short
+    State s;
+    nano::CheckpointOptions opts;
+    opts.every_steps = 1;
+    opts.keep = keep;
+    {
+      nano::Checkpointer c(dir, self(), opts);
+      track(c, s);
+      const std::string said = nano::test::stderr_of([&] { CHECK_FALSE(c.restore()); });
+      CHECK(said == "nano: 2 damaged checkpoint files in " + dir +
+                        ", left in place and never counted as kept: ckpt-000000090001.nano (not a nano checkpoint), "
+                        "ckpt-000000090000.nano (not a nano checkpoint)\nnano: no usable checkpoint in " +
+                        dir + " (2 damaged, skipped): training starts from step 0\n");
+      for (int i = 0; i < 5; ++i) {
+        s.train_step();
+        c.step();
+      }
+    }
+    // The newest `keep` of this run stay, and the damaged ones as they were.
+    for (int step = 1; step <= 5; ++step)
+      CHECK(std::ifstream(dir + "/" + nano::checkpoint_file_name(step)).good() == (step > 5 - keep));
+    CHECK(nano::verify_checkpoint(dir + "/" + nano::checkpoint_file_name(5)) == "");
+    CHECK(std::ifstream(garbage).good());
+    CHECK(std::ifstream(cut).good());
+    // A restart resumes from this run's newest.
+    State r;
+    nano::Checkpointer again(dir, self(), opts);
+    track(again, r);
+    std::optional<int64_t> step;
+    nano::test::stderr_of([&] { step = again.restore(); });
+    CHECK(step == 5);
+    CHECK(r.extra.eq(5).all().item<bool>());
+    std::system(("rm -rf " + dir).c_str());
+  }
+}
+
+TEST_CASE("checkpoint: a job whose folder another job took writes nothing more there and ends naming it") {
+  const std::string dir = temp_dir();
+  State s;
+  nano::CheckpointOptions opts;
+  opts.every_steps = 1;
+  opts.keep = 1;
+  nano::Checkpointer c(dir, self(), opts);
+  track(c, s);
+  s.train_step();
+  CHECK(c.step());
+  c.wait();
+  // Another job takes the folder over (a higher generation of the claim).
+  const nano::FolderOwner other{"job-b", "hostB", 4242, 77, 1764672000, 0};
+  std::ofstream(dir + "/" + nano::owner_file_name(2)) << nano::format_owner(other);
+  const std::string lost = "nano: this job lost checkpoint folder " + dir +
+                           " to job job-b (host hostB, pid 4242, since 2025-12-02 10:40:00 UTC): it stops writing "
+                           "there (two jobs must not share a checkpoint folder)";
+  s.train_step();
+  c.step();  // its write finds the claim gone: nothing written, nothing pruned
+  CHECK(error_of([&] { c.wait(); }) == lost);
+  CHECK(error_of([&] { c.step(); }) == lost);
+  CHECK(std::ifstream(dir + "/" + nano::checkpoint_file_name(1)).good());
+  CHECK_FALSE(std::ifstream(dir + "/" + nano::checkpoint_file_name(2)).good());
+  unlink((dir + "/" + nano::owner_file_name(2)).c_str());
   std::system(("rm -rf " + dir).c_str());
 }
 

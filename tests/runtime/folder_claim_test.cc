@@ -1,11 +1,15 @@
 // One owner per checkpoint folder: the pure verdict as a table, then the claim file in a real
 // folder (another host's live and silent claims, a dead owner on this host, this job's own), and
 // the refusal through prepare_checkpoint_dir and Checkpointer.
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -14,11 +18,13 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <nano/checkpoint.h>
 #include <nano/communicator.h>
 #include <nano/error.h>
 #include "runtime/folder_claim.h"
+#include "tests/common/stderr_capture.h"
 
 #include <doctest/doctest.h>
 
@@ -27,6 +33,7 @@ namespace {
 using nano::ClaimFacts;
 using nano::ClaimVerdict;
 using nano::FolderOwner;
+using nano::test::stderr_of;
 
 std::string temp_dir() {
   char tmpl[] = "/tmp/nano_folder_claim_test_XXXXXX";
@@ -49,28 +56,6 @@ void age(const std::string& path, int seconds) {
   REQUIRE(utimensat(AT_FDCWD, path.c_str(), times, 0) == 0);
 }
 
-// What `f` writes to stderr (and the message of what it throws, after a '|').
-std::string stderr_of(const std::function<void()>& f) {
-  std::fflush(stderr);
-  const std::string file = "/tmp/nano_folder_claim_stderr_" + std::to_string(getpid());
-  const int saved = dup(2);
-  const int to = open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  dup2(to, 2);
-  close(to);
-  std::string thrown;
-  try {
-    f();
-  } catch (const std::exception& e) {
-    thrown = std::string("|") + e.what();
-  }
-  std::fflush(stderr);
-  dup2(saved, 2);
-  close(saved);
-  const std::string text = read(file);
-  unlink(file.c_str());
-  return text + thrown;
-}
-
 std::string host() {
   char name[256] = {};
   gethostname(name, sizeof name - 1);
@@ -85,42 +70,98 @@ int64_t dead_pid() {
   return child;
 }
 
-const FolderOwner kOther{"job-b", "hostB", 4242, 77, 1764672000};  // 2025-12-02 10:40:00 UTC
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// The claim generations left in `dir`.
+std::vector<uint64_t> claim_generations_in(const std::string& dir) {
+  std::vector<std::string> names;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) names.emplace_back(e->d_name);
+    closedir(d);
+  }
+  return nano::claim_generations(names);
+}
+
+const FolderOwner kOther{"job-b", "hostB", 4242, 77, 1764672000, 3};  // 2025-12-02 10:40:00 UTC
+
+// Short clocks, so that watching another host's claim takes a moment, not 30 s.
+const nano::ClaimTimings kQuick{std::chrono::milliseconds(100), std::chrono::milliseconds(600),
+                                std::chrono::milliseconds(20)};
+
+std::string claim_file(const std::string& dir, uint64_t generation) {
+  return dir + "/" + nano::owner_file_name(generation);
+}
 
 }  // namespace
 
 TEST_CASE("folder claim: the verdict for every kind of existing claim") {
+  using std::chrono::milliseconds;
   struct Row {
     const char* what;
     std::optional<FolderOwner> existing;
     ClaimFacts facts;
     ClaimVerdict verdict;
   };
-  const FolderOwner here{"job-b", "hostA", 4242, 77, 0};
-  const FolderOwner ours{"job-a", "hostB", 4242, 77, 0};
+  const FolderOwner here{"job-b", "hostA", 4242, 77, 0, 0};
+  const FolderOwner ours{"job-a", "hostB", 4242, 77, 0, 0};
   const Row rows[] = {
       {"no claim", std::nullopt, {}, ClaimVerdict::kFree},
-      {"another host, fresh heartbeat", kOther, {3.0, std::nullopt}, ClaimVerdict::kHeldByOther},
-      {"another host, 30 s: not yet", kOther, {30.0, std::nullopt}, ClaimVerdict::kHeldByOther},
-      {"another host, silent 31 s", kOther, {31.0, std::nullopt}, ClaimVerdict::kStale},
-      {"this host, running", here, {100.0, true}, ClaimVerdict::kHeldByOther},  // a stopped job still owns it
-      {"this host, gone", here, {1.0, false}, ClaimVerdict::kStale},
-      {"this job, anywhere", ours, {1000.0, false}, ClaimVerdict::kOurs},
+      {"another host, not watched yet", kOther, {std::nullopt, milliseconds(0), false}, ClaimVerdict::kWatch},
+      {"another host, watched 29 s, still", kOther, {std::nullopt, milliseconds(29000), false}, ClaimVerdict::kWatch},
+      {"another host, its beat moved", kOther, {std::nullopt, milliseconds(200), true}, ClaimVerdict::kHeldByOther},
+      {"another host, still for 30 s", kOther, {std::nullopt, milliseconds(30000), false}, ClaimVerdict::kStale},
+      {"another host, moved at 31 s", kOther, {std::nullopt, milliseconds(31000), true}, ClaimVerdict::kHeldByOther},
+      // A stopped job of this host still owns it; its clock is never looked at.
+      {"this host, running", here, {true, milliseconds(0), false}, ClaimVerdict::kHeldByOther},
+      {"this host, gone", here, {false, milliseconds(0), false}, ClaimVerdict::kStale},
+      {"this job, anywhere", ours, {false, milliseconds(0), false}, ClaimVerdict::kOurs},
   };
   for (const Row& r : rows) {
     CAPTURE(r.what);
     CHECK(nano::judge_claim(r.existing, r.facts, "job-a", "hostA") == r.verdict);
   }
-  // Of this job's claims, only a gone owner's passes on (a restarted rank replacing its predecessor).
-  CHECK(nano::same_job_owner_gone({"job-a", "hostA", 1, 1, 0}, {0.0, false}, "hostA"));
-  CHECK_FALSE(nano::same_job_owner_gone({"job-a", "hostA", 1, 1, 0}, {100.0, true}, "hostA"));
-  CHECK_FALSE(nano::same_job_owner_gone({"job-a", "hostB", 1, 1, 0}, {5.0, std::nullopt}, "hostA"));
-  CHECK(nano::same_job_owner_gone({"job-a", "hostB", 1, 1, 0}, {45.0, std::nullopt}, "hostA"));
+  // Of this job's claims, only a gone owner of this host passes on (a restarted rank replacing
+  // its predecessor); another host's (the launching process) stays its own.
+  CHECK(nano::same_job_owner_gone({"job-a", "hostA", 1, 1, 0, 0}, {false, milliseconds(0), false}, "hostA"));
+  CHECK_FALSE(nano::same_job_owner_gone({"job-a", "hostA", 1, 1, 0, 0}, {true, milliseconds(0), false}, "hostA"));
+  CHECK_FALSE(nano::same_job_owner_gone({"job-a", "hostB", 1, 1, 0, 0}, {}, "hostA"));
+}
+
+TEST_CASE("folder claim: the names of the generations") {
+  CHECK(nano::owner_file_name(1) == ".nano-owner.1");
+  CHECK(nano::owner_file_name(12) == ".nano-owner.12");
+  struct Row {
+    const char* name;
+    std::optional<uint64_t> generation;
+  };
+  const Row rows[] = {{".nano-owner.1", 1},
+                      {".nano-owner.42", 42},
+                      {".nano-owner.", std::nullopt},
+                      {".nano-owner", std::nullopt},
+                      {".nano-owner.01", std::nullopt},
+                      {".nano-owner.1x", std::nullopt},
+                      {".nano-owner.-1", std::nullopt},
+                      {".nano-owner.1234567890123456789", std::nullopt},
+                      {"ckpt-000000000001.nano", std::nullopt},
+                      {".nano-owner-tmp-ab", std::nullopt}};
+  for (const Row& r : rows) {
+    CAPTURE(r.name);
+    CHECK(nano::generation_of(r.name) == r.generation);
+  }
+  CHECK(nano::claim_generations({"a", ".nano-owner.3", ".nano-owner.10", ".nano-owner.x", ".nano-owner.2"}) ==
+        std::vector<uint64_t>{10, 3, 2});
 }
 
 TEST_CASE("folder claim: the file reads back; a partial one is no claim") {
   const std::string text = nano::format_owner(kOther);
-  CHECK(text == "job job-b\nhost hostB\npid 4242\nstart 77\nsince 1764672000\n");
+  CHECK(text == "job job-b\nhost hostB\npid 4242\nstart 77\nsince 1764672000\nbeat 3\n");
   const auto back = nano::parse_owner(text);
   REQUIRE(back);
   CHECK(back->job == "job-b");
@@ -128,14 +169,16 @@ TEST_CASE("folder claim: the file reads back; a partial one is no claim") {
   CHECK(back->pid == 4242);
   CHECK(back->start_ticks == 77);
   CHECK(back->since == 1764672000);
+  CHECK(back->beat == 3);
   CHECK_FALSE(nano::parse_owner(text.substr(0, 30)));
-  CHECK_FALSE(nano::parse_owner("job x\nhost y\npid nope\nstart 1\nsince 1\n"));
+  CHECK_FALSE(nano::parse_owner("job x\nhost y\npid nope\nstart 1\nsince 1\nbeat 0\n"));
   CHECK_FALSE(nano::parse_owner(""));
+  CHECK_FALSE(nano::parse_owner(text + std::string(5000, 'x')));  // no claim is that long
 }
 
 TEST_CASE("folder claim: held while alive, refused to another job, released at the end") {
   const std::string dir = temp_dir();
-  const std::string file = dir + "/" + nano::kOwnerFile;
+  const std::string file = claim_file(dir, 1);
   {
     nano::FolderClaim claim(dir);
     CHECK(claim.holds());
@@ -144,9 +187,14 @@ TEST_CASE("folder claim: held while alive, refused to another job, released at t
     CHECK(owner->pid == getpid());
     CHECK(owner->host == host());
     CHECK(owner->job == nano::checkpoint_job_id());
+    struct stat st {};
+    REQUIRE(stat(file.c_str(), &st) == 0);
+    CHECK((st.st_mode & 0777) == 0600);
+    CHECK_NOTHROW(claim.check());
     {
       nano::FolderClaim again(dir);  // the same job, its owner running: kept as it is
       CHECK_FALSE(again.holds());
+      CHECK_NOTHROW(again.check());
     }
     CHECK(nano::parse_owner(read(file)));
     // Another job of this host, while this one runs.
@@ -162,35 +210,55 @@ TEST_CASE("folder claim: held while alive, refused to another job, released at t
   std::system(("rm -rf " + dir).c_str());
 }
 
-TEST_CASE("folder claim: another host's claim is refused while it beats and taken over once silent") {
+TEST_CASE("folder claim: another host's claim is refused while it beats and taken over once still") {
   const std::string dir = temp_dir();
-  const std::string file = dir + "/" + nano::kOwnerFile;
+  const std::string file = claim_file(dir, 4);
   write(file, nano::format_owner(kOther));
+  const std::string watching = "nano: checkpoint folder " + dir +
+                               " is claimed by job job-b (host hostB, pid 4242, since 2025-12-02 10:40:00 UTC) on "
+                               "another host: watching its heartbeat for up to 0.6 s\n";
   const std::string held = "|nano: checkpoint folder " + dir +
                            " is in use by job job-b (host hostB, pid 4242, since 2025-12-02 10:40:00 UTC): stop that "
                            "job or use another folder";
-  CHECK(stderr_of([&] { nano::FolderClaim c(dir); }) == held);
-  age(file, 20);
-  CHECK(stderr_of([&] { nano::FolderClaim c(dir); }) == held);
-  // The refusal reaches a Checkpointer (rank 0) before it touches the folder.
-  CHECK(stderr_of([&] { nano::Checkpointer c(dir, std::make_shared<nano::SelfCommunicator>()); }) == held);
-  age(file, 45);
+  // Its holder beats (the counter moves) while this taker watches: refused. The file's time says
+  // nothing: an old one that beats is alive.
+  {
+    std::atomic<bool> stop{false};
+    std::thread beating([&] {
+      FolderOwner o = kOther;
+      while (!stop) {
+        ++o.beat;
+        write(file + ".next", nano::format_owner(o));
+        std::rename((file + ".next").c_str(), file.c_str());
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    });
+    age(file, 3600);
+    CHECK(stderr_of([&] { nano::FolderClaim c(dir, kQuick); }) == watching + held);
+    stop = true;
+    beating.join();
+  }
+  // A claim checked before anything is made, by a Checkpointer or prepare_checkpoint_dir, is not
+  // refused for another host's claim: taking it is the claim's to decide, by watching.
+  CHECK_NOTHROW(nano::check_folder_claim(dir));
+  // Still for the whole watch, however new the file: taken over at the next generation.
   std::optional<nano::FolderClaim> claim;
-  CHECK(stderr_of([&] { claim.emplace(dir); }) == "nano: checkpoint folder " + dir +
-                                                      ": taking over the claim of job job-b (host hostB, pid 4242, "
-                                                      "since 2025-12-02 10:40:00 UTC), which is gone\n");
+  CHECK(stderr_of([&] { claim.emplace(dir, kQuick); }) ==
+        watching + "nano: checkpoint folder " + dir +
+            ": taking over the claim of job job-b (host hostB, pid 4242, since 2025-12-02 10:40:00 UTC), which is "
+            "gone\n");
   CHECK(claim->holds());
-  CHECK(nano::parse_owner(read(file))->pid == getpid());
+  CHECK_FALSE(std::ifstream(file).good());  // the generation it replaced is gone
+  CHECK(nano::parse_owner(read(claim_file(dir, 5)))->pid == getpid());
   claim.reset();
-  CHECK_FALSE(std::ifstream(file).good());
+  CHECK_FALSE(std::ifstream(claim_file(dir, 5)).good());
   std::system(("rm -rf " + dir).c_str());
 }
 
 TEST_CASE("folder claim: a dead owner on this host is replaced at once; this job's, quietly") {
   const std::string dir = temp_dir();
-  const std::string file = dir + "/" + nano::kOwnerFile;
   const int64_t gone = dead_pid();
-  write(file, nano::format_owner({"job-c", host(), gone, 5, 1764672000}));
+  write(claim_file(dir, 1), nano::format_owner({"job-c", host(), gone, 5, 1764672000, 0}));
   std::optional<nano::FolderClaim> claim;
   CHECK(stderr_of([&] { claim.emplace(dir); }) ==
         "nano: checkpoint folder " + dir + ": taking over the claim of job job-c (host " + host() + ", pid " +
@@ -198,37 +266,111 @@ TEST_CASE("folder claim: a dead owner on this host is replaced at once; this job
   CHECK(claim->holds());
   claim.reset();
   // A restart: this job's earlier attempt died holding the folder.
-  write(file, nano::format_owner({nano::checkpoint_job_id(), host(), gone, 5, 1764672000}));
+  write(claim_file(dir, 7), nano::format_owner({nano::checkpoint_job_id(), host(), gone, 5, 1764672000, 9}));
   CHECK(stderr_of([&] { claim.emplace(dir); }).empty());
   CHECK(claim->holds());
-  CHECK(nano::parse_owner(read(file))->pid == getpid());
+  CHECK(nano::parse_owner(read(claim_file(dir, 8)))->pid == getpid());
   claim.reset();
-  // A claim file that is not a whole claim (no live owner writes one) is replaced, said once.
-  write(file, "job x\n");
+  // A claim file that is not a whole claim (no live owner writes one) is replaced, said once; so
+  // is a symbolic link planted at a claim's name (never followed).
+  write(claim_file(dir, 2), "job x\n");
   CHECK(stderr_of([&] { claim.emplace(dir); }) ==
         "nano: checkpoint folder " + dir + ": replacing an unreadable claim file\n");
+  claim.reset();
+  REQUIRE(symlink("/etc/hostname", claim_file(dir, 9).c_str()) == 0);
+  CHECK(stderr_of([&] { claim.emplace(dir); }) == "");
+  CHECK(claim->holds());
+  CHECK(nano::parse_owner(read(claim_file(dir, 10))));
   claim.reset();
   std::system(("rm -rf " + dir).c_str());
 }
 
-TEST_CASE("folder claim: the holder's heartbeat keeps the claim fresh") {
+TEST_CASE("folder claim: the holder's heartbeat counter moves while it lives") {
   const std::string dir = temp_dir();
-  const std::string file = dir + "/" + nano::kOwnerFile;
-  nano::FolderClaim claim(dir);
-  age(file, 25);
-  // Refreshed at the next heartbeat: watched for until twice its period (a loaded machine may
-  // wake the heartbeat late; a claim that is never refreshed stays 25 s old).
-  const auto deadline = std::chrono::steady_clock::now() + 2 * nano::kHeartbeatEvery;
-  long long age_seen = 25;
-  while (std::chrono::steady_clock::now() < deadline) {
-    struct stat st {};
-    REQUIRE(stat(file.c_str(), &st) == 0);
-    age_seen = static_cast<long long>(time(nullptr) - st.st_mtim.tv_sec);
-    if (age_seen <= 2) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  nano::FolderClaim claim(dir, kQuick);
+  const uint64_t first = nano::parse_owner(read(claim_file(dir, 1)))->beat;
+  // Watched for up to 20 periods: a loaded machine may wake the heartbeat late.
+  const auto deadline = std::chrono::steady_clock::now() + 20 * kQuick.beat_every;
+  uint64_t seen = first;
+  while (std::chrono::steady_clock::now() < deadline && seen < first + 2) {
+    if (const auto o = nano::parse_owner(read(claim_file(dir, 1)))) seen = o->beat;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  CHECK(age_seen <= 2);
+  CHECK(seen >= first + 2);
   std::system(("rm -rf " + dir).c_str());
+}
+
+TEST_CASE("folder claim: a holder whose claim another job took finds out, and stops beating") {
+  const std::string dir = temp_dir();
+  nano::FolderClaim claim(dir, kQuick);
+  CHECK_NOTHROW(claim.check());
+  write(claim_file(dir, 2), nano::format_owner(kOther));  // another host's job took it over
+  const std::string lost = "nano: this job lost checkpoint folder " + dir +
+                           " to job job-b (host hostB, pid 4242, since 2025-12-02 10:40:00 UTC): it stops writing "
+                           "there (two jobs must not share a checkpoint folder)";
+  CHECK(error_of([&] { claim.check(); }) == lost);
+  CHECK(error_of([&] { nano::check_claim_of_job(dir, nano::checkpoint_job_id()); }) == lost);
+  // Its own generation is never rewritten again.
+  std::this_thread::sleep_for(5 * kQuick.beat_every);
+  const uint64_t beat = nano::parse_owner(read(claim_file(dir, 1)))->beat;
+  std::this_thread::sleep_for(5 * kQuick.beat_every);
+  CHECK(nano::parse_owner(read(claim_file(dir, 1)))->beat == beat);
+  unlink(claim_file(dir, 2).c_str());
+  unlink(claim_file(dir, 1).c_str());
+  CHECK(error_of([&] { claim.check(); }) ==
+        "nano: this job lost checkpoint folder " + dir +
+            " to nobody (its claim file is gone or unreadable): it stops writing there (two jobs must not share a "
+            "checkpoint folder)");
+  std::system(("rm -rf " + dir).c_str());
+}
+
+TEST_CASE("folder claim: two takers of one stale claim at once, many times: exactly one wins") {
+  // Each round: a claim of a dead process of this host, and two processes (two jobs) that read it
+  // and take it over at the same moment.
+  for (int round = 0; round < 40; ++round) {
+    CAPTURE(round);
+    const std::string dir = temp_dir();
+    write(claim_file(dir, 3), nano::format_owner({"job-dead", host(), dead_pid(), 5, 1764672000, 0}));
+    int go[2], said[2];
+    REQUIRE(pipe(go) == 0);
+    REQUIRE(pipe(said) == 0);
+    pid_t takers[2];
+    for (int t = 0; t < 2; ++t) {
+      takers[t] = fork();
+      if (takers[t] == 0) {
+        close(go[1]);
+        close(said[0]);
+        freopen("/dev/null", "w", stderr);  // the winner's "taking over" line, 40 times over
+        setenv("NANO_CHECKPOINT_JOB", t == 0 ? "taker-0" : "taker-1", 1);
+        char c = 0;
+        if (read(go[0], &c, 1) != 1) _exit(3);
+        char verdict = 'e';
+        try {
+          nano::FolderClaim claim(dir, kQuick);
+          verdict = claim.holds() ? 'w' : 'k';
+          if (write(said[1], &verdict, 1) != 1) _exit(3);
+          if (read(go[0], &c, 1) < 0) _exit(3);  // holds until the parent closes `go`
+        } catch (const nano::UsageError& e) {
+          verdict = std::string(e.what()).find(" is in use by job taker-") != std::string::npos ? 'l' : 'e';
+          if (write(said[1], &verdict, 1) != 1) _exit(3);
+        }
+        _exit(0);
+      }
+    }
+    close(go[0]);
+    close(said[1]);
+    REQUIRE(write(go[1], "gg", 2) == 2);  // both at once
+    std::string verdicts;
+    char c = 0;
+    while (verdicts.size() < 2 && read(said[0], &c, 1) == 1) verdicts += c;
+    close(go[1]);  // the winner lets go
+    for (pid_t p : takers) waitpid(p, nullptr, 0);
+    close(said[0]);
+    std::sort(verdicts.begin(), verdicts.end());
+    CHECK(verdicts == "lw");  // one winner, one refused naming the winner
+    CHECK(claim_generations_in(dir).empty());
+    std::system(("rm -rf " + dir).c_str());
+  }
 }
 
 TEST_CASE("folder claim: the job's identity comes from the launch, never from torchrun's default \"none\"") {
