@@ -14,6 +14,7 @@
 #include "python/backend_executors.h"
 #include "python/torch_backend.h"
 #include "runtime/collectives/rendezvous.h"
+#include "runtime/folder_claim.h"
 #include "runtime/timeline.h"
 
 namespace py = pybind11;
@@ -53,6 +54,19 @@ void bind_timeline(py::module_& m) {
   m.def("_timeline_exchange_waited", &t::exchange_waited, py::arg("end_step"));
   m.def("_timeline_optimizer_begin", &t::optimizer_begin);
   m.def("_timeline_step_end", &t::step_end);
+}
+
+// One live owner per checkpoint folder, the C++ API's claim (runtime/folder_claim.h): the Python
+// API's caller holds it for its launch, and rank 0 checks it before every write and prune.
+void bind_folder_claim(py::module_& m) {
+  py::class_<nano::FolderClaim>(m, "FolderClaim",
+                                "The claim of one checkpoint folder for this job (runtime/folder_claim.h).")
+      .def(py::init<const std::string&>(), py::arg("dir"), py::call_guard<py::gil_scoped_release>(),
+           "Claims `dir` for this job; RuntimeError naming the holder when another job's claim is live.")
+      .def("holds", &nano::FolderClaim::holds, "Whether this process holds the claim file itself.")
+      .def("check", &nano::FolderClaim::check, py::call_guard<py::gil_scoped_release>(),
+           "RuntimeError naming the folder once its live claim is no longer this job's.");
+  m.def("checkpoint_job_id", &nano::checkpoint_job_id, "This process's job identity for folder claims.");
 }
 
 }  // namespace
@@ -109,6 +123,7 @@ PYBIND11_MODULE(_C, m) {
   for (const char* field : nano::kSharedSettingFields) fields.append(field);
   m.attr("launch_setting_fields") = py::tuple(fields);
   bind_timeline(m);
+  bind_folder_claim(m);
 #ifndef NANO_TORCH_WITHOUT_LAUNCH
   nano::python::bind_launch(m);
 #endif

@@ -1,7 +1,10 @@
 """The caller's side of a Python launch: the training (the function, its arguments, the
 TorchNano instance) shipped by value to the ranks, the ranks started through the extension
 (nano's launcher), and rank 0's result brought back: its return value and the trained state of
-every model and optimizer the caller handed over, loaded into the caller's own objects."""
+every model and optimizer the caller handed over, loaded into the caller's own objects. What
+crosses between the caller and its ranks is sealed with the launch's key (_handoff.py)."""
+import io
+import json
 import os
 import shutil
 import signal
@@ -10,7 +13,7 @@ import tempfile
 
 import torch
 
-from . import _C
+from . import _C, _handoff
 
 PAYLOAD = "payload.pkl"
 RESULT = "result.pkl"
@@ -154,21 +157,19 @@ def _dumps(payload, what, share):
     return buffer.getvalue()
 
 
-def _failure(job, result):
+def _failure(job, key, result):
     rank = result.get("rank", -1)
     error = os.path.join(job, f"error.{rank}")
     raised = result.get("raised", "")
-    if rank >= 0 and not os.path.exists(error) and raised:
+    if rank >= 0 and not os.path.lexists(error) and raised:
         # A rank on another host: what the launcher brought back ("ValueError: boom (at f.py:3 in g)").
         kind, _, message = raised.partition(": ")
         if message.endswith(")") and " (at " in message:  # the launcher adds where it was raised
             message = message.rpartition(" (at ")[0]
         return RankFailedError(rank, result.get("host", ""), kind, message, result.get("stderr_tail", ""),
                                result.get("rank_exit_code"))
-    if rank >= 0 and os.path.exists(error):
-        import cloudpickle
-        with open(error, "rb") as f:
-            raised = cloudpickle.load(f)
+    if rank >= 0 and os.path.lexists(error):
+        raised = json.loads(_handoff.unseal(key, "error", _handoff.read_file(error), error))
         return RankFailedError(rank, result.get("host", ""), raised["type"], raised["message"], raised["traceback"],
                                result.get("rank_exit_code"))
     if rank < 0:
@@ -192,10 +193,10 @@ def launch(payload, what, options):
                 and not (options.launch.get("distributed_backend") == "mpi"
                          and int(os.environ.get("SLURM_JOB_NUM_NODES", "1")) > 1))
     data = _dumps(dict(payload, options=options, seed=torch.initial_seed()), what, one_host)
-    job = tempfile.mkdtemp(prefix="nano-python-")
+    key = _handoff.new_key()
+    job = tempfile.mkdtemp(prefix="nano-python-")  # 0700, a fresh name: the caller's own
     try:
-        with open(os.path.join(job, PAYLOAD), "wb") as f:
-            f.write(data)
+        _handoff.write_file(os.path.join(job, PAYLOAD), _handoff.seal(bytes.fromhex(key), "payload", data))
         del data
         package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         # The ranks import what the caller can: the same sys.path (the script's folder included).
@@ -206,7 +207,14 @@ def launch(payload, what, options):
         packaged = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_nano", "bin", "nano-run")
         if os.path.exists(packaged):
             os.environ.setdefault("NANO_RUN", packaged)
-        env = {"PYTHONPATH": path}
+        env = {"PYTHONPATH": path, _handoff.KEY_VARIABLE: key}
+        claim = None
+        if options.checkpoint:
+            # The caller owns the checkpoint folder for the whole launch, restarts included, as
+            # nano::TorchNano's does; its ranks carry its job identity, so rank 0 finds the claim its own.
+            os.makedirs(options.checkpoint["dir"], exist_ok=True)
+            claim = _C.FolderClaim(options.checkpoint["dir"])
+            env["NANO_CHECKPOINT_JOB"] = _C.checkpoint_job_id()
         if one_host:
             # The ranks' temporary files go with the job, also those of a rank that was killed
             # (torch 2.x's distributed package makes a temporary folder that only its exit removes).
@@ -215,16 +223,20 @@ def launch(payload, what, options):
         result = _C.launch(options.launch, list(options.output_ranks),
                            [sys.executable, "-m", "nano_torch._rank", job, options.process_group_backend,
                             str(options.timeout.total_seconds())], env, [job])
+        del claim  # released with the launch: the ranks have ended
         if result["exit_code"] != 0:
             if result["interrupted_by"] == signal.SIGINT:
                 raise KeyboardInterrupt
             if result["interrupted_by"]:
                 raise RuntimeError(f"nano_torch: the launch was stopped by "
                                    f"{signal.Signals(result['interrupted_by']).name}; every rank has ended")
-            raise _failure(job, result)
+            raise _failure(job, bytes.fromhex(key), result)
         import cloudpickle
-        with open(os.path.join(job, RESULT), "rb") as f:
-            out = torch.load(f, weights_only=False)  # written by _rank.py: torch.save, the value cloudpickled
+        path = os.path.join(job, RESULT)
+        data = _handoff.unseal(bytes.fromhex(key), "result", _handoff.read_file(path), path)
+        # Sealed by this launch's rank (checked above), so unpickled: torch.save's dict, the value cloudpickled.
+        out = torch.load(io.BytesIO(data), weights_only=False)
+        del data
         out["value"] = cloudpickle.loads(out["value"])
     finally:
         shutil.rmtree(job, ignore_errors=True)

@@ -1,11 +1,14 @@
 """One rank of a Python launch: `python -m nano_torch._rank JOB BACKEND TIMEOUT_SECONDS`, started
 by nano's launcher (_launch.py). It joins the ranks' process group, gets the shipped training
-(from the job folder, or from a rank that has it when its host has not), runs it, and hands
-rank 0's result (the return value and the shipped models' and optimizers' trained state) to the
-lowest rank on the caller's host, which writes it into the job folder.
+(from the job folder when the launcher placed it on the caller's host, else from the lowest rank
+there), runs it, and hands rank 0's result (the return value and the shipped models' and
+optimizers' trained state) to that lowest rank, which writes it into the job folder. Everything
+is sealed with the launch's key and checked before it is unpickled (_handoff.py).
 A rank that raises writes what it raised for the caller and exits 1; the launcher stops the
 others."""
 import datetime
+import io
+import json
 import os
 import random
 import sys
@@ -14,7 +17,7 @@ import traceback
 import torch
 import torch.distributed as dist
 
-from . import _launch
+from . import _handoff, _launch, _tensor_wire
 
 
 def _world(options):
@@ -33,17 +36,13 @@ def run_payload(payload, world):
     return call_decorated(payload["function"], payload["args"], payload["kwargs"], world)
 
 
-def _write(path, value, tensors=False):
-    """`value` into `path` whole (renamed into place). tensors: a dict whose "states" hold
-    tensors, written by torch.save (storages as they are, far faster than pickling them) with the
-    rest cloudpickled."""
+def _result_bytes(result):
+    """Rank 0's result as the caller loads it: torch.save (storages as they are, far faster than
+    pickling them), the return value cloudpickled."""
     import cloudpickle
-    with open(path + ".part", "wb") as f:
-        if tensors:
-            torch.save(dict(value, value=cloudpickle.dumps(value["value"])), f)
-        else:
-            cloudpickle.dump(value, f)
-    os.replace(path + ".part", path)
+    buffer = io.BytesIO()
+    torch.save(dict(result, value=cloudpickle.dumps(result["value"])), buffer)
+    return buffer.getvalue()
 
 
 def _own_traceback(error):
@@ -68,28 +67,35 @@ def _record(error, text):
                                "extraInfo": {"py_callstack": text, "timestamp": str(int(time.time()))}}}, f)
 
 
-def _shared(job, world):
-    """The payload's bytes on every rank. Ranks on another host than the caller's have no job
-    folder: the lowest rank that has it sends them. Returns (bytes, that rank)."""
-    path = os.path.join(job, _launch.PAYLOAD)
-    here = os.path.exists(path)
+def _on_caller_host_ranks(world):
+    """Which ranks the launcher placed on the caller's host, as every rank sees it. Gathered as
+    a tensor: nothing that crosses hosts here is unpickled."""
+    here = torch.tensor([1 if _handoff.on_caller_host() else 0], dtype=torch.int64)
     if world.world_size == 1:
-        flags = [here]
-    else:
-        flags = [None] * world.world_size
-        dist.all_gather_object(flags, here)
+        return [bool(here.item())]
+    flags = [torch.zeros(1, dtype=torch.int64) for _ in range(world.world_size)]
+    dist.all_gather(flags, here)
+    return [bool(f.item()) for f in flags]
+
+
+def _shared(job, world, key):
+    """The payload's bytes on every rank: read from the job folder by the lowest rank the launcher
+    placed on the caller's host, sent on to the others. Returns (bytes, that rank)."""
+    flags = _on_caller_host_ranks(world)
     if not any(flags):
         raise RuntimeError("nano_torch: no rank runs on the caller's host, where the training waits to be sent: "
                            "list that host among hosts=")
     source = flags.index(True)
-    data = None
-    if here:
-        with open(path, "rb") as f:
-            data = f.read()
-    if not all(flags):
-        box = [data]
-        dist.broadcast_object_list(box, src=source)
-        data = box[0]
+    sealed = data = None
+    if world.rank == source:  # checked before anything is sent: a refusal here is the root cause
+        _handoff.check_private_folder(job)
+        path = os.path.join(job, _launch.PAYLOAD)
+        sealed = _handoff.read_file(path)
+        data = _handoff.unseal(key, "payload", sealed, path)
+    if world.world_size > 1:
+        sealed = _tensor_wire.broadcast_bytes(sealed, source)
+    if world.rank != source:
+        data = _handoff.unseal(key, "payload", sealed, f"the payload from rank {source}")
     return data, source
 
 
@@ -98,16 +104,20 @@ def main(job, backend, timeout_seconds):
     `timeout_seconds`), get the payload, train, hand rank 0's result to the caller's host."""
     import cloudpickle
     rank = int(os.environ.get("RANK", "-1"))
+    key = None
     try:
-        # An earlier attempt's report (max_restarts) must not stand for this one's.
-        if os.path.exists(os.path.join(job, f"error.{rank}")):
-            os.unlink(os.path.join(job, f"error.{rank}"))
+        key = _handoff.key_from_environment()
+        if _handoff.on_caller_host():
+            _handoff.check_private_folder(job)
+            # An earlier attempt's report (max_restarts) must not stand for this one's.
+            if os.path.lexists(os.path.join(job, f"error.{rank}")):
+                os.unlink(os.path.join(job, f"error.{rank}"))
         world = _world(None)  # its options come with the payload
         if world.world_size > 1:
             from . import BACKEND  # noqa: F401 - importing the package registers "nano" and "nano://"
             dist.init_process_group(backend, init_method="nano://", rank=world.rank, world_size=world.world_size,
                                     timeout=datetime.timedelta(seconds=float(timeout_seconds)))
-        data, writer = _shared(job, world)
+        data, writer = _shared(job, world, key)
         payload = cloudpickle.loads(data)
         del data
         world.options = payload["options"]
@@ -125,11 +135,12 @@ def main(job, backend, timeout_seconds):
                     value = ("nano_torch.shipped", path)
             result = {"value": value, "states": _launch.states_of(objects)}
         if writer != 0:  # rank 0 is on another host than the caller: its result travels to the writer
-            box = [cloudpickle.dumps(result) if world.rank == 0 else None]  # by value, as the payload
-            dist.broadcast_object_list(box, src=0)
-            result = cloudpickle.loads(box[0])
+            sealed = _tensor_wire.broadcast_bytes(_handoff.seal(key, "result", cloudpickle.dumps(result)) if world.rank == 0
+                                      else None, 0)
+            if world.rank == writer:
+                result = cloudpickle.loads(_handoff.unseal(key, "result", sealed, "rank 0's result"))
         if world.rank == writer:
-            _write(os.path.join(job, _launch.RESULT), result, tensors=True)
+            _handoff.write_file(os.path.join(job, _launch.RESULT), _handoff.seal(key, "result", _result_bytes(result)))
         if dist.is_initialized():
             dist.destroy_process_group()
     except BaseException as e:  # noqa: BLE001 - whatever ends the rank is reported to the caller
@@ -138,9 +149,10 @@ def main(job, backend, timeout_seconds):
         sys.stderr.flush()
         try:
             _record(e, text)
-            if os.path.isdir(job):
-                _write(os.path.join(job, f"error.{rank}"),
-                       {"type": type(e).__name__, "message": str(e), "traceback": text})
+            if key is not None and _handoff.on_caller_host():
+                _handoff.check_private_folder(job)
+                report = json.dumps({"type": type(e).__name__, "message": str(e), "traceback": text}).encode()
+                _handoff.write_file(os.path.join(job, f"error.{rank}"), _handoff.seal(key, "error", report))
         except Exception:  # noqa: BLE001 - the launcher still reports the exit
             pass
         return 1

@@ -26,7 +26,7 @@ SOURCES = ["python/module.cc", "python/torch_backend.cc", "python/backend_execut
            "runtime/collectives/store_wire.cc", "runtime/collectives/job_store_server.cc", "runtime/collectives/job_store.cc",
            "runtime/collectives/rendezvous.cc", "runtime/collectives/net_address.cc", "runtime/collectives/collective_signature.cc", "runtime/collectives/host_layout.cc", "runtime/collectives/wire_ring.cc",
            "runtime/collectives/shm_collectives.cc",
-           "runtime/collectives/shm_rendezvous.cc", "runtime/collectives/gloo_binding.cc", "runtime/step_report.cc", "runtime/timeline.cc", "core/cpulist.cc",
+           "runtime/collectives/shm_rendezvous.cc", "runtime/collectives/gloo_binding.cc", "runtime/step_report.cc", "runtime/timeline.cc", "runtime/folder_claim.cc", "core/cpulist.cc",
            "core/job_secret.cc", "core/sha256.cc", "core/parse.cc"]
 
 

@@ -34,7 +34,7 @@ fail() {
 }
 
 hosts_needed=2
-case "$case_name" in env3 | busy_port | strangers) hosts_needed=3 ;; esac
+case "$case_name" in env3 | busy_port | strangers | python_api) hosts_needed=3 ;; esac
 bash "$testbed" up "$state" "$hosts_needed"
 rc=$?
 [ $rc -eq 77 ] && exit 77
@@ -367,6 +367,28 @@ python_api)
   expect_line "^hosts hostA hostB$"
   expect_line "^trained True$"
   expect_line "^raised 1 hostB ValueError boom on hostB$"
+  # A payload planted on hostB at the job folder's path, the caller on hostA and no rank there
+  # (tests/multihost/python_planted.py): no rank reads a job folder it was not placed beside, so
+  # the call fails naming the cause and the planted pickle never runs (its marker stays absent).
+  planted_job=/dev/shm/caller-tmp/nano-python-planted
+  marker=$state/planted-ran
+  bash "$testbed" run "$state" hostB /usr/bin/python3 -c "
+import os, pickle
+class Plant:
+    def __reduce__(self):
+        return (open, ('$marker', 'w'))
+os.makedirs('$planted_job', mode=0o700)
+open('$planted_job/payload.pkl', 'wb').write(pickle.dumps(Plant()))"
+  timeout 120 bash "$testbed" run "$state" hostA sh -c "mkdir -p /dev/shm/caller-tmp &&
+    TMPDIR=/dev/shm/caller-tmp PYTHONPATH=$build/lib/nano/python /usr/bin/python3 $here/python_planted.py \
+      $planted_job $marker; rc=\$?; rm -rf $planted_job; rmdir /dev/shm/caller-tmp || rc=99; exit \$rc" > "$out" 2>&1
+  rc=$?
+  grep -E "^(ran|refused|marker)" "$out"
+  [ $rc -eq 0 ] || fail "planted: exit $rc: $(tail -5 "$out")"
+  expect_line "^refused RankFailedError: rank [01] \(host host[BC]\) raised RuntimeError: nano_torch: no rank runs on the caller's host"
+  expect_line "^marker False$"
+  [ -e "$marker" ] && fail "the payload planted on hostB ran"
+  bash "$testbed" run "$state" hostB rm -rf /dev/shm/caller-tmp
   check_nothing_left
   ;;
 strangers)

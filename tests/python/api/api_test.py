@@ -27,7 +27,18 @@ Usage: api_test.py BUILD_DIR CASE
   resume         @nano with checkpoint_dir and max_restarts, a rank SIGKILLed at step 10: the ranks
                  start again, resume from step 8 and end with the weights of an uninterrupted run,
                  bit for bit (dropout, shuffling, momentum and auto_lr included); 2 checkpoints kept;
-                 the caller's optimizer gets its own rate back (auto_lr's factor divided out)
+                 the caller's optimizer gets its own rate back (auto_lr's factor divided out). The
+                 killed run's folder holds two damaged checkpoints of higher steps (garbage, a
+                 manifest that does not verify): named in one line, left in place, never counted;
+                 then its newest checkpoint is damaged too and a third run falls back to the one
+                 before it and still ends bit-identical
+  handoff        what the caller and its ranks hand each other (_handoff.py) without a launch: a seal
+                 made with another key, for another purpose, or cut short is refused naming the
+                 file; a job folder or file that is a link, another's or open to others is refused;
+                 a file is written beside a planted link without following it
+  planted        a launch whose ranks find a payload this launch did not seal: every rank refuses it
+                 before unpickling (HandoffError naming the file), the marker its unpickling would
+                 make stays absent
   pip_venv       `pip install --no-build-isolation` of the source tree into a venv made with
                  --system-site-packages over python3-torch (this build reused, NANO_BUILD_DIR):
                  the venv's nano_torch, not the build's, runs the @nano example and an mpi launch
@@ -290,28 +301,123 @@ def bad_options(tmp):
     check(not os.listdir(tmp), f"bad options left {os.listdir(tmp)} in TMPDIR")
 
 
+def plant_damaged(folder):
+    """Two damaged checkpoints of higher steps than the run reaches: garbage, and a manifest that
+    another key sealed (or none at all)."""
+    for step, manifest in ((90000, None), (90001, '{"format": "nano_torch-checkpoint 1", "files": {}, "mac": "00"}')):
+        os.makedirs(os.path.join(folder, f"step-{step}"))
+        with open(os.path.join(folder, f"step-{step}", "state.pt"), "wb") as f:
+            f.write(os.urandom(3000))
+        if manifest:
+            with open(os.path.join(folder, f"step-{step}", "manifest.json"), "w") as f:
+                f.write(manifest)
+
+
 def resume(tmp):
     weights = {}
-    for mode in ("whole", "killed"):
-        folder = os.path.join(tmp, f"checkpoints-{mode}")
-        code, out, err, seconds = run([os.path.join(HERE, "train_resume.py"), mode, folder], tmp, timeout=180)
+    folder = os.path.join(tmp, "checkpoints-killed")
+    for mode in ("whole", "killed", "fallback"):
+        if mode == "whole":
+            code, out, err, seconds = run([os.path.join(HERE, "train_resume.py"), mode,
+                                           os.path.join(tmp, "checkpoints-whole")], tmp, timeout=180)
+        else:
+            if mode == "killed":
+                plant_damaged(folder)
+            else:  # the newest checkpoint damaged: the run falls back to the one before it
+                with open(os.path.join(folder, "step-16", "state.pt"), "r+b") as f:
+                    f.truncate(100)
+            code, out, err, seconds = run([os.path.join(HERE, "train_resume.py"),
+                                           "killed" if mode == "killed" else "whole", folder], tmp, timeout=180)
         check(code == 0, f"{mode}: exit {code}: {err[-1500:]}")
         got = last_json(out, err)
         print(f"{mode} ({seconds:.1f} s): attempt {got['attempt']}, {got['steps_this_attempt']} steps in it, "
               f"checkpoints {got['checkpoints']}")
         weights[mode] = got["weights"]
-        check(got["checkpoints"] == ["step-12", "step-16"], f"{mode}: the folder holds {got['checkpoints']}")
         check(abs(got["caller_lr"] - 0.05) < 1e-12, f"{mode}: the caller's rate is {got['caller_lr']}, not 0.05")
-        shutil.rmtree(folder)
-        if mode == "killed":
+        damaged = "nano_torch: 2 damaged checkpoints in " + folder + ", left in place and never counted as kept: "
+        if mode == "whole":
+            check(got["checkpoints"] == ["step-12", "step-16"], f"{mode}: the folder holds {got['checkpoints']}")
+            shutil.rmtree(os.path.join(tmp, "checkpoints-whole"))
+        elif mode == "killed":
+            check(got["checkpoints"] == ["step-12", "step-16", "step-90000", "step-90001"],
+                  f"{mode}: the folder holds {got['checkpoints']}")
             check(got["attempt"] == "1" and got["steps_this_attempt"] == 10, f"the second attempt: {got}")
             check("resumed from" in out and "step-8 (step 8)" in out, f"no resumption line: {out[-600:]!r}")
-    differ = sum(a != b for a, b in zip(weights["whole"], weights["killed"]))
-    check(differ == 0, f"{differ} of {len(weights['whole'])} weights differ from the uninterrupted run's")
-    print(f"all {len(weights['whole'])} weights bit-identical to the uninterrupted run's")
+            check(damaged + "step-90001 (its manifest's seal does not verify (not made by a job of this folder)), "
+                  "step-90000 (no manifest (not written by this nano_torch))" in out,
+                  f"no line naming the damaged checkpoints: {out[-800:]!r}")
+        else:
+            check("step-12 (step 12)" in out, f"no fallback to step 12: {out[-800:]!r}")
+            check("nano_torch: 3 damaged checkpoints in " + folder in out and "step-16 (state.pt is damaged or "
+                  "missing)" in out, f"no line naming the damaged step-16: {out[-800:]!r}")
+            kept = [n for n in got["checkpoints"] if n.startswith("step-16.damaged-")]
+            check(len(kept) == 1 and [n for n in got["checkpoints"] if n not in kept] ==
+                  ["step-12", "step-16", "step-90000", "step-90001"], f"{mode}: the folder holds {got['checkpoints']}")
+    shutil.rmtree(folder)
+    for mode in ("killed", "fallback"):
+        differ = sum(a != b for a, b in zip(weights["whole"], weights[mode]))
+        check(differ == 0, f"{mode}: {differ} of {len(weights['whole'])} weights differ from the uninterrupted run's")
+    print(f"all {len(weights['whole'])} weights bit-identical to the uninterrupted run's, after a kill and after "
+          "a damaged checkpoint")
 
 
 ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
+
+
+def handoff(tmp):
+    sys.path.insert(0, PYDIR)
+    from nano_torch import _handoff  # noqa: E402 - the build's package
+    key, other = os.urandom(32), os.urandom(32)
+    sealed = _handoff.seal(key, "payload", b"data")
+    check(_handoff.unseal(key, "payload", sealed, "f") == b"data", "a seal did not verify")
+    for what, k, purpose, blob in (("another key", other, "payload", sealed), ("another purpose", key, "result", sealed),
+                                   ("cut short", key, "payload", sealed[:-1]), ("no seal", key, "payload", b"data")):
+        try:
+            _handoff.unseal(k, purpose, blob, "/x/payload.pkl")
+            raise Failure(f"{what}: accepted")
+        except _handoff.HandoffError as e:
+            check(str(e) == "nano_torch: /x/payload.pkl was not made by this launch (its seal does not verify): "
+                  "nothing of it is used", f"{what}: {e}")
+    folder = os.path.join(tmp, "job")
+    os.mkdir(folder, 0o700)
+    _handoff.check_private_folder(folder)
+    os.chmod(folder, 0o755)
+    for what, path in (("open to others", folder), ("a link", os.path.join(tmp, "link"))):
+        if what == "a link":
+            os.chmod(folder, 0o700)
+            os.symlink(folder, path)
+        try:
+            _handoff.check_private_folder(path)
+            raise Failure(f"a job folder {what}: accepted")
+        except _handoff.HandoffError as e:
+            check(f"job folder {path} is not this user's private folder" in str(e), f"{what}: {e}")
+    # A link planted where a file goes: replaced, never followed; read_file refuses to follow one.
+    target = os.path.join(tmp, "target")
+    with open(target, "w") as f:
+        f.write("theirs")
+    os.symlink(target, os.path.join(folder, "result.pkl"))
+    try:
+        _handoff.read_file(os.path.join(folder, "result.pkl"))
+        raise Failure("read_file followed a link")
+    except _handoff.HandoffError as e:
+        check("cannot read" in str(e), f"read_file on a link: {e}")
+    _handoff.write_file(os.path.join(folder, "result.pkl"), b"ours")
+    check(open(target).read() == "theirs", "write_file wrote through a planted link")
+    check(_handoff.read_file(os.path.join(folder, "result.pkl")) == b"ours", "write_file's file")
+    check(os.stat(os.path.join(folder, "result.pkl")).st_mode & 0o777 == 0o600, "a handed-over file is not 0600")
+    shutil.rmtree(folder)
+    os.unlink(os.path.join(tmp, "link"))
+    os.unlink(target)
+
+
+def planted(tmp):
+    marker = os.path.join(tmp, "planted-ran")
+    code, out, err, seconds = run([os.path.join(HERE, "planted.py"), marker], tmp, timeout=120)
+    check(code == 0, f"exit {code}: {err[-1500:]}")
+    print(out.strip())
+    check(re.search(r"^refused HandoffError: nano_torch: /\S+/payload\.pkl was not made by this launch \(its seal "
+                    r"does not verify\): nothing of it is used$", out, re.M), f"not refused: {out[-600:]!r}")
+    check("marker False" in out and not os.path.exists(marker), "the planted payload ran")
 
 
 def pip_venv(tmp):
@@ -395,7 +501,8 @@ def notebook(tmp):
 def main():
     tmp = tempfile.mkdtemp(prefix="nano-python-api-")
     cases = {"decorated": decorated, "stdin": stdin_program, "under_nano_run": under_nano_run, "shared_tensors": shared_tensors, "subclass": subclass, "options": options,
-             "faults": faults, "interrupt": interrupt, "bad_options": bad_options, "resume": resume, "pip_venv": pip_venv, "examples": examples,
+             "faults": faults, "interrupt": interrupt, "bad_options": bad_options, "resume": resume, "handoff": handoff, "planted": planted,
+             "pip_venv": pip_venv, "examples": examples,
              "notebook": notebook}
     try:
         cases[CASE](tmp)

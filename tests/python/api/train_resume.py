@@ -39,6 +39,6 @@ g = torch.Generator().manual_seed(1)
 data = TensorDataset(torch.randn(96, 8, generator=g), torch.randint(0, 3, (96,), generator=g))
 got = training(model, optimizer, DataLoader(data, batch_size=8, shuffle=True), 3)
 got["weights"] = [float.hex(v) for v in torch.cat([p.detach().reshape(-1) for p in model.parameters()]).tolist()]
-got["checkpoints"] = sorted(os.listdir(FOLDER))
+got["checkpoints"] = sorted(n for n in os.listdir(FOLDER) if not n.startswith("."))  # not the key, nor the claim
 got["caller_lr"] = optimizer.param_groups[0]["lr"]  # auto_lr's factor divided out: the caller's own rate
 print(json.dumps(got))
