@@ -30,8 +30,7 @@ const std::string kWorker = NANO_TEST_RANK_WORKER;
 // Asserts every rank printed its OK line and exited 0.
 void expect_ok_gloo(const std::string& scenario, int world, const std::string& arg = "",
                     const nano::test::Environment& env = {}) {
-  std::vector<std::string> argv{kWorker, scenario};
-  if (!arg.empty()) argv.push_back(arg);
+  std::vector<std::string> argv{kWorker, arg.empty() ? scenario : scenario + ":" + arg};
   auto results = run_world(argv, world, env);
   for (int r = 0; r < world; ++r) {
     INFO("gloo rank " << r << " stdout:\n" << results[r].out << "stderr:\n" << results[r].err);

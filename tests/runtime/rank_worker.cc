@@ -12,6 +12,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include <nano/error.h>
 #include <nano/nano.h>
@@ -24,6 +25,10 @@ namespace {
 
 int failures = 0;
 std::string tag;
+
+// The scenario running now (with its bucket cap, "grads:256"): printed lines carry it, so the
+// lines of a list of scenarios run in one world stay apart.
+std::string current;
 
 void check(bool ok, const std::string& what) {
   if (!ok) {
@@ -206,7 +211,12 @@ std::pair<torch::Tensor, torch::Tensor> world_batch(int n, int per_rank, int ite
   return {x, y};
 }
 
-size_t bucket_cap(int argc, char** argv) { return argc > 2 ? std::stoul(argv[2]) : 25u * 1024 * 1024; }
+// "grads:256": the scenario and its bucket cap (DDP's default without one).
+std::pair<std::string, size_t> scenario_and_cap(const std::string& item) {
+  const auto colon = item.find(':');
+  if (colon == std::string::npos) return {item, 25u * 1024 * 1024};
+  return {item.substr(0, colon), std::stoul(item.substr(colon + 1))};
+}
 
 // --- broadcast: differently seeded replicas become identical -------------------------------
 void scenario_broadcast(nano::World& w, size_t cap) {
@@ -239,7 +249,7 @@ void scenario_rank_grads(nano::World& w, size_t cap) {
   Net net;
   nano::DistributedDataParallel ddp(net, w.comm, {cap});
   const size_t buckets = ddp.bucket_layout().size();
-  std::cout << "buckets " << buckets << std::endl;
+  std::cout << current << ": buckets " << buckets << std::endl;
   const int n = w.size();
   for (int it = 0; it < 2; ++it) {
     net->zero_grad();
@@ -422,7 +432,7 @@ void scenario_equivalence(nano::World& w) {
     }
   }
   const double final_w = model->weight.item<double>();
-  std::cout << "w " << str(final_w) << std::endl;
+  std::cout << current << ": w " << str(final_w) << std::endl;
   check(final_w == 0.25, "final w = " + str(final_w) + ", expected 0.25 exactly");
 }
 
@@ -533,7 +543,7 @@ void scenario_balance(nano::World& w) {
                                              " times, expected once each");
   }
   const auto split = shard.balancer->split();
-  std::cout << "split";
+  std::cout << current << ": split";
   for (auto s : split) std::cout << " " << s;
   std::cout << std::endl;
   // Far slower: a small share would be ideal; any clear move passes.
@@ -541,23 +551,12 @@ void scenario_balance(nano::World& w) {
         "the slow rank still takes " + std::to_string(split[n - 1]) + " of " + std::to_string(per));
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  if (argc < 2) {
-    std::cerr << "usage: rank_worker SCENARIO [BUCKET_CAP_BYTES]\n";
-    return 2;
-  }
-  const std::string scenario = argv[1];
-  nano::World world;
-  try {
-    world = nano::init();
-  } catch (const nano::Error& e) {
-    std::cerr << e.what() << std::endl;
-    return 3;
-  }
-  tag = scenario + " rank " + std::to_string(world.rank());
-  const size_t cap = bucket_cap(argc, argv);
+// Runs one scenario of the list; false when it failed (said in a FAIL line).
+bool run_scenario(nano::World& world, const std::string& item) {
+  const auto [scenario, cap] = scenario_and_cap(item);
+  current = item;
+  tag = item + " rank " + std::to_string(world.rank());
+  const int failed_before = failures;
   try {
     if (scenario == "collectives")
       scenario_collectives(world);
@@ -584,15 +583,37 @@ int main(int argc, char** argv) {
     else if (scenario.rfind("mismatch", 0) == 0)
       scenario_mismatch(world, scenario);
     else {
-      std::cerr << "rank_worker: unknown scenario '" << scenario << "'\n";
-      return 2;
+      std::cout << "FAIL " << tag << ": unknown scenario" << std::endl;
+      return false;
     }
   } catch (const std::exception& e) {
     std::cout << "FAIL " << tag << ": exception: " << e.what() << std::endl;
-    return 1;
+    return false;
   }
-  if (failures) return 1;
-  std::cout << "OK " << scenario << " rank " << world.rank() << " of " << world.size() << " (" << world.comm->name()
-            << ")" << std::endl;
+  if (failures > failed_before) return false;
+  std::cout << "OK " << item << " rank " << world.rank() << " of " << world.size() << " (" << world.comm->name() << ")"
+            << std::endl;
+  return true;
+}
+
+}  // namespace
+
+// rank_worker SCENARIO[:BUCKET_CAP][,SCENARIO...]: the scenarios one after another in one world
+// (one process start and one rendezvous for many checks); the first that fails ends the rank.
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::cerr << "usage: rank_worker SCENARIO[:BUCKET_CAP_BYTES][,SCENARIO...]\n";
+    return 2;
+  }
+  nano::World world;
+  try {
+    world = nano::init();
+  } catch (const nano::Error& e) {
+    std::cerr << e.what() << std::endl;
+    return 3;
+  }
+  std::stringstream list(argv[1]);
+  for (std::string item; std::getline(list, item, ',');)
+    if (!run_scenario(world, item)) return 1;
   return 0;
 }
