@@ -15,7 +15,9 @@
 // nano::Checkpointer and resume from DIR; --print-weights: rank 0 prints a hash of the final
 // weights' bytes ("weights <hex>"), so runs can be compared bit for bit.
 // --pid-dir writes DIR/rank-R.pid first (and DIR/grandchild-R.pid with --grandchild, a
-// `sleep 300` the rank starts in its own process group, as data loaders and pools do).
+// `sleep 300` the rank starts in its own process group, as data loaders and pools do), and
+// DIR/fault-R.at when it injects a fault: the monotonic clock's nanoseconds then, so that a test
+// bounds the time from the fault itself, not from a start that a loaded machine may delay.
 // --slow RANK:MS: rank RANK sleeps MS ms in every step, between the forward and the backward (a
 // straggler for the timeline's tests).
 // --on-term-save: on SIGTERM, finish the current step (the ranks agree on which), write
@@ -82,6 +84,7 @@ Fault parse_fault(const std::string& spec, int rank) {
 
 std::vector<Fault> g_faults;
 std::atomic<bool> g_term{false};
+std::string g_pid_dir;
 
 // Does what the fault says, where it says; returns normally only for "throw" (thrown) or a
 // way that ends main (then `code` is set).
@@ -89,6 +92,11 @@ void strike(const Fault& g_fault, const std::string& phase, int step, int* code)
   if (!g_fault.mine || g_fault.phase != phase || (phase == "step" && step != g_fault.step)) return;
   std::cerr << "fault_rank: rank " << env_rank() << ": injecting '" << g_fault.way << "' at " << phase
             << (phase == "step" ? " " + std::to_string(step) : "") << std::endl;
+  if (!g_pid_dir.empty())
+    std::ofstream(g_pid_dir + "/fault-" + std::to_string(env_rank()) + ".at")
+        << std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+               .count()
+        << "\n";
   const std::string& w = g_fault.way;
   if (w == "throw") throw std::runtime_error("injected failure at " + phase);
   if (w == "return")
@@ -184,6 +192,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  g_pid_dir = pid_dir;
   if (!pid_dir.empty()) std::ofstream(pid_dir + "/rank-" + std::to_string(rank) + ".pid") << getpid() << "\n";
   if (grandchild) start_grandchild(pid_dir, rank);
   if (!save_file.empty()) signal(SIGTERM, [](int) { g_term = true; });

@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -65,7 +66,7 @@ std::vector<pid_t> pids_in(const std::string& dir) {
 struct Run {
   pid_t pid = -1;
   std::string dir;  // out, err, and the ranks' pid files
-  Clock::time_point started;
+  Clock::time_point started, ended;
   int rc = -1;
   double seconds = 0;
   std::string out, err;
@@ -111,7 +112,8 @@ void wait_for(Run& r, double timeout_s) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  r.seconds = std::chrono::duration<double>(Clock::now() - r.started).count();
+  r.ended = Clock::now();
+  r.seconds = std::chrono::duration<double>(r.ended - r.started).count();
   r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   r.out = slurp(r.dir + "/out");
   r.err = slurp(r.dir + "/err");
@@ -138,8 +140,18 @@ struct Case {
   int rc;              // nano-run's exit code
   std::string cause;   // in the root-cause line
   std::string detail;  // in the output ("" = none checked)
-  double bound;        // seconds to end, at most
+  double bound;        // seconds from the fault to nano-run's end, at most
 };
+
+// When the rank injected its fault (fault_rank's DIR/fault-R.at), on the test's clock.
+std::optional<Clock::time_point> fault_time(const std::string& pid_dir) {
+  for (const auto& name : entries(pid_dir)) {
+    if (name.rfind("fault-", 0) != 0) continue;
+    long long ns = 0;
+    if (std::ifstream(pid_dir + "/" + name) >> ns) return Clock::time_point(std::chrono::nanoseconds(ns));
+  }
+  return std::nullopt;
+}
 
 }  // namespace
 
@@ -158,25 +170,27 @@ TEST_CASE("a healthy job on one host prints its ranks' lines and nothing else") 
 }
 
 TEST_CASE("each way a rank stops, at each phase: bounded end, exit code, root cause, nothing left") {
+  // Bounds from the fault (fault_rank's record of it): ending takes the grace period (2 s) at
+  // most after the root cause is known, and a timeout (4 s) before that where one is the subject.
   const Case cases[] = {
-      {"throw@step:3@1", 1, "rank 1 on ", "injected failure", 15},
-      {"return@step:3@1", 3, "rank 1 on ", "", 15},
-      {"exit@step:3@1", 4, "rank 1 on ", "", 15},
-      {"segv@step:3@1", 139, "rank 1 on ", "was killed by SIGSEGV", 15},
-      {"abort@step:3@1", 134, "rank 1 on ", "was killed by SIGABRT", 15},
-      {"kill@step:3@1", 137, "rank 1 on ", "was killed by SIGKILL", 15},
-      {"term@step:3@1", 143, "rank 1 on ", "was killed by SIGTERM", 15},
+      {"throw@step:3@1", 1, "rank 1 on ", "injected failure", 10},
+      {"return@step:3@1", 3, "rank 1 on ", "", 10},
+      {"exit@step:3@1", 4, "rank 1 on ", "", 10},
+      {"segv@step:3@1", 139, "rank 1 on ", "was killed by SIGSEGV", 10},
+      {"abort@step:3@1", 134, "rank 1 on ", "was killed by SIGABRT", 10},
+      {"kill@step:3@1", 137, "rank 1 on ", "was killed by SIGKILL", 10},
+      {"term@step:3@1", 143, "rank 1 on ", "was killed by SIGTERM", 10},
       // A rank that returns 0 in the middle of training: its peer names it and fails.
-      {"zero@step:3@1", 1, "rank 0 on ", "rank 1 (pid ", 15},
+      {"zero@step:3@1", 1, "rank 0 on ", "rank 1 (pid ", 10},
       // Alive but not progressing: the collective timeout (4 s here) names the late rank.
-      {"hang@step:3@1", 1, "rank 0 on ", "did not reach the collective within 4 s", 20},
-      {"stop@step:3@1", 1, "rank 0 on ", "did not reach the collective within 4 s", 20},
+      {"hang@step:3@1", 1, "rank 0 on ", "did not reach the collective within 4 s", 15},
+      {"stop@step:3@1", 1, "rank 0 on ", "did not reach the collective within 4 s", 15},
       // Never joins: the rendezvous timeout (4 s) names it.
-      {"zero@init@1", 1, "rank 0 on ", "missing: 1", 20},
-      {"hang@init@1", 1, "rank 0 on ", "missing: 1", 20},
-      {"throw@init@1", 1, "rank 1 on ", "", 20},
-      {"return@teardown@1", 3, "rank 1 on ", "", 15},
-      {"exit@exit@1", 4, "rank 1 on ", "", 15},
+      {"zero@init@1", 1, "rank 0 on ", "missing: 1", 15},
+      {"hang@init@1", 1, "rank 0 on ", "missing: 1", 15},
+      {"throw@init@1", 1, "rank 1 on ", "", 15},
+      {"return@teardown@1", 3, "rank 1 on ", "", 10},
+      {"exit@exit@1", 4, "rank 1 on ", "", 10},
   };
   for (const Case& c : cases) {
     for (std::string backend : kBackends) {
@@ -196,7 +210,11 @@ TEST_CASE("each way a rank stops, at each phase: bounded end, exit code, root ca
       wait_for(r, 60);
       CAPTURE(r.err);
       CHECK(r.rc == c.rc);
-      CHECK(r.seconds < c.bound);
+      const auto fault = fault_time(pid_dir);
+      REQUIRE(fault);
+      const double after_fault = std::chrono::duration<double>(r.ended - *fault).count();
+      CAPTURE(after_fault);
+      CHECK(after_fault < c.bound);
       CHECK(r.err.find("nano-run: root cause: " + c.cause) != std::string::npos);
       if (!c.detail.empty()) CHECK((r.err + r.out).find(c.detail) != std::string::npos);
       CHECK(all_dead_within(pids_in(pid_dir), 2.0));
