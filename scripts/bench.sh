@@ -21,7 +21,7 @@ Subcommands:
   multihost    [BUILD_DIR] [MB] [REPS]          one host against two (namespace test bed; root)
   platforms    [RUNS] [FIRST]                   training on Debian 12 and 13, interleaved (root)
   precision    [RUNS]                           fp32, bf16, channels_last, bf16 gradients on both platforms (root)
-  precision-spread [BUILD_DIR] [SEEDS]          bf16 and channels_last against fp32 over seeds (the tests' bounds)
+  precision-spread [BUILD_DIR] [SEEDS] [STEPS]  bf16 and channels_last against fp32 over seeds (the tests' bounds)
   python-api   [BUILD_DIR] [RUNS] [LENET_STEPS] [RESNET_STEPS] [GB]   TorchNano/@nano against stock DDP; overhead; memory
   torch-backend [BUILD_DIR] [REPS] [REPEATS]    stock PyTorch on the nano torch backend against gloo
   signature-cost BEFORE_BUILD AFTER_BUILD [TURNS]   the collectives' signature check: its cost, before/after

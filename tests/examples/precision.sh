@@ -2,15 +2,16 @@
 # TorchNanoOptions' precision, channels_last and bf16 gradient exchange end to end on real
 # Fashion-MNIST with two ranks (equal batches, so each run repeats exactly on one machine; on
 # another machine, CPU or torch, bf16's rounding takes another path):
-#   - 1 epoch in bf16, and 1 with bf16 gradient exchange, each end no more than 3 percentage
-#     points below fp32's final test accuracy (ending above it is no defect). The bound comes
-#     from the spread over seeds (scripts/bench.sh precision-spread: the initial weights stand
-#     for another machine's path). Debian 12, 8 seeds: bf16 - fp32 from -1.16 to +0.92 points
-#     (standard deviation 0.6), bf16 gradients - fp32 from -0.40 to +0.63: 3 points is 2.6
-#     times the worst shortfall seen and 5 standard deviations; Debian 13, 3 seeds: -0.34 to
-#     +0.70 and -0.33 to +0.18. (The bound was 0.5 points
-#     either way: a newcomer's machine ended bf16 0.63 points *above* fp32, and seed 2 here
-#     1.16 below.)
+#   - 150 steps of 128 (a third of an epoch: test accuracy about 0.85, from 0.1) in bf16, and
+#     150 with bf16 gradient exchange, each end no more than 2 percentage points below fp32's
+#     final test accuracy (ending above it is no defect). The bound comes from the spread over
+#     seeds (scripts/bench.sh precision-spread build 8 150; the initial weights stand for another
+#     machine's path). Debian 12, 8 seeds, 2026-12-06: bf16 - fp32 from -0.36 to +0.28 points,
+#     bf16 gradients - fp32 from -0.36 to +0.29 (standard deviation about 0.25): 2 points is 5.5
+#     times the worst shortfall seen and 8 standard deviations, while a bf16 path that stopped
+#     learning would end tens of points below. (Until 2026-12-06 the runs were a whole epoch each,
+#     with a 3-point bound from a spread of -1.16 to +0.92: three times the CPU for the same
+#     question; this is nano's one convergence test, the other trainings check plumbing.)
 #   - channels_last trains as the default layout does, to float tolerance: after 30 steps the
 #     same test accuracy within 0.3 points and the same loss within 0.001 (over the same
 #     seeds: at most 0.06 points and 0.0001 apart on both platforms);
@@ -36,7 +37,7 @@ last_loss() { sed -n 's/.*epoch [0-9]*\/[0-9]*: loss \([0-9.]*\),.*/\1/p' "$work
 # within A B LIMIT: |A - B| <= LIMIT
 within() { awk -v a="$1" -v b="$2" -v l="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= l) }'; }
 
-full=(--epochs 1 --batch-size 128)
+full=(--epochs 1 --batch-size 128 --max-steps-per-epoch 150)
 run fp32 "${full[@]}"
 run bf16 "${full[@]}" --precision bf16
 run bf16_gradients "${full[@]}" --bf16-gradients
@@ -44,9 +45,9 @@ base=$(accuracy fp32)
 [ -n "$base" ] || { cat "$work/fp32.out"; fail "no accuracy from the fp32 run"; }
 for name in bf16 bf16_gradients; do
   a=$(accuracy $name)
-  echo "1 epoch: fp32 $base, $name $a"
+  echo "150 steps: fp32 $base, $name $a"
   [ -n "$a" ] || { cat "$work/$name.out"; fail "no accuracy from the $name run"; }
-  below "$a" "$base" 0.03 || fail "$name ended at $a, more than 3 points below fp32's $base"
+  below "$a" "$base" 0.02 || fail "$name ended at $a, more than 2 points below fp32's $base"
 done
 
 short=(--epochs 1 --max-steps-per-epoch 30 --batch-size 64)
@@ -61,4 +62,4 @@ run float64 --epochs 1 --max-steps-per-epoch 20 --batch-size 64 --test-limit 100
 a=$(accuracy float64)
 echo "precision 64, 20 steps: accuracy $a"
 within "$a" 0.75 0.25 || { cat "$work/float64.out"; fail "the float64 model did not learn (accuracy $a)"; }
-echo "PASS: bf16 and bf16 gradient exchange no more than 3 points below fp32; channels_last as the default layout; float64 trains"
+echo "PASS: bf16 and bf16 gradient exchange no more than 2 points below fp32; channels_last as the default layout; float64 trains"
