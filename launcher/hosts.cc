@@ -31,25 +31,38 @@ bool parse_positive(const std::string& text, int& out) {
   return true;
 }
 
+// No ':' either: nano-run hands the hosts to mpirun as "host:slots" (format_hosts), where a
+// hostfile's "node1:4" (1 slot) would read as 4 slots of node1, and an IPv6 address as nothing.
 bool valid_host_name(const std::string& host) {
   if (host.empty()) return false;
   for (char c : host) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
-              c == '_' || c == ':';
+    bool ok =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_';
     if (!ok) return false;
   }
   return true;
 }
 
-void add_host(std::vector<HostSlots>& hosts, const std::string& host, int slots) {
+// The most slots a list may give in all (an entry's own bound, six digits): so that no sum over
+// the hosts overflows an int, however often a host is listed.
+constexpr int kMaxTotalSlots = 999999;
+
+// Adds `slots` of `host` (to its earlier slots when listed already) and counts them in `total`;
+// false when the list's slots would exceed kMaxTotalSlots.
+bool add_host(std::vector<HostSlots>& hosts, const std::string& host, int slots, int& total) {
+  if (total > kMaxTotalSlots - slots) return false;
+  total += slots;
   for (auto& h : hosts) {
     if (h.host == host) {
       h.slots += slots;
-      return;
+      return true;
     }
   }
   hosts.push_back({host, slots});
+  return true;
 }
+
+std::string too_many_slots() { return ": more than " + std::to_string(kMaxTotalSlots) + " slots in all"; }
 
 std::string trim(const std::string& s) {
   size_t b = s.find_first_not_of(" \t\r");
@@ -62,6 +75,7 @@ std::string trim(const std::string& s) {
 
 std::vector<HostSlots> parse_hosts(const std::string& text) {
   std::vector<HostSlots> hosts;
+  int total = 0;
   if (trim(text).empty())
     throw SettingError(Setting::kHosts, text, "invalid value '' for {hosts}: expected host:slots,...");
   std::stringstream in(text);
@@ -70,12 +84,13 @@ std::vector<HostSlots> parse_hosts(const std::string& text) {
     auto colon = entry.rfind(':');
     std::string host = colon == std::string::npos ? entry : entry.substr(0, colon);
     int slots = 1;
-    bool ok = valid_host_name(host) && host.find(':') == std::string::npos;
+    bool ok = valid_host_name(host);
     if (ok && colon != std::string::npos) ok = parse_positive(entry.substr(colon + 1), slots);
     if (!ok)
       throw SettingError(Setting::kHosts, text,
                          "invalid {hosts} entry '" + entry + "': expected host:slots with slots >= 1");
-    add_host(hosts, host, slots);
+    if (!add_host(hosts, host, slots, total))
+      throw SettingError(Setting::kHosts, text, "invalid {hosts} entry '" + entry + "'" + too_many_slots());
   }
   if (!text.empty() && text.back() == ',')
     throw SettingError(Setting::kHosts, text, "invalid {hosts} entry '': expected host:slots with slots >= 1");
@@ -84,6 +99,7 @@ std::vector<HostSlots> parse_hosts(const std::string& text) {
 
 std::vector<HostSlots> parse_hostfile(const std::string& contents, const std::string& name) {
   std::vector<HostSlots> hosts;
+  int total = 0;
   std::stringstream in(contents);
   std::string raw;
   int line_number = 0;
@@ -109,9 +125,9 @@ std::vector<HostSlots> parse_hostfile(const std::string& contents, const std::st
         ok = false;
       }
     }
-    if (!ok)
-      throw UsageError("malformed hostfile " + name + " line " + std::to_string(line_number) + ": '" + trim(raw) + "'");
-    add_host(hosts, host, slots);
+    const std::string where = "hostfile " + name + " line " + std::to_string(line_number) + ": '" + trim(raw) + "'";
+    if (!ok) throw UsageError("malformed " + where);
+    if (!add_host(hosts, host, slots, total)) throw UsageError(where + too_many_slots());
   }
   if (hosts.empty()) throw UsageError("hostfile " + name + " lists no hosts");
   return hosts;

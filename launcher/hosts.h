@@ -11,13 +11,15 @@ struct HostSlots {
   int slots = 1;
 };
 
-/// Parses `--hosts` text "host:slots,host:slots" ("host" alone means 1 slot).
-/// Throws UsageError naming the bad entry.
+/// Parses `--hosts` text "host:slots,host:slots" ("host" alone means 1 slot). A host's name is
+/// letters, digits, '-', '.' and '_'; a host listed twice has its slots added; at most 999999
+/// slots in all. Throws SettingError naming the bad entry.
 std::vector<HostSlots> parse_hosts(const std::string& text);
 
 /// Parses the contents of an Open MPI hostfile ("node1 slots=4 max_slots=8", '#' comments,
-/// blank lines). `name` is the file's path, used in error messages. A host listed twice has
-/// its slots added. Throws UsageError naming the file, the line number and the line.
+/// blank lines). `name` is the file's path, used in error messages. Host names, repeated hosts
+/// and the bound on slots as in parse_hosts. Throws UsageError naming the file, the line number
+/// and the line.
 std::vector<HostSlots> parse_hostfile(const std::string& contents, const std::string& name);
 
 /// Reads and parses the hostfile at `path`. Throws UsageError when unreadable or malformed.

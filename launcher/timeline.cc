@@ -9,20 +9,24 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <sstream>
 #include <tuple>
 
 #include <nano/error.h>
 #include "core/cpulist.h"
+#include "core/parse.h"
 #include "core/setting.h"
 #include "launcher/guardian.h"
+#include "launcher/timeline_shipping.h"
 
 namespace nano {
 namespace {
@@ -30,14 +34,36 @@ namespace {
 using nlohmann::json;
 
 constexpr double kMs = 1e6;  // nanoseconds per millisecond
+// The records' text (host names, collectives' descriptions) is whatever a rank wrote: bytes that
+// are no UTF-8 become U+FFFD in the JSON, where json's default would throw at the end of the job.
+constexpr auto kReplaceBadUtf8 = json::error_handler_t::replace;
 
-double quantile(std::vector<double> values, double q) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  const double at = q * static_cast<double>(values.size() - 1);
-  const auto lo = static_cast<size_t>(std::floor(at));
-  const auto hi = static_cast<size_t>(std::ceil(at));
-  return values[lo] + (values[hi] - values[lo]) * (at - static_cast<double>(lo));
+// A value that stands for `count` equal ones (an interval's steps, each its mean).
+struct Counted {
+  double value = 0;
+  int64_t count = 1;
+};
+
+// The q-quantile of `values`, each counted as often as it says: the same number as the quantile
+// of the values written out that often, without writing them out (an A record's steps may be
+// billions).
+double quantile(std::vector<Counted> values, double q) {
+  int64_t n = 0;
+  for (const Counted& v : values) n += v.count;
+  if (n == 0) return 0;
+  std::sort(values.begin(), values.end(), [](const Counted& a, const Counted& b) { return a.value < b.value; });
+  // The value at `index` of the written-out, sorted list.
+  const auto at_index = [&values](int64_t index) {
+    for (const Counted& v : values) {
+      if (index < v.count) return v.value;
+      index -= v.count;
+    }
+    return values.back().value;
+  };
+  const double at = q * static_cast<double>(n - 1);
+  const auto lo = static_cast<int64_t>(std::floor(at));
+  const auto hi = static_cast<int64_t>(std::ceil(at));
+  return at_index(lo) + (at_index(hi) - at_index(lo)) * (at - static_cast<double>(lo));
 }
 
 std::string percent(double share) { return std::to_string(static_cast<int>(std::lround(share * 100))) + "%"; }
@@ -62,7 +88,7 @@ RankSummary summarise(const RankRecords& r) {
   s.cpus = r.cpus;
   s.numa = r.numa;
   s.collectives = static_cast<int>(r.collectives.size());
-  std::vector<double> times, work;
+  std::vector<Counted> times, work;
   double total = 0, data = 0, compute = 0, exchange = 0, checkpoint = 0;
   for (const TimelineStep& st : r.steps) {
     const double span = static_cast<double>(st.end - st.start);
@@ -74,10 +100,8 @@ RankSummary summarise(const RankRecords& r) {
     checkpoint += static_cast<double>(st.checkpoint);
     // An interval stands for its steps' mean, once per step.
     const double n = static_cast<double>(st.steps);
-    for (int64_t i = 0; i < st.steps; ++i) {
-      times.push_back(span / n / kMs);
-      work.push_back((span - static_cast<double>(st.exchange)) / n / kMs);
-    }
+    times.push_back({span / n / kMs, st.steps});
+    work.push_back({(span - static_cast<double>(st.exchange)) / n / kMs, st.steps});
   }
   s.median_ms = quantile(times, 0.5);
   s.p10_ms = quantile(times, 0.1);
@@ -93,11 +117,45 @@ RankSummary summarise(const RankRecords& r) {
   return s;
 }
 
+// What a rank's records may hold (runtime/timeline.h writes far less), so that no difference or
+// sum the report and the trace take of them overflows: times and durations within 2^62 ns either
+// way (the year 2116 of CLOCK_REALTIME), an interval of at most 2^32 steps, ranks below 2^20. A
+// line with a number beyond them is skipped, as a torn one is.
+constexpr int64_t kMaxRecordedNs = int64_t{1} << 62;
+constexpr int64_t kMaxIntervalSteps = int64_t{1} << 32;
+constexpr int64_t kMaxRecordedRank = 1 << 20;
+
+bool recorded(std::initializer_list<int64_t> numbers) {
+  return std::all_of(numbers.begin(), numbers.end(),
+                     [](int64_t n) { return n > -kMaxRecordedNs && n < kMaxRecordedNs; });
+}
+
 std::string cpu_count(size_t n) { return std::to_string(n) + (n == 1 ? " CPU" : " CPUs"); }
 
+// Linux's most CPUs (NR_CPUS at its largest): a records file's list naming more (its ranges
+// added up, repeats counted) is no rank's and is not read, so "0-2000000000" cannot make the
+// report take gigabytes.
+constexpr long long kMaxListedCpus = 8192;
+
+// How many CPUs `list` names, its ranges added up, at most kMaxListedCpus + 1 (-1: not a list).
+long long cpus_named(const std::string& list) {
+  long long count = 0;
+  std::istringstream items(list);
+  for (std::string item; std::getline(items, item, ',') && count <= kMaxListedCpus;) {
+    const size_t dash = item.find('-');
+    const auto low = parse_integer(item.substr(0, dash), 0, INT_MAX);
+    const auto high = dash == std::string::npos ? low : parse_integer(item.substr(dash + 1), 0, INT_MAX);
+    if (!low || !high || *high < *low) return -1;
+    count += *high - *low + 1;
+  }
+  return count;
+}
+
 std::vector<int> cpus_of(const std::string& list) {
+  const long long count = cpus_named(list);
+  if (list == "-" || count < 0 || count > kMaxListedCpus) return {};
   try {
-    return list == "-" ? std::vector<int>{} : parse_cpu_list(list);
+    return parse_cpu_list(list);
   } catch (const std::exception&) {
     return {};
   }
@@ -106,8 +164,10 @@ std::vector<int> cpus_of(const std::string& list) {
 // The placement check of the ranks of one attempt.
 std::vector<std::string> placement_warnings(const std::vector<const RankRecords*>& ranks) {
   std::vector<std::string> warnings;
+  std::vector<std::vector<int>> cpus_by_rank;  // each list read once, not once per pair
   for (const RankRecords* r : ranks) {
-    const std::vector<int> cpus = cpus_of(r->cpus);
+    cpus_by_rank.push_back(cpus_of(r->cpus));
+    const std::vector<int>& cpus = cpus_by_rank.back();
     const std::string name = "rank " + std::to_string(r->rank) + " (" + r->host + ", CPUs " + r->cpus + ")";
     char* end = nullptr;
     const long omp = std::strtol(r->omp.c_str(), &end, 10);
@@ -125,7 +185,9 @@ std::vector<std::string> placement_warnings(const std::vector<const RankRecords*
   for (size_t i = 0; i < ranks.size(); ++i)
     for (size_t j = i + 1; j < ranks.size(); ++j) {
       if (ranks[i]->host != ranks[j]->host) continue;
-      std::vector<int> a = cpus_of(ranks[i]->cpus), b = cpus_of(ranks[j]->cpus), both;
+      const std::vector<int>& a = cpus_by_rank[i];
+      const std::vector<int>& b = cpus_by_rank[j];
+      std::vector<int> both;
       std::set_intersection(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(both));
       if (!both.empty())
         warnings.push_back("ranks " + std::to_string(ranks[i]->rank) + " and " + std::to_string(ranks[j]->rank) +
@@ -159,11 +221,22 @@ std::string advice_of(const std::vector<RankSummary>& ranks) {
   return "checkpoints take " + percent(checkpoint) + " of the step: checkpoint less often";
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+// A rank's records file, whole when it holds at most `limit` bytes; else up to its last line
+// that ends within them, and `over` is set.
+std::string read_records(const std::string& path, size_t limit, bool& over) {
+  std::ifstream in(path, std::ios::binary);
+  std::string text;
+  char chunk[65536];
+  while (in && text.size() <= limit) {
+    in.read(chunk, static_cast<std::streamsize>(std::min(sizeof chunk, limit + 1 - text.size())));
+    text.append(chunk, static_cast<size_t>(in.gcount()));
+  }
+  over = text.size() > limit;
+  if (over) {
+    const size_t last_line_end = limit == 0 ? std::string::npos : text.rfind('\n', limit - 1);
+    text.resize(last_line_end == std::string::npos ? 0 : last_line_end + 1);
+  }
+  return text;
 }
 
 }  // namespace
@@ -177,27 +250,42 @@ RankRecords parse_records(const std::string& text, int attempt) {
     std::string kind;
     in >> kind;
     if (kind == "R") {
-      in >> r.rank >> r.host >> r.cpus >> r.numa >> r.omp;
+      int64_t rank = -1;
+      if (in >> rank && rank >= 0 && rank < kMaxRecordedRank) {
+        r.rank = static_cast<int>(rank);
+        in >> r.host >> r.cpus >> r.numa >> r.omp;
+      }
     } else if (kind == "P") {
       TimelineSpan p;
-      if (in >> p.name >> p.start >> p.end) r.phases.push_back(p);
+      if (in >> p.name >> p.start >> p.end && recorded({p.start, p.end})) r.phases.push_back(p);
     } else if (kind == "C") {
       TimelineSpan c;
-      if (in >> c.start >> c.end >> c.bytes) {
+      if (in >> c.start >> c.end >> c.bytes && recorded({c.start, c.end, c.bytes}) && c.bytes >= 0) {
         std::getline(in >> std::ws, c.name);
         r.collectives.push_back(c);
       }
     } else if (kind == "S") {
       TimelineStep s;
-      if (in >> s.first >> s.start >> s.end >> s.data >> s.compute >> s.exchange >> s.checkpoint) r.steps.push_back(s);
+      if (in >> s.first >> s.start >> s.end >> s.data >> s.compute >> s.exchange >> s.checkpoint &&
+          recorded({s.first, s.start, s.end, s.data, s.compute, s.exchange, s.checkpoint}))
+        r.steps.push_back(s);
     } else if (kind == "A") {
       TimelineStep s;
       int64_t collectives = 0;
       if (in >> s.first >> s.steps >> s.start >> s.end >> s.data >> s.compute >> s.exchange >> s.checkpoint >>
-          collectives)
+              collectives &&
+          recorded({s.first, s.start, s.end, s.data, s.compute, s.exchange, s.checkpoint}) && s.steps >= 1 &&
+          s.steps <= kMaxIntervalSteps)
         r.steps.push_back(s);
     } else if (kind == "T") {
-      if (in >> r.computing_threads >> r.cpus_used >> r.threads_outside) r.placement_seen = true;
+      int threads = 0, outside = 0;
+      std::string used;
+      if (in >> threads >> used >> outside && threads >= 0 && outside >= 0) {
+        r.computing_threads = threads;
+        r.cpus_used = used;
+        r.threads_outside = outside;
+        r.placement_seen = true;
+      }
     }
   }
   return r;
@@ -258,7 +346,7 @@ std::string trace_json(const std::vector<RankRecords>& ranks, const TimelineRepo
       span("collective", c.name, pid, collectives_tid, c.start, c.end, {{"bytes", c.bytes}});
   }
   return json{{"traceEvents", events}, {"displayTimeUnit", "ms"}, {"nanoReport", json::parse(report_json(report))}}
-      .dump();
+      .dump(-1, ' ', false, kReplaceBadUtf8);
 }
 
 TimelineReport report_of(const std::vector<RankRecords>& ranks) {
@@ -281,8 +369,8 @@ TimelineReport report_of(const std::vector<RankRecords>& ranks) {
   for (const RankSummary& r : report.ranks)
     if (r.steps > 0) stepped.push_back(&r);
   if (stepped.size() < 2) return report;
-  std::vector<double> work;
-  for (const RankSummary* r : stepped) work.push_back(r->work_ms);
+  std::vector<Counted> work;
+  for (const RankSummary* r : stepped) work.push_back({r->work_ms, 1});
   const double median = quantile(work, 0.5);
   const RankSummary* slowest =
       *std::max_element(stepped.begin(), stepped.end(), [](auto* a, auto* b) { return a->work_ms < b->work_ms; });
@@ -356,22 +444,40 @@ std::string report_json(const TimelineReport& report) {
         {"rank", *report.straggler}, {"ratio", report.straggler_ratio}, {"others_wait", report.others_wait}};
   else
     j["straggler"] = nullptr;
-  return j.dump(2);
+  return j.dump(2, ' ', false, kReplaceBadUtf8);
 }
+
+namespace {
+
+// `j`'s `key` as a whole number of type T. json's get<T>() would cast a fraction or a number
+// beyond T (1e300) as it is, which is undefined: such a file is no report of nano's.
+template <typename T>
+T whole_number(const json& j, const char* key) {
+  const json& value = j.at(key);
+  if (value.is_number_unsigned() && value.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max()))
+    return static_cast<T>(value.get<uint64_t>());
+  if (value.is_number_integer() && !value.is_number_unsigned() &&
+      value.get<int64_t>() >= std::numeric_limits<T>::min() && value.get<int64_t>() <= std::numeric_limits<T>::max())
+    return static_cast<T>(value.get<int64_t>());
+  throw UsageError(std::string("not a timeline report of nano's (its ") + key + " " + value.dump() +
+                   " is no whole number of its range)");
+}
+
+}  // namespace
 
 TimelineReport report_from_json(const std::string& text) {
   TimelineReport report;
   try {
     const json whole = json::parse(text);
     const json& j = whole.contains("nanoReport") ? whole.at("nanoReport") : whole;
-    report.attempt = j.at("attempt").get<int>();
+    report.attempt = whole_number<int>(j, "attempt");
     for (const json& r : j.at("ranks")) {
       RankSummary s;
-      s.rank = r.at("rank").get<int>();
+      s.rank = whole_number<int>(r, "rank");
       s.host = r.at("host").get<std::string>();
       s.cpus = r.at("cpus").get<std::string>();
       s.numa = r.at("numa").get<std::string>();
-      s.steps = r.at("steps").get<int64_t>();
+      s.steps = whole_number<int64_t>(r, "steps");
       s.median_ms = r.at("median_step_ms").get<double>();
       s.p10_ms = r.at("p10_step_ms").get<double>();
       s.p90_ms = r.at("p90_step_ms").get<double>();
@@ -382,15 +488,20 @@ TimelineReport report_from_json(const std::string& text) {
       s.exchange = shares.at("exchange").get<double>();
       s.checkpoint = shares.at("checkpoint").get<double>();
       s.other = shares.at("other").get<double>();
-      s.collectives = r.at("collectives").get<int>();
+      s.collectives = whole_number<int>(r, "collectives");
       report.ranks.push_back(s);
     }
     report.warnings = j.at("warnings").get<std::vector<std::string>>();
     report.advice = j.at("advice").get<std::string>();
     if (!j.at("straggler").is_null()) {
-      report.straggler = j.at("straggler").at("rank").get<int>();
+      report.straggler = whole_number<int>(j.at("straggler"), "rank");
       report.straggler_ratio = j.at("straggler").at("ratio").get<double>();
       report.others_wait = j.at("straggler").at("others_wait").get<double>();
+      // report_lines names the straggler from the ranks.
+      if (std::none_of(report.ranks.begin(), report.ranks.end(),
+                       [&](const RankSummary& r) { return r.rank == *report.straggler; }))
+        throw UsageError("not a timeline report of nano's (its straggler, rank " + std::to_string(*report.straggler) +
+                         ", is none of its ranks)");
     }
   } catch (const json::exception& e) {
     throw UsageError(std::string("not a timeline report of nano's (") + e.what() + ")");
@@ -414,19 +525,28 @@ void start_timeline(const std::string& file) {
                        "cannot make {timeline}'s records folder " + folder + ": " + std::strerror(errno));
 }
 
-std::vector<std::string> finish_timeline(const std::string& file) {
+std::vector<std::string> finish_timeline(const std::string& file, size_t max_file_bytes) {
   const std::string folder = timeline_records_folder(file);
   std::vector<RankRecords> ranks;
+  std::vector<std::string> notes;
   if (DIR* dir = opendir(folder.c_str())) {
     while (dirent* e = readdir(dir)) {
-      int rank = -1, attempt = 0;
-      if (std::sscanf(e->d_name, "rank-%d.attempt-%d", &rank, &attempt) != 2) continue;
-      RankRecords r = parse_records(read_file(folder + "/" + e->d_name), attempt);
+      const std::string name = e->d_name;
+      if (!is_records_file_name(name)) continue;
+      // "rank-R.attempt-A", each number fewer than ten digits (is_records_file_name).
+      const int rank = std::stoi(name.substr(5)), attempt = std::stoi(name.substr(name.find(".attempt-") + 9));
+      if (rank >= kMaxRecordedRank) continue;
+      bool over = false;
+      RankRecords r = parse_records(read_records(folder + "/" + name, max_file_bytes, over), attempt);
+      if (over)
+        notes.push_back("nano-run: timeline: " + folder + "/" + name + " holds more than " +
+                        std::to_string(max_file_bytes) + " bytes of records; the rest are dropped");
       if (r.rank < 0) r.rank = rank;
       ranks.push_back(std::move(r));
     }
     closedir(dir);
   }
+  std::sort(notes.begin(), notes.end());
   remove_tree(folder.c_str());
   if (ranks.empty()) {
     ::unlink(file.c_str());
@@ -440,7 +560,8 @@ std::vector<std::string> finish_timeline(const std::string& file) {
   const TimelineReport report = report_of(ranks);
   std::ofstream(file, std::ios::trunc) << trace_json(ranks, report);
   std::ofstream(file + ".report.json", std::ios::trunc) << report_json(report) << "\n";
-  return report_lines(report, file);
+  for (std::string& line : report_lines(report, file)) notes.push_back(std::move(line));
+  return notes;
 }
 
 }  // namespace nano

@@ -5,6 +5,7 @@
 // rank's step time and its shares, the straggler, the placement check and one line of advice.
 // Pure stages (parse, trace, report) with table tests, and one effectful shell that reads the
 // records folder and writes the files.
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -102,9 +103,14 @@ std::string timeline_records_folder(const std::string& file);
 /// SettingError naming the timeline and the reason.
 void start_timeline(const std::string& file);
 
+/// The most bytes of one rank's records file that finish_timeline reads: a day-long run writes a
+/// few MB (runtime/timeline.h); a file beyond it is read up to its last whole line within it.
+inline constexpr std::size_t kMaxRecordsFileBytes = 16u << 20;
+
 /// When the launch ended, however it ended: merges the records folder into `file` and
 /// FILE.report.json, removes the folder, and returns the report's lines (or one line saying
-/// why there is no trace).
-std::vector<std::string> finish_timeline(const std::string& file);
+/// why there is no trace), after a line for each records file over `max_file_bytes` (its
+/// records beyond them are dropped).
+std::vector<std::string> finish_timeline(const std::string& file, std::size_t max_file_bytes = kMaxRecordsFileBytes);
 
 }  // namespace nano

@@ -5,20 +5,33 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <fstream>
 
 #include "launcher/frames.h"
+#include "launcher/timeline.h"
 
 namespace nano {
 
+// A shipped file is read whole on nano-run's side: never cut twice, at another place.
+static_assert(kMaxShippedRecords <= kMaxRecordsFileBytes, "shipped records must fit the records read per file");
+
+namespace {
+
+// A number as the recorder writes it: digits without a leading zero, fewer than ten of them (so
+// that any reader's int holds it).
+bool plain_number(const std::string& text) {
+  return !text.empty() && text.size() < 10 && text.find_first_not_of("0123456789") == std::string::npos &&
+         (text == "0" || text[0] != '0');
+}
+
+}  // namespace
+
 bool is_records_file_name(const std::string& name) {
-  unsigned rank = 0, attempt = 0;
-  int end = 0;
-  if (std::sscanf(name.c_str(), "rank-%u.attempt-%u%n", &rank, &attempt, &end) != 2) return false;
-  // Exactly the name the recorder writes: digits only, nothing after them (no path, no sign).
-  return static_cast<std::size_t>(end) == name.size() &&
-         name == "rank-" + std::to_string(rank) + ".attempt-" + std::to_string(attempt);
+  // Exactly the name the recorder writes, "rank-R.attempt-A": no path, no sign, nothing after.
+  const std::string rank = "rank-", attempt = ".attempt-";
+  const size_t at = name.find(attempt);
+  return name.rfind(rank, 0) == 0 && at != std::string::npos &&
+         plain_number(name.substr(rank.size(), at - rank.size())) && plain_number(name.substr(at + attempt.size()));
 }
 
 std::string shipped_records_payload(const std::string& name, const std::string& bytes) { return name + "\n" + bytes; }

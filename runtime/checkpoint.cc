@@ -412,7 +412,7 @@ void Checkpointer::save() {
       // a job that lost its claim stops writing (the training thread ends the job).
       if (claim) claim();
       set_aside_if_damaged(path, *verdicts);
-      write_durable(dir, path, checkpoint_header(step, world, body) + body);
+      write_durable(dir, path, checkpoint_header(step, world, TORCH_VERSION, body) + body);
       verdicts->written(path);
       std::vector<CheckpointFile> files;
       for (const auto& [s, file] : list_checkpoints(dir)) files.push_back({s, file, verdicts->why_not(file).empty()});

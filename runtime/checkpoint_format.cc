@@ -1,7 +1,5 @@
 #include "runtime/checkpoint_format.h"
 
-#include <torch/version.h>
-
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -16,7 +14,6 @@
 #include <sstream>
 #include <vector>
 
-#include <nano/checkpoint.h>
 #include <nano/error.h>
 
 namespace nano {
@@ -36,12 +33,12 @@ uint64_t checkpoint_checksum(const char* p, std::size_t n, uint64_t seed) {
   return h;
 }
 
-std::string checkpoint_header(int64_t step, int world, const std::string& payload) {
+std::string checkpoint_header(int64_t step, int world, const std::string& torch, const std::string& payload) {
   char sum[32];
   snprintf(sum, sizeof sum, "%016llx",
            static_cast<unsigned long long>(checkpoint_checksum(payload.data(), payload.size())));
   std::ostringstream h;
-  h << kMagic << "\nstep " << step << "\nworld " << world << "\ntorch " << TORCH_VERSION << "\nbytes " << payload.size()
+  h << kMagic << "\nstep " << step << "\nworld " << world << "\ntorch " << torch << "\nbytes " << payload.size()
     << "\nfnv1a64 " << sum << "\n\n";
   return h.str();
 }

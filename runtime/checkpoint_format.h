@@ -5,6 +5,7 @@
 // ckpt-<12-digit step>.nano, so they sort by step. Which files may be pruned is a pure decision
 // (checkpoints_to_prune): a file that does not verify never counts toward `keep` and is never
 // deleted. Reading is bounded: the header by kMaxCheckpointHeader, the payload by the file's size.
+// Torch-free (the fuzzer of tests/fuzz builds it alone).
 #include <sys/types.h>
 
 #include <cstddef>
@@ -31,8 +32,9 @@ struct CheckpointHeader {
 /// The longest header a checkpoint file may have (its blank line included).
 inline constexpr size_t kMaxCheckpointHeader = 4096;
 
-/// Pure: the header of a checkpoint of `step`, written by `world` ranks, carrying `payload`.
-std::string checkpoint_header(int64_t step, int world, const std::string& payload);
+/// Pure: the header of a checkpoint of `step`, written by `world` ranks with libtorch `torch`
+/// (TORCH_VERSION), carrying `payload`.
+std::string checkpoint_header(int64_t step, int world, const std::string& torch, const std::string& payload);
 
 /// Pure: reads the header at the start of `text` into `h`; false when it has no whole nano header
 /// within kMaxCheckpointHeader bytes.
@@ -43,6 +45,13 @@ bool parse_checkpoint_header(const std::string& text, CheckpointHeader& h);
 /// offset basis, which has one digit more: files already written carry sums from this one.)
 inline constexpr uint64_t kChecksumSeed = 1469598103934665603ULL;
 uint64_t checkpoint_checksum(const char* p, std::size_t n, uint64_t seed = kChecksumSeed);
+
+/// The checkpoint file name of `step` ("ckpt-000000000500.nano"); declared for the public API in
+/// <nano/checkpoint.h> too, whose torch headers this torch-free file does without.
+std::string checkpoint_file_name(int64_t step);
+
+/// Why the file at `path` is not a whole checkpoint, "" when it is (as <nano/checkpoint.h> says).
+std::string verify_checkpoint(const std::string& path);
 
 /// The checkpoints of `dir` (files named as checkpoint_file_name says), newest first, as
 /// (step, path); none when the folder cannot be read.

@@ -11,6 +11,9 @@ if [ "$codename" = bookworm ]; then perftools=libgoogle-perftools4; fi
 
 packages=(
   build-essential cmake ninja-build pkg-config
+  # A compiler cache: a second build of the same sources (CI's next run, another clone, the
+  # other build folder) takes its objects from it (CMakeLists.txt, NANO_CCACHE).
+  ccache
   libtorch-dev libgloo-dev libcli11-dev libhwloc-dev hwloc nlohmann-json3-dev
   libopenmpi-dev openmpi-bin doctest-dev libjemalloc2 "$perftools"
   python3-torch dataset-fashion-mnist zlib1g-dev gnuplot-nox
@@ -28,8 +31,13 @@ packages=(
 )
 
 # scripts/lint.sh's formatter and linter, pinned to Debian 12's LLVM 14 (another version
-# formats differently); the Debian 13 leg does not lint.
-if [ "$codename" = bookworm ]; then packages+=(clang-format-14 clang-tidy-14); fi
+# formats differently); the Debian 13 leg does not lint. The fuzzers (tests/fuzz) are built with
+# Debian's clang and its libFuzzer runtime (clang does not pull that in itself).
+if [ "$codename" = bookworm ]; then
+  packages+=(clang-format-14 clang-tidy-14 clang-14 libclang-rt-14-dev)
+else
+  packages+=(clang libclang-rt-dev)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -27,6 +27,10 @@ namespace {
 
 // How long a refused connection waits before the next try while rank 0's server is not up.
 constexpr std::chrono::milliseconds kRetryConnect{50};
+// The largest frame taken from the server before it proved it knows the job's secret: the
+// greeting and the proof are a few dozen bytes, so whoever holds the port (a stranger, another
+// job's store) cannot make a rank buffer more than this. A proven server gets the members' bound.
+constexpr size_t kMaxFrameBeforeProof = 4096;
 
 std::string seconds_text(std::chrono::milliseconds ms) {
   std::ostringstream out;
@@ -43,6 +47,7 @@ int remaining_ms(Clock::time_point deadline) {
 struct LinkBroken {
   std::string why;
   bool timed_out = false;
+  bool not_a_frame = false;  // bytes that are no store frame (too long, cut short)
 };
 
 }  // namespace
@@ -50,7 +55,7 @@ struct LinkBroken {
 // One connection to the server, admitted through the handshake.
 struct JobStore::Link {
   int fd = -1;
-  StoreMessageReader reader{size_t{1} << 30};
+  StoreMessageReader reader{kMaxFrameBeforeProof};
 
   ~Link() {
     if (fd >= 0) close(fd);
@@ -76,7 +81,7 @@ struct JobStore::Link {
       try {
         if (auto message = reader.next()) return *message;
       } catch (const Error& e) {
-        throw LinkBroken{e.what()};
+        throw LinkBroken{e.what(), false, true};
       }
       pollfd p{fd, POLLIN, 0};
       const int ready = poll(&p, 1, remaining_ms(deadline));
@@ -185,10 +190,14 @@ std::unique_ptr<JobStore::Link> JobStore::connect(std::chrono::milliseconds boun
       throw Error("nano: the store at " + where() +
                   " could not prove it belongs to this job (its answer to our challenge is wrong): another job's "
                   "store holds the port");
+    link->reader.set_max_frame(StoreServerLimits{}.max_frame);
   } catch (const LinkBroken& broken) {
     if (broken.timed_out)
       throw Error("nano: rendezvous at " + where() + " timed out after " + seconds_text(bound) +
                   " s: the store did not finish the handshake");
+    if (broken.not_a_frame)
+      throw Error("nano: " + where() + " is not this job's store: before proving it knows the job's secret, it sent " +
+                  broken.why);
     throw Error("nano: the store at " + where() + " refused this rank (" + broken.why +
                 "): it belongs to another job, or " + kJobSecretVariable + " differs");
   }

@@ -1,6 +1,7 @@
 #include "runtime/collectives/store_wire.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 
 #include <nano/error.h>
@@ -26,12 +27,40 @@ StoreMessage ok(std::vector<std::string> fields = {}) {
 
 StoreMessage error(const std::string& what) { return {"error", what}; }
 
-std::optional<long long> parse_delta(const std::string& text) {
-  if (text.empty() || text.size() > 20) return std::nullopt;
+// A number as c10d's add writes it: strtoll's syntax, all of `text` (no byte after it, not even
+// a NUL inside), within int64 (strtoll would clamp a longer one to its limit without a word).
+enum class Int64Text { kNumber, kNotANumber, kOutOfRange };
+
+Int64Text parse_int64(const std::string& text, long long& value) {
   char* end = nullptr;
-  const long long value = std::strtoll(text.c_str(), &end, 10);
-  if (*end != '\0') return std::nullopt;
-  return value;
+  errno = 0;
+  value = std::strtoll(text.c_str(), &end, 10);
+  if (end == text.c_str() || end != text.c_str() + text.size()) return Int64Text::kNotANumber;
+  return errno == ERANGE ? Int64Text::kOutOfRange : Int64Text::kNumber;
+}
+
+// add's answer: the key's number plus `delta`, or an error naming what was wrong.
+StoreMessage add(std::map<std::string, std::string>& values, const std::string& key, const std::string& delta_text) {
+  long long delta = 0, value = 0;
+  switch (parse_int64(delta_text, delta)) {
+    case Int64Text::kNotANumber: return error("add: '" + delta_text + "' is not a number");
+    case Int64Text::kOutOfRange: return error("add: '" + delta_text + "' is beyond int64");
+    case Int64Text::kNumber: break;
+  }
+  auto it = values.find(key);
+  if (it != values.end()) {
+    switch (parse_int64(it->second, value)) {
+      case Int64Text::kNotANumber: return error("add: key '" + key + "' holds no number");
+      case Int64Text::kOutOfRange: return error("add: key '" + key + "' holds a number beyond int64");
+      case Int64Text::kNumber: break;
+    }
+  }
+  long long sum = 0;
+  if (__builtin_add_overflow(value, delta, &sum))
+    return error("add: key '" + key + "' holds " + std::to_string(value) + ": adding " + std::to_string(delta) +
+                 " overflows int64");
+  values[key] = std::to_string(sum);
+  return ok({std::to_string(sum)});
 }
 
 }  // namespace
@@ -91,20 +120,7 @@ std::optional<StoreMessage> StoreState::answer(int client, const StoreMessage& r
     if (it == values_.end()) return StoreMessage{"missing"};
     return ok({it->second});
   }
-  if (op == "add" && args == 2) {
-    const auto delta = parse_delta(request[2]);
-    if (!delta) return error("add: '" + request[2] + "' is not a number");
-    auto it = values_.find(key());
-    long long value = 0;
-    if (it != values_.end()) {
-      const auto current = parse_delta(it->second);
-      if (!current) return error("add: key '" + key() + "' holds no number");
-      value = *current;
-    }
-    value += *delta;
-    values_[key()] = std::to_string(value);
-    return ok({std::to_string(value)});
-  }
+  if (op == "add" && args == 2) return add(values_, key(), request[2]);
   if (op == "cas" && args == 3) {
     // c10d's compareSet: a missing key is set when the expected value is empty; otherwise the
     // caller gets back its expected value (TCPStore's answer) and nothing changes.

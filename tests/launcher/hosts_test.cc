@@ -73,6 +73,45 @@ TEST_CASE("parse_hostfile: errors name file, line and text") {
                        "cannot read hostfile /nonexistent/hosts: No such file or directory", UsageError);
 }
 
+TEST_CASE("hosts as mpirun gets them: no ':' in a host's name, at most 999999 slots in all") {
+  // tests/fuzz/hostfile_fuzz.cc found that a hostfile's "node1:4" was host "node1:4" with 1 slot,
+  // handed to mpirun as "node1:4:1"; and slots summed without a bound could overflow an int.
+  struct Row {
+    const char* name;
+    std::string hostfile;  // parse_hostfile's input, or "" for none
+    std::string hosts;     // parse_hosts' input, or "" for none
+    std::string message;
+  };
+  std::string crowded_file, crowded_list;
+  for (int i = 0; i < 3; ++i) {
+    crowded_file += "node" + std::to_string(i % 2) + " slots=400000\n";
+    crowded_list += std::string(i ? "," : "") + "node" + std::to_string(i % 2) + ":400000";
+  }
+  const Row rows[] = {
+      {"host:slots in a hostfile", "node1:4\n", "", "malformed hostfile hf line 1: 'node1:4'"},
+      {"an IPv6 address", "node0\nfe80::1 slots=2\n", "", "malformed hostfile hf line 2: 'fe80::1 slots=2'"},
+      {"a host's slots listed three times", crowded_file, "",
+       "hostfile hf line 3: 'node0 slots=400000': more than 999999 slots in all"},
+      {"the same in --hosts", "", crowded_list, "invalid --hosts entry 'node0:400000': more than 999999 slots in all"},
+      {"a colon inside --hosts' host", "", "a:b:2",
+       "invalid --hosts entry 'a:b:2': expected host:slots with slots >= 1"},
+  };
+  for (const Row& row : rows) {
+    CAPTURE(row.name);
+    if (!row.hostfile.empty())
+      CHECK_THROWS_WITH_AS(parse_hostfile(row.hostfile, "hf"), row.message.c_str(), UsageError);
+    if (!row.hosts.empty()) {
+      try {
+        parse_hosts(row.hosts);
+        FAIL("no error");
+      } catch (const SettingError& e) {
+        CHECK(e.worded(command_line_flag) == row.message);
+      }
+    }
+  }
+  CHECK(total_slots(parse_hostfile("a slots=999998\nb\n", "hf")) == 999999);  // up to the bound
+}
+
 TEST_CASE("read_hostfile reads a real file") {
   std::string path = "/tmp/nano_hosts_test_" + std::to_string(::getpid());
   {

@@ -7,6 +7,13 @@
 #include <nano/error.h>
 #include <nlohmann/json.hpp>
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -195,6 +202,8 @@ TEST_CASE("shipped records name a rank's records file, and nothing else") {
                       {"rank-+1.attempt-0", false},
                       {"rank-01.attempt-0", false},
                       {"rank-1.attempt-", false},
+                      {"rank-1234567890.attempt-0", false},  // ten digits: no recorder's
+                      {"rank-1.attempt-0.attempt-0", false},
                       {"rank-1", false},
                       {"", false}};
   for (const Row& row : rows) {
@@ -205,4 +214,115 @@ TEST_CASE("shipped records name a rank's records file, and nothing else") {
     if (back) CHECK(*back == std::make_pair(row.name, std::string("R 0 h 0 - -\nS 0 1 2\n")));
   }
   CHECK_FALSE(parse_shipped_records("rank-0.attempt-0"));  // no newline: no name
+}
+
+TEST_CASE("records a rank cannot have written are skipped, and nothing in them costs more than its line") {
+  // tests/fuzz/timeline_fuzz.cc found that an interval of billions of steps was written out step
+  // by step (gigabytes), a CPU list "4-530000000" was expanded, and bytes that are no UTF-8 made
+  // the trace's JSON throw at the end of the job; numbers near int64's ends could overflow.
+  struct Row {
+    const char* name;
+    std::string records;
+    size_t steps, phases, collectives;
+    int rank;
+  };
+  const std::string rank = "R 1 hostA 0-3 0 4\n";
+  const Row rows[] = {
+      {"an interval of 2^32 steps is taken", rank + "A 0 4294967296 0 4294967296000000 0 0 0 0 0\n", 1, 0, 0, 1},
+      {"an interval of more steps is skipped", rank + "A 0 1700000001020000000 0 9 0 0 0 0 0\n", 0, 0, 0, 1},
+      {"an interval of no steps is skipped", rank + "A 0 0 0 9 0 0 0 0 0\nA 0 -5 0 9 0 0 0 0 0\n", 0, 0, 0, 1},
+      {"times beyond 2^62 ns are skipped",
+       rank + "S 0 -9223372036854775807 9223372036854775807 0 0 0 0\nP data 0 4611686018427387904\n"
+              "C 0 1 -1 x\n",
+       0, 0, 0, 1},
+      {"a rank beyond 2^20 is not taken", "R 1048576 hostA 0 0 4\nS 0 0 1 0 0 0 0\n", 1, 0, 0, -1},
+      {"a rank that is no number is not taken", "R x hostA 0 0 4\n", 0, 0, 0, -1},
+  };
+  for (const Row& row : rows) {
+    CAPTURE(row.name);
+    const RankRecords r = parse_records(row.records, 0);
+    CHECK(r.steps.size() == row.steps);
+    CHECK(r.phases.size() == row.phases);
+    CHECK(r.collectives.size() == row.collectives);
+    CHECK(r.rank == row.rank);
+  }
+  // 2^32 steps of 1 ms each: the median without writing them out.
+  const TimelineReport huge = report_of({parse_records(rows[0].records, 0)});
+  REQUIRE(huge.ranks.size() == 1);
+  CHECK(huge.ranks[0].steps == 4294967296);
+  CHECK(huge.ranks[0].median_ms == doctest::Approx(1.0));
+
+  RankRecords odd = rank_of(0, 3, 10, 1, 0, "4-530000000");
+  odd.host = "host\xa3";
+  odd.collectives.push_back({"all_reduce(\xff)", odd.steps[0].start, odd.steps[0].end, 4});
+  RankRecords twin = rank_of(1, 3, 10, 1, 0, "4-530000000");
+  twin.host = odd.host;
+  const TimelineReport report = report_of({odd, twin});
+  CHECK(report.warnings.empty());  // the CPU list is no machine's: no placement check of it
+  const auto trace = nlohmann::json::parse(trace_json({odd, twin}, report));
+  CHECK(trace.at("nanoReport").at("ranks").at(0).at("host") == "host\xef\xbf\xbd");  // U+FFFD
+  CHECK(report_from_json(report_json(report)).ranks.size() == 2);
+}
+
+TEST_CASE("a records file over its bound: read up to its last whole line within it, and named") {
+  char dir_template[] = "/tmp/nano-timeline-test-XXXXXX";
+  const std::string dir = mkdtemp(dir_template);
+  const std::string trace = dir + "/t.json";
+  struct Row {
+    const char* name;
+    size_t bound;
+    size_t steps;
+    bool note;
+  };
+  const std::string records = "R 0 hostA 0 0 1\nS 0 0 1000000 0 1000000 0 0\nS 1 1000000 2000000 0 1000000 0 0\n";
+  const Row rows[] = {
+      {"within the bound: read whole, no note", records.size(), 2, false},
+      {"one byte over: the last line is dropped", records.size() - 1, 1, true},
+      {"a bound inside the first S line: no step", 20, 0, true},
+  };
+  for (const Row& row : rows) {
+    CAPTURE(row.name);
+    start_timeline(trace);
+    const std::string file = timeline_records_folder(trace) + "/rank-0.attempt-0";
+    std::ofstream(file) << records;
+    const std::vector<std::string> lines = finish_timeline(trace, row.bound);
+    const std::string note = "nano-run: timeline: " + file + " holds more than " + std::to_string(row.bound) +
+                             " bytes of records; the rest are dropped";
+    CHECK((std::find(lines.begin(), lines.end(), note) != lines.end()) == row.note);
+    CHECK(lines.at(row.note ? 1 : 0)
+              .rfind("nano-run: timeline: " + trace + " (1 rank, " + std::to_string(row.steps) + " steps", 0) == 0);
+  }
+  std::remove((trace + ".report.json").c_str());
+  std::remove(trace.c_str());
+  rmdir(dir.c_str());
+}
+
+TEST_CASE("nano-report takes only a report whose numbers and straggler are its own") {
+  // tests/fuzz/timeline_fuzz.cc found that a straggler that is none of the report's ranks was
+  // read past the end of them; a rank of 1e300 was cast to an int (undefined).
+  nlohmann::json report =
+      nlohmann::json::parse(report_json(report_of({rank_of(0, 20, 100, 30), rank_of(1, 20, 100, 0, 0, "1")})));
+  REQUIRE(report.at("straggler").at("rank") == 1);
+  struct Row {
+    const char* name;
+    std::function<void(nlohmann::json&)> change;
+    const char* message;
+  };
+  const Row rows[] = {
+      {"a straggler that is none of its ranks", [](nlohmann::json& j) { j["straggler"]["rank"] = 7; },
+       "not a timeline report of nano's (its straggler, rank 7, is none of its ranks)"},
+      {"a rank beyond an int", [](nlohmann::json& j) { j["ranks"][0]["rank"] = 1e300; },
+       "not a timeline report of nano's (its rank 1e+300 is no whole number of its range)"},
+      {"a fraction of a step", [](nlohmann::json& j) { j["ranks"][1]["steps"] = 1.5; },
+       "not a timeline report of nano's (its steps 1.5 is no whole number of its range)"},
+      {"an attempt beyond an int", [](nlohmann::json& j) { j["attempt"] = 4294967296; },
+       "not a timeline report of nano's (its attempt 4294967296 is no whole number of its range)"},
+  };
+  for (const Row& row : rows) {
+    CAPTURE(row.name);
+    nlohmann::json changed = report;
+    row.change(changed);
+    CHECK_THROWS_WITH_AS(report_from_json(changed.dump()), row.message, UsageError);
+  }
+  CHECK(report_from_json(report.dump()).straggler == 1);
 }

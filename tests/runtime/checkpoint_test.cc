@@ -262,7 +262,7 @@ TEST_CASE("checkpoint: damaged files at higher steps are named, left alone, and 
     const std::string garbage = dir + "/" + nano::checkpoint_file_name(90000);
     const std::string cut = dir + "/" + nano::checkpoint_file_name(90001);
     std::ofstream(garbage) << std::string(3000, 'x');
-    const std::string header = nano::checkpoint_header(90001, 2, std::string(100, 'p'));
+    const std::string header = nano::checkpoint_header(90001, 2, "1.13", std::string(100, 'p'));
     std::ofstream(cut) << header.substr(0, 20);  // a header cut short
     State s;
     nano::CheckpointOptions opts;

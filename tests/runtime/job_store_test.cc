@@ -151,6 +151,62 @@ TEST_CASE("store state: c10d's semantics, request by request") {
   CHECK(*s.answer(1, {}) == M{"error", "an empty request"});
 }
 
+TEST_CASE("store state: add never overflows; a number it cannot take is named") {
+  // add summed int64s unchecked (undefined behaviour), and strtoll clamped numbers beyond int64
+  // to its limits without a word.
+  struct Row {
+    const char* name;
+    StoreMessage before;  // a request that sets the scene, or {}
+    StoreMessage add;
+    StoreMessage answer;
+  };
+  using M = StoreMessage;
+  const Row rows[] = {
+      {"up to the largest int64",
+       {"set", "n", "9223372036854775806"},
+       {"add", "n", "1"},
+       {"ok", "9223372036854775807"}},
+      {"one past the largest int64",
+       {"set", "n", "9223372036854775807"},
+       {"add", "n", "1"},
+       {"error", "add: key 'n' holds 9223372036854775807: adding 1 overflows int64"}},
+      {"one below the smallest int64",
+       {"set", "n", "-9223372036854775808"},
+       {"add", "n", "-1"},
+       {"error", "add: key 'n' holds -9223372036854775808: adding -1 overflows int64"}},
+      {"the smallest int64 from a missing key",
+       {},
+       {"add", "n", "-9223372036854775808"},
+       {"ok", "-9223372036854775808"}},
+      {"a delta beyond int64",
+       {},
+       {"add", "n", "9223372036854775808"},
+       {"error", "add: '9223372036854775808' is beyond int64"}},
+      {"a key beyond int64",
+       {"set", "n", "99999999999999999999"},
+       {"add", "n", "1"},
+       {"error", "add: key 'n' holds a number beyond int64"}},
+      {"a NUL inside the delta",
+       {},
+       {"add", "n",
+        std::string("5\0"
+                    "7",
+                    3)},
+       {"error", std::string("add: '5\0"
+                             "7' is not a number",
+                             26)}},
+      {"an empty delta", {}, {"add", "n", ""}, {"error", "add: '' is not a number"}},
+  };
+  for (const Row& row : rows) {
+    CAPTURE(row.name);
+    StoreState s;
+    if (!row.before.empty()) CHECK(*s.answer(1, row.before) == M{"ok"});
+    CHECK(*s.answer(1, row.add) == row.answer);
+    if (row.answer[0] == "error" && !row.before.empty())  // a refused add changes nothing
+      CHECK(*s.answer(1, {"get", "n"}) == M{"ok", row.before[2]});
+  }
+}
+
 TEST_CASE("job store: members share keys; get and wait block until a key comes, within the timeout") {
   const int port = free_port();
   auto server = std::make_shared<JobStoreServer>(port, kSecret);
@@ -219,6 +275,45 @@ TEST_CASE("job store: who is refused, and how it reads") {
                           "job's store holds the port")
                              .c_str(),
                          Error);
+    impostor.join();
+    close(listener);
+  }
+}
+
+TEST_CASE("job store: before the server proved itself, a client takes no frame over 4 KiB") {
+  // Whoever holds the port (a stranger, another job's store) could make every rank buffer up to
+  // the members' bound (1 GiB) before the proof; now its first oversized frame ends the link.
+  struct Row {
+    const char* name;
+    std::string greeting;  // what the impostor sends first
+    std::string then;      // and after the rank's answer
+    std::string expected;  // after "nano: 127.0.0.1:PORT is not this job's store: "
+  };
+  const std::string greeting = encode_store_message({kStoreGreeting, std::string(16, 'c')});
+  const Row rows[] = {
+      {"an oversized greeting", encode_store_message({kStoreGreeting, std::string(5000, 'c')}), "",
+       "before proving it knows the job's secret, it sent a frame of 5020 bytes (at most 4096 are taken)"},
+      {"a greeting, then a 1 MiB proof", greeting, std::string("\x00\x00\x10\x00", 4),
+       "before proving it knows the job's secret, it sent a frame of 1048576 bytes (at most 4096 are taken)"},
+  };
+  for (const Row& row : rows) {
+    CAPTURE(row.name);
+    int fake_port = 0;
+    const int listener = listen_at(htonl(INADDR_LOOPBACK), fake_port);
+    std::thread impostor([&] {
+      const int fd = accept(listener, nullptr, nullptr);
+      send(fd, row.greeting.data(), row.greeting.size(), MSG_NOSIGNAL);
+      char buffer[512];
+      if (!row.then.empty() && recv(fd, buffer, sizeof buffer, 0) > 0)
+        send(fd, row.then.data(), row.then.size(), MSG_NOSIGNAL);
+      closed_by_peer(fd, 3s);  // the rank ends the link at once, not after its timeout
+      close(fd);
+    });
+    const auto start = std::chrono::steady_clock::now();
+    CHECK_THROWS_WITH_AS(
+        JobStore("127.0.0.1", fake_port, kSecret, 5s),
+        ("nano: 127.0.0.1:" + std::to_string(fake_port) + " is not this job's store: " + row.expected).c_str(), Error);
+    CHECK(std::chrono::steady_clock::now() - start < 2s);
     impostor.join();
     close(listener);
   }
