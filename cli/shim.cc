@@ -23,6 +23,7 @@
 #include <chrono>
 #include <climits>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <utility>
 
@@ -225,11 +226,17 @@ Spawned start_rank(const PreparedRank& prepared, const std::vector<std::string>&
 struct Parent {
   pid_t pid = getppid();
   int pidfd = -1;
+  bool daemon = false;  // Open MPI's: the only parent ever taken down
   Parent() {
+    std::ifstream comm("/proc/" + std::to_string(pid) + "/comm");
+    std::string name;
+    std::getline(comm, name);
+    daemon = pid > 1 && is_open_mpi_parent(name);
     pidfd = open_pidfd(pid);
     if (pidfd >= 0 && getppid() != pid) {
       close(pidfd);
       pidfd = -1;
+      daemon = false;  // it ended before we looked: what is named now is not it
     }
   }
   ~Parent() {
@@ -239,6 +246,7 @@ struct Parent {
   Parent& operator=(const Parent&) = delete;
 
   void kill_it() const {
+    if (!daemon) return;
     if (pidfd >= 0) {
       signal_through_pidfd(pidfd, SIGKILL);
       return;

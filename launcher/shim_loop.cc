@@ -121,4 +121,11 @@ void ShimLoop::give_up(ShimAbandon why) {
   end_.abandoned = why;
 }
 
+bool is_open_mpi_parent(const std::string& comm) {
+  // Open MPI 4's daemon and launcher, Open MPI 5's (PRRTE's).
+  for (const char* name : {"orted", "mpirun", "mpiexec", "prted", "prterun", "prte"})
+    if (comm == name) return true;
+  return false;
+}
+
 }  // namespace nano

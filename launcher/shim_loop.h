@@ -82,4 +82,9 @@ class ShimLoop {
   bool exited_ = false, reported_ = false, released_ = false;
 };
 
+/// Pure: whether a process of this name (/proc/PID/comm) is Open MPI's daemon or launcher, the
+/// only parent a rank shim that gives up may take down with it (never a subreaper it was handed
+/// to, such as a container's init or systemd --user, when its daemon died before it looked).
+bool is_open_mpi_parent(const std::string& comm);
+
 }  // namespace nano

@@ -147,7 +147,11 @@ std::optional<SlurmNodePart> slurm_node_part(const Environment& env) {
   part.master = list.front();
   part.step_nodes = list;
   part.port = 20000 + static_cast<int>((static_cast<long long>(std::max(job, 0)) * 101 + step) % 30000);
-  part.run_id = "slurm-" + std::to_string(std::max(job, 0)) + "." + std::to_string(step);
+  // A requeued job keeps its job and step ids: its restart count tells it from the run before,
+  // which may still hold a checkpoint folder on a node Slurm lost (runtime/folder_claim.h).
+  const int requeued = number("SLURM_RESTART_COUNT");
+  part.run_id = "slurm-" + std::to_string(std::max(job, 0)) + "." + std::to_string(step) +
+                (requeued > 0 ? "-r" + std::to_string(requeued) : "");
   return part;
 }
 

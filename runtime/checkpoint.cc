@@ -147,16 +147,18 @@ Checkpointer::Checkpointer(std::string dir, std::shared_ptr<Communicator> comm, 
     throw UsageError("nano: checkpoint every_steps must be >= 0, got " + std::to_string(options_.every_steps));
   if (!(options_.every_seconds >= 0))
     throw UsageError("nano: checkpoint every_seconds must be >= 0, got " + std::to_string(options_.every_seconds));
+  if (comm_->rank() == 0) verdicts_ = std::make_shared<CheckpointVerdicts>();  // restore() reads, also in a trial
   // A tuning trial leaves the user's folder as it is: not made, not cleaned, never written.
   if (comm_->rank() == 0 && !in_tuning_trial()) {
     prepare_checkpoint_dir(dir_);
     claim_ = std::make_shared<FolderClaim>(dir_);  // before touching what may be another job's
-    verdicts_ = std::make_shared<CheckpointVerdicts>();
     // Checked by the writer before every write and prune, by the job's identity: the launching
     // process of an in-program launch may hold the claim for this rank.
     claim_check_ = [claim = claim_] {
       try {
         claim->check();
+      } catch (const ClaimUnreadable&) {
+        throw;  // nothing known this time: this checkpoint is not written, training goes on
       } catch (const Error& e) {
         throw ClaimLost(e.what());
       }
@@ -457,9 +459,16 @@ std::optional<int64_t> Checkpointer::restore() {
       std::cerr << "nano: no usable checkpoint in " << dir_ << " (" << damaged.size() << " damaged, skipped)"
                 << ": training starts from step 0" << std::endl;
   }
-  at::Tensor chosen = at::full({1}, step, at::kLong);
+  // The step and its header's checksum: a rank that sees another file under that name (a stale
+  // copy on a cached file system) refuses it rather than resume from other state than rank 0.
+  uint64_t sum = 0;
+  if (comm_->rank() == 0 && step >= 0) sum = CheckpointReader(dir_ + "/" + checkpoint_file_name(step)).header().sum;
+  at::Tensor chosen = at::empty({2}, at::kLong);
+  chosen[0] = step;
+  chosen[1] = static_cast<int64_t>(sum);
   comm_->broadcast(chosen, 0);
-  step = chosen.item<int64_t>();
+  step = chosen[0].item<int64_t>();
+  sum = static_cast<uint64_t>(chosen[1].item<int64_t>());
   if (step < 0) return std::nullopt;
   const std::string path = dir_ + "/" + checkpoint_file_name(step);
   std::unique_ptr<CheckpointReader> reader;
@@ -469,6 +478,9 @@ std::optional<int64_t> Checkpointer::restore() {
     throw Error("nano: rank " + std::to_string(comm_->rank()) + " " + e.what() +
                 " (every rank must see the checkpoint folder)");
   }
+  if (reader->header().sum != sum)
+    throw Error("nano: rank " + std::to_string(comm_->rank()) + " reads another checkpoint " + path +
+                " than rank 0 (its checksum differs): every rank must see the same checkpoint folder");
   std::vector<std::function<void()>> apply;
   at::Tensor rng, steps;
   try {

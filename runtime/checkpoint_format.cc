@@ -143,7 +143,11 @@ std::string why_not_whole(int fd, CheckpointHeader& h, bool check_sum) {
   return sum == h.sum ? "" : "checksum mismatch (damaged)";
 }
 
-int open_checkpoint(const std::string& path) { return open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC); }
+// Never through a link, never blocking (a FIFO planted at a checkpoint's name is no checkpoint:
+// why_not_whole refuses anything but a regular file before reading).
+int open_checkpoint(const std::string& path) {
+  return open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+}
 
 }  // namespace
 

@@ -26,8 +26,8 @@ namespace nano {
 
 std::string format_owner(const FolderOwner& owner) {
   std::ostringstream s;
-  s << "job " << owner.job << "\nhost " << owner.host << "\npid " << owner.pid << "\nstart " << owner.start_ticks
-    << "\nsince " << owner.since << "\nbeat " << owner.beat << "\n";
+  s << "job " << owner.job << "\nhost " << owner.host << "\nmachine " << owner.machine << "\npid " << owner.pid
+    << "\nstart " << owner.start_ticks << "\nsince " << owner.since << "\nbeat " << owner.beat << "\n";
   return s.str();
 }
 
@@ -48,11 +48,12 @@ std::optional<FolderOwner> parse_owner(const std::string& text) {
       if (key == "start") o.start_ticks = std::stoull(value), seen |= 8;
       if (key == "since") o.since = std::stoll(value), seen |= 16;
       if (key == "beat") o.beat = std::stoull(value), seen |= 32;
+      if (key == "machine") o.machine = value, seen |= 64;
     }
   } catch (const std::exception&) {
     return std::nullopt;
   }
-  if (seen != 63 || o.job.empty() || o.host.empty() || o.pid <= 0) return std::nullopt;
+  if (seen != 127 || o.job.empty() || o.host.empty() || o.pid <= 0) return std::nullopt;
   return o;
 }
 
@@ -76,31 +77,23 @@ std::vector<uint64_t> claim_generations(const std::vector<std::string>& names) {
   return out;
 }
 
-namespace {
-
-// A holder of this host that no longer runs, or of another host whose heartbeat stood still for
-// the whole watch.
-bool owner_gone(const FolderOwner& existing, const ClaimFacts& facts, const std::string& host,
-                const ClaimTimings& timings) {
-  if (existing.host == host && facts.owner_running) return !*facts.owner_running;
-  return !facts.beat_moved && facts.watched >= timings.stale_after;
-}
-
-}  // namespace
-
 ClaimVerdict judge_claim(const std::optional<FolderOwner>& existing, const ClaimFacts& facts, const std::string& job,
-                         const std::string& host, const ClaimTimings& timings) {
+                         const ClaimTimings& timings) {
   if (!existing) return ClaimVerdict::kFree;
   if (existing->job == job) return ClaimVerdict::kOurs;
-  if (existing->host == host && facts.owner_running)
-    return *facts.owner_running ? ClaimVerdict::kHeldByOther : ClaimVerdict::kStale;
+  // A holder whose pid can be looked at: it runs or it does not (a stopped job still runs).
+  if (facts.owner_running) return *facts.owner_running ? ClaimVerdict::kHeldByOther : ClaimVerdict::kStale;
+  // Another machine's: alive while its heartbeat counter moves; gone when it stood still for the
+  // whole watch, on this taker's clock.
   if (facts.beat_moved) return ClaimVerdict::kHeldByOther;
-  return owner_gone(*existing, facts, host, timings) ? ClaimVerdict::kStale : ClaimVerdict::kWatch;
+  return facts.watched >= timings.stale_after ? ClaimVerdict::kStale : ClaimVerdict::kWatch;
 }
 
-bool same_job_owner_gone(const FolderOwner& existing, const ClaimFacts& facts, const std::string& host) {
-  return existing.host == host && facts.owner_running && !*facts.owner_running;
+bool same_machine(const FolderOwner& owner, const FolderOwner& me) {
+  return owner.host == me.host && owner.machine == me.machine;
 }
+
+bool same_job_owner_gone(const ClaimFacts& facts) { return facts.owner_running && !*facts.owner_running; }
 
 namespace {
 
@@ -126,56 +119,101 @@ uint64_t start_ticks_of(int64_t pid) {
   return 0;
 }
 
+// This kernel's boot and this process's pid namespace: where a pid means this process.
+std::string read_machine_id() {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string boot;
+  std::getline(in, boot);
+  struct stat st {};
+  const unsigned long long ns = stat("/proc/self/ns/pid", &st) == 0 ? static_cast<unsigned long long>(st.st_ino) : 0;
+  return (boot.empty() ? "unknown" : boot) + "/" + std::to_string(ns);
+}
+
 bool running(int64_t pid, uint64_t start_ticks) {
   if (kill(static_cast<pid_t>(pid), 0) != 0 && errno != EPERM) return false;
   const uint64_t now = start_ticks_of(pid);
   return now == 0 || start_ticks == 0 || now == start_ticks;  // unreadable: take it as running
 }
 
-// A claim file's text: at most 4 KiB, never through a link (another user's planted symlink).
-std::optional<std::string> read_claim(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
+// What reading a claim file found.
+struct ClaimRead {
+  bool present = false;  // a file is at the name (it may be no claim: a link, a FIFO, a part)
+  int error = 0;         // it could not be read for another reason than its absence (errno)
+  std::string text;
+};
+
+// A claim file's text: at most 4 KiB, never through a link, never from anything but a regular
+// file (a FIFO planted at the name would block the reader), never blocking.
+ClaimRead read_claim(const std::string& path) {
+  ClaimRead r;
+  const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return r;
+    r.present = true;
+    if (errno != ELOOP && errno != ENXIO) r.error = errno;  // a link, a FIFO: present, no claim
+    return r;
+  }
+  r.present = true;
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return r;
+  }
   char buffer[4097];
   size_t used = 0;
   for (;;) {
     const ssize_t n = read(fd, buffer + used, sizeof buffer - used);
     if (n < 0 && errno == EINTR) continue;
+    if (n < 0) r.error = errno;
     if (n <= 0) break;
     used += static_cast<size_t>(n);
     if (used == sizeof buffer) break;
   }
   close(fd);
-  return std::string(buffer, used);
+  r.text.assign(buffer, used);
+  return r;
 }
 
-std::vector<std::string> names_in(const std::string& dir) {
+// The names in `dir`; nullopt (and `error` set) when it cannot be read.
+std::optional<std::vector<std::string>> names_in(const std::string& dir, int& error) {
   std::vector<std::string> names;
-  if (DIR* d = opendir(dir.c_str())) {
-    while (dirent* e = readdir(d)) names.emplace_back(e->d_name);
-    closedir(d);
+  DIR* d = opendir(dir.c_str());
+  if (!d) {
+    error = errno;
+    return std::nullopt;
   }
+  while (dirent* e = readdir(d)) names.emplace_back(e->d_name);
+  closedir(d);
   return names;
 }
 
-// The live claim of `dir`: its generation (0 = none) and what it says.
+// The live claim of `dir`: its generation (0 = none) and what it says; `error` when the folder
+// or that claim could not be read (then nothing is known of it).
 struct LiveClaim {
   uint64_t generation = 0;
   std::optional<FolderOwner> owner;
   bool file = false;  // a claim file is there (it may not be a whole claim)
+  int error = 0;
   std::vector<uint64_t> older;
 };
 
 LiveClaim live_claim(const std::string& dir) {
   LiveClaim live;
-  const std::vector<uint64_t> generations = claim_generations(names_in(dir));
+  const auto names = names_in(dir, live.error);
+  if (!names) return live;
+  const std::vector<uint64_t> generations = claim_generations(*names);
   if (generations.empty()) return live;
   live.generation = generations.front();
   live.older.assign(generations.begin() + 1, generations.end());
-  const auto text = read_claim(dir + "/" + owner_file_name(live.generation));
-  live.file = text.has_value();
-  if (text) live.owner = parse_owner(*text);
+  const ClaimRead read = read_claim(dir + "/" + owner_file_name(live.generation));
+  live.file = read.present;
+  live.error = read.error;
+  if (!read.error) live.owner = parse_owner(read.text);
   return live;
+}
+
+std::string unreadable_message(const std::string& dir, int error) {
+  return "nano: cannot read the claim of checkpoint folder " + dir + ": " + strerror(error);
 }
 
 std::string utc_time(int64_t seconds) {
@@ -194,6 +232,7 @@ std::string owner_words(const FolderOwner& o) {
 FolderOwner myself() {
   return {checkpoint_job_id(),
           host_name(),
+          read_machine_id(),
           static_cast<int64_t>(getpid()),
           start_ticks_of(getpid()),
           static_cast<int64_t>(time(nullptr)),
@@ -220,18 +259,22 @@ std::string write_temporary(const std::string& dir, const std::string& text) {
   return path;
 }
 
-ClaimFacts facts_on_this_host(const FolderOwner& owner, const std::string& host) {
+ClaimFacts facts_on_this_machine(const FolderOwner& owner, const FolderOwner& me) {
   ClaimFacts f;
-  if (owner.host == host) f.owner_running = running(owner.pid, owner.start_ticks);
+  if (same_machine(owner, me)) f.owner_running = running(owner.pid, owner.start_ticks);
   return f;
 }
 
 }  // namespace
 
+std::string machine_id() { return read_machine_id(); }
+
 std::string checkpoint_job_id() {
-  // torchrun's run id defaults to "none" for every job: no identity at all.
-  for (const char* name : {contract::kCheckpointJob, "TORCHELASTIC_RUN_ID"})
-    if (const char* v = std::getenv(name); v && *v && std::string(v) != "none") return v;
+  if (const char* v = std::getenv(contract::kCheckpointJob); v && *v) return v;
+  // nano-run's run id only (it also sets NANO_JOB_ID): another launcher's is the user's choice
+  // (torchrun's default "none" is every job's), which two live jobs may share.
+  const char* job = std::getenv(contract::kJobId);
+  if (const char* v = std::getenv("TORCHELASTIC_RUN_ID"); job && *job && v && *v && std::string(v) != "none") return v;
   static const std::string own =
       host_name() + "-" + std::to_string(getpid()) + "-" + std::to_string(start_ticks_of(getpid()));
   return own;
@@ -268,6 +311,7 @@ struct FolderClaim::State {
     std::unique_lock<std::mutex> lock(mutex);
     while (!wake.wait_for(lock, timings.beat_every, [this] { return stop; })) {
       const LiveClaim live = live_claim(dir);
+      if (live.error) continue;  // nothing known this time (too many open files, say): the next beat
       if (live.generation != generation || !same_holder(live.owner, me)) {
         if (!live.owner || live.owner->job != me.job)
           std::cerr << "nano: warning: " << lost_message(dir, live.owner) << std::endl;
@@ -319,8 +363,9 @@ FolderClaim::FolderClaim(const std::string& dir, ClaimTimings timings) : state_(
   int races_lost = 0;
   while (!s.holds && races_lost < 100) {
     const LiveClaim live = live_claim(dir);
-    ClaimFacts facts = live.owner ? facts_on_this_host(*live.owner, s.me.host) : ClaimFacts{};
-    if (live.owner && live.owner->host != s.me.host) {
+    if (live.error) throw UsageError(unreadable_message(dir, live.error));
+    ClaimFacts facts = live.owner ? facts_on_this_machine(*live.owner, s.me) : ClaimFacts{};
+    if (live.owner && !facts.owner_running) {
       if (!watched || watched_generation != live.generation || watched->job != live.owner->job) {
         watched = live.owner;  // a new claim to watch: from now on this clock
         watched_generation = live.generation;
@@ -329,7 +374,7 @@ FolderClaim::FolderClaim(const std::string& dir, ClaimTimings timings) : state_(
       facts.watched = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - watch_start);
       facts.beat_moved = live.owner->beat != watched->beat;
     }
-    switch (judge_claim(live.owner, facts, s.me.job, s.me.host, timings)) {
+    switch (judge_claim(live.owner, facts, s.me.job, timings)) {
       case ClaimVerdict::kHeldByOther: throw UsageError(held_message(dir, *live.owner));
       case ClaimVerdict::kWatch:
         if (!said_watching) {
@@ -341,8 +386,8 @@ FolderClaim::FolderClaim(const std::string& dir, ClaimTimings timings) : state_(
         std::this_thread::sleep_for(timings.look_every);
         continue;
       case ClaimVerdict::kOurs:
-        if (!same_job_owner_gone(*live.owner, facts, s.me.host)) return;  // the launching process holds it
-        break;  // this job's earlier attempt: take its place quietly
+        if (!same_job_owner_gone(facts)) return;  // the launching process holds it
+        break;                                    // this job's earlier attempt: take its place quietly
       case ClaimVerdict::kStale:
         if (s.take(live.generation + 1))
           std::cerr << "nano: checkpoint folder " << dir << ": taking over the claim of " << owner_words(*live.owner)
@@ -361,8 +406,10 @@ FolderClaim::FolderClaim(const std::string& dir, ClaimTimings timings) : state_(
   }
   if (!s.holds) throw UsageError("nano: cannot claim checkpoint folder " + dir + ": other jobs keep replacing it");
   // The generations below ours are claims of the past: gone with their owners.
-  for (uint64_t g : claim_generations(names_in(dir)))
-    if (g < s.generation) unlink((dir + "/" + owner_file_name(g)).c_str());
+  int error = 0;
+  if (const auto names = names_in(dir, error))
+    for (uint64_t g : claim_generations(*names))
+      if (g < s.generation) unlink((dir + "/" + owner_file_name(g)).c_str());
   s.heartbeat = std::thread([state = state_] { state->beat(); });
 }
 
@@ -376,8 +423,8 @@ FolderClaim::~FolderClaim() {
   s.wake.notify_all();
   if (s.heartbeat.joinable()) s.heartbeat.join();
   // Only this process writes its generation's name: what is there is ours, or nothing.
-  const auto text = read_claim(s.path());
-  if (text && same_holder(parse_owner(*text), s.me)) unlink(s.path().c_str());
+  const ClaimRead read = read_claim(s.path());
+  if (!read.error && same_holder(parse_owner(read.text), s.me)) unlink(s.path().c_str());
 }
 
 bool FolderClaim::holds() const { return state_->holds; }
@@ -388,12 +435,13 @@ void check_folder_claim(const std::string& dir) {
   const LiveClaim live = live_claim(dir);
   if (!live.owner) return;
   const FolderOwner me = myself();
-  if (judge_claim(live.owner, facts_on_this_host(*live.owner, me.host), me.job, me.host) == ClaimVerdict::kHeldByOther)
+  if (judge_claim(live.owner, facts_on_this_machine(*live.owner, me), me.job) == ClaimVerdict::kHeldByOther)
     throw UsageError(held_message(dir, *live.owner));
 }
 
 void check_claim_of_job(const std::string& dir, const std::string& job) {
   const LiveClaim live = live_claim(dir);
+  if (live.error) throw ClaimUnreadable(unreadable_message(dir, live.error));
   if (!live.owner || live.owner->job != job) throw Error(lost_message(dir, live.owner));
 }
 

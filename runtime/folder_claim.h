@@ -25,12 +25,17 @@
 #include <string>
 #include <vector>
 
+#include <nano/error.h>
+
 namespace nano {
 
 /// Who holds a folder: what a claim file says.
 struct FolderOwner {
-  std::string job;           ///< the job's identity (checkpoint_job_id())
-  std::string host;          ///< gethostname() of the holding process
+  std::string job;   ///< the job's identity (checkpoint_job_id())
+  std::string host;  ///< gethostname() of the holding process
+  /// Which kernel and pid namespace `pid` belongs to (boot id, pid namespace inode): two
+  /// containers with one host name are not one host to a pid check.
+  std::string machine;
   int64_t pid = 0;           ///< the holding process
   uint64_t start_ticks = 0;  ///< its start time (/proc/PID/stat field 22): a reused pid differs
   int64_t since = 0;         ///< when the claim was made (seconds since the epoch; only shown)
@@ -82,19 +87,28 @@ struct ClaimFacts {
 };
 
 /// Pure: the verdict on `existing` (nullopt: no claim file, or one that is not a whole claim,
-/// which no live owner leaves since claims are made whole) for job `job` on host `host`.
+/// which no live owner leaves since claims are made whole) for job `job`. `facts.owner_running`
+/// is known only where the owner is on this host and in this pid namespace (same_machine()).
 ClaimVerdict judge_claim(const std::optional<FolderOwner>& existing, const ClaimFacts& facts, const std::string& job,
-                         const std::string& host, const ClaimTimings& timings = {});
+                         const ClaimTimings& timings = {});
+
+/// This process's kernel and pid namespace, as FolderOwner::machine holds them.
+std::string machine_id();
+
+/// Pure: whether `owner`'s pid can be looked at from here: the same host name, kernel (boot id)
+/// and pid namespace as `me`.
+bool same_machine(const FolderOwner& owner, const FolderOwner& me);
 
 /// Pure: whether a claim of this job should pass to the caller: its owner is a process of this
-/// host that is gone (a restarted rank replacing its predecessor). A live owner of the same job
-/// (the launching process), or one on another host, keeps it.
-bool same_job_owner_gone(const FolderOwner& existing, const ClaimFacts& facts, const std::string& host);
+/// machine that is gone (a restarted rank replacing its predecessor). A live owner of the same job
+/// (the launching process), or one on another machine, keeps it.
+bool same_job_owner_gone(const ClaimFacts& facts);
 
 /// This process's job identity: NANO_CHECKPOINT_JOB (set by an in-program launch for its ranks),
-/// else TORCHELASTIC_RUN_ID (nano-run's and torchrun's run id, the same on every restart; not
-/// torchrun's default "none", which every job shares), else one made for this process (host,
-/// pid, start time).
+/// else, under one of nano's launchers (NANO_JOB_ID set), TORCHELASTIC_RUN_ID (nano-run's run id:
+/// random per launch, the same on every restart), else one made for this process (host, pid,
+/// start time). Another launcher's run id (torchrun's --rdzv-id) is a name a user chooses, which
+/// two live jobs may share: it never makes two jobs one.
 std::string checkpoint_job_id();
 
 /// The line that refuses a job: names the folder and the owner (host, pid, since when).
@@ -117,7 +131,8 @@ class FolderClaim {
   /// Whether this process holds the file (false: the job's launching process does).
   bool holds() const;
   /// Throws Error(lost_message) when the folder's live claim is no longer this job's (another
-  /// job took it over, or it was removed); reads the folder each time.
+  /// job took it over, or it was removed), ClaimUnreadable when the folder or its claim cannot
+  /// be read now (a transient error: nothing is known then); reads the folder each time.
   void check() const;
 
  private:
@@ -130,8 +145,15 @@ class FolderClaim {
 /// which watches it.
 void check_folder_claim(const std::string& dir);
 
-/// Throws Error(lost_message) when the live claim of `dir` is not job `job`'s. For a rank that
-/// writes into a folder its launching process holds.
+/// The folder or its claim could not be read (too many open files, an I/O error): whose claim is
+/// live is unknown, not lost.
+class ClaimUnreadable : public Error {
+ public:
+  using Error::Error;
+};
+
+/// Throws Error(lost_message) when the live claim of `dir` is not job `job`'s, ClaimUnreadable
+/// when it cannot be read. For a rank that writes into a folder its launching process holds.
 void check_claim_of_job(const std::string& dir, const std::string& job);
 
 }  // namespace nano

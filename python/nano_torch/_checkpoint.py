@@ -76,7 +76,25 @@ def _weights_only():
 
 
 def _private_open(path, flags, mode=0o600):
-    return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    """Never through a link; a read never blocks (a FIFO planted at a file's name is refused
+    by the caller's check that it is a regular file)."""
+    extra = os.O_NONBLOCK if flags & os.O_ACCMODE == os.O_RDONLY else 0
+    return os.open(path, flags | extra | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+
+
+def _read_regular(path, limit):
+    """The bytes of plain file `path` if it has at most `limit` of them, never through a link;
+    None otherwise."""
+    try:
+        fd = _private_open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+            return None
+        data = f.read(limit + 1)
+    return data if len(data) <= limit else None
 
 
 def folder_key(folder, create):
@@ -118,46 +136,48 @@ def _seal(key, manifest):
     return hmac.new(key, b"checkpoint\0" + body, hashlib.sha256).hexdigest()
 
 
-def _hash_file(path, limit):
-    """(size, sha256) of a plain file of at most `limit` bytes, never through a link; None otherwise."""
+def manifest_of(folder, key):
+    """(manifest, "") for checkpoint `folder` when its manifest's seal verifies, else (None, why)."""
+    if key is None:
+        return None, "no key in the checkpoint folder to check it with"
+    text = _read_regular(os.path.join(folder, _MANIFEST), 1 << 20)
+    if text is None:
+        return None, "no manifest (not written by this nano_torch)"
     try:
-        fd = _private_open(path, os.O_RDONLY)
-    except OSError:
+        manifest = json.loads(text)
+        sealed = hmac.compare_digest(str(manifest["mac"]), _seal(key, manifest))
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None, "its manifest is damaged"
+    if manifest.get("format") != _FORMAT or not sealed:
+        return None, "its manifest's seal does not verify (not made by a job of this folder)"
+    # Sealed by this folder's key: what it says was written by a job of this folder.
+    if not isinstance(manifest.get("files"), dict) or not isinstance(manifest.get("world"), int) or manifest["world"] < 1:
+        return None, "its manifest is damaged"
+    return manifest, ""
+
+
+def read_verified(folder, manifest, name):
+    """The bytes of file `name` of checkpoint `folder` when they are what its verified manifest
+    says (size and SHA-256), read once, so that what was checked is what is loaded; None otherwise."""
+    entry = manifest["files"].get(name)
+    if not isinstance(entry, list) or len(entry) != 2 or not isinstance(entry[0], int) or entry[0] < 0:
         return None
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
-        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
-            return None
-        digest = hashlib.sha256()
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-        return st.st_size, digest.hexdigest()
+    data = _read_regular(os.path.join(folder, name), entry[0])
+    if data is None or len(data) != entry[0] or hashlib.sha256(data).hexdigest() != entry[1]:
+        return None
+    return data
 
 
 def why_not(folder, key, names=None):
     """Why checkpoint `folder` does not verify ("" when it does), checking the files `names` (all
     of the manifest's when None). Pure but for reading the folder."""
-    if key is None:
-        return "no key in the checkpoint folder to check it with"
-    try:
-        fd = _private_open(os.path.join(folder, _MANIFEST), os.O_RDONLY)
-    except OSError:
-        return "no manifest (not written by this nano_torch)"
-    with os.fdopen(fd, "rb") as f:
-        text = f.read(1 << 20)
-    try:
-        manifest = json.loads(text)
-        files = manifest["files"]
-        sealed = hmac.compare_digest(str(manifest["mac"]), _seal(key, manifest))
-    except (ValueError, KeyError, TypeError):
-        return "its manifest is damaged"
-    if manifest.get("format") != _FORMAT or not sealed:
-        return "its manifest's seal does not verify (not made by a job of this folder)"
-    for name in names if names is not None else files:
-        if name not in files:
+    manifest, why = manifest_of(folder, key)
+    if manifest is None:
+        return why
+    for name in names if names is not None else manifest["files"]:
+        if name not in manifest["files"]:
             return f"it has no {name}"
-        size, digest = files[name]
-        if _hash_file(os.path.join(folder, name), size) != (size, digest):
+        if read_verified(folder, manifest, name) is None:
             return f"{name} is damaged or missing"
     return ""
 
@@ -165,6 +185,8 @@ def why_not(folder, key, names=None):
 def prune(steps, keep):
     """Pure: of {step: verified}, the steps to delete so that the `keep` newest verified ones stay;
     a checkpoint that did not verify never counts and is never deleted (as the C++ API's)."""
+    if not isinstance(keep, int) or keep < 1:
+        raise ValueError(f"nano_torch: checkpoint_keep must be at least 1, got {keep!r}")
     newer, out = 0, []
     for step in sorted(steps, reverse=True):
         if not steps[step]:
@@ -176,8 +198,10 @@ def prune(steps, keep):
 
 
 def _steps(folder):
+    """The steps of the folder's checkpoints, newest first ("step-S", S plain ASCII digits)."""
     return sorted((int(n[len(_PREFIX):]) for n in os.listdir(folder)
-                   if n.startswith(_PREFIX) and n[len(_PREFIX):].isdigit()), reverse=True)
+                   if n.startswith(_PREFIX) and n[len(_PREFIX):].isascii() and n[len(_PREFIX):].isdigit()),
+                  reverse=True)
 
 
 class _HashingWriter:
@@ -225,6 +249,8 @@ class Checkpointer:
         self._every_steps = settings["every_steps"]
         self._every_seconds = settings["every_seconds"]
         self._keep = settings["keep"]
+        if not isinstance(self._keep, int) or self._keep < 1:
+            raise ValueError(f"nano_torch: checkpoint_keep must be at least 1, got {self._keep!r}")
         self.models, self.optimizers, self.loaders = [], [], []
         self.steps = 0
         self._resumed = False
@@ -375,12 +401,10 @@ class Checkpointer:
             dist.barrier()
 
     # ---- resuming ----
-    def _load(self, path, name):
-        return torch.load(os.path.join(path, name), weights_only=_weights_only())
-
     def resume(self):
         """Once, at the first batch: the newest checkpoint that verifies on every rank into every
-        registered object; the damaged ones are named in one line and left in place."""
+        registered object; the damaged ones are named in one line and left in place. Every rank
+        walks rank 0's list of steps, so all agree on which one."""
         if self._resumed:
             return
         self._resumed = True
@@ -389,29 +413,50 @@ class Checkpointer:
             for name in os.listdir(self._dir):
                 if name.startswith("." + _PREFIX):
                     shutil.rmtree(os.path.join(self._dir, name), ignore_errors=True)
-        mine = ["state.pt", f"rank-{rank}.pt"]
+        steps = _steps(self._dir) if rank == 0 else None
+        if self._world.distributed:
+            text = _tensor_wire.broadcast_bytes(",".join(map(str, steps)).encode() if rank == 0 else None, 0)
+            steps = [int(s) for s in text.decode().split(",") if s]
         damaged, chosen = [], None
-        for step in _steps(self._dir):
+        for step in steps:
             path = os.path.join(self._dir, f"{_PREFIX}{step}")
-            # Rank 0 checks every file of the checkpoint (it judges pruning); each rank its own.
-            why = self._verdict(step) if rank == 0 else why_not(path, self._key, mine)
+            # Rank 0 checks every file of the checkpoint (it judges pruning); each rank the ones it
+            # loads, read once: what is checked is what is loaded.
+            why = self._verdict(step) if rank == 0 else ""
+            manifest, manifest_why = manifest_of(path, self._key)
+            loaded = None
+            if not why:
+                why = manifest_why
+            if not why and manifest["world"] != self._world.world_size:
+                # A whole checkpoint of another world: refused in one line, not trained over from 0.
+                raise RuntimeError(f"nano_torch: checkpoint {path} was written by {manifest['world']} ranks and this "
+                                   f"run has {self._world.world_size}: resume with {manifest['world']}, or use another "
+                                   "checkpoint_dir")
+            if not why:
+                loaded = [read_verified(path, manifest, name) for name in ("state.pt", f"rank-{rank}.pt")]
+                if any(data is None for data in loaded):
+                    why = "a file of it is damaged or missing"
             ok = torch.tensor([0 if why else 1])
             if self._world.distributed:
                 dist.all_reduce(ok, op=dist.ReduceOp.MIN)
             if ok.item():
-                chosen = path
+                chosen = (path, loaded)
                 break
             if rank == 0:
-                damaged.append(f"{_PREFIX}{step} ({why or 'damaged on another rank'})")
+                why = why or "damaged on another rank"
+                self._verified[step] = (self._identity(step), why)  # never counted, never pruned
+                damaged.append(f"{_PREFIX}{step} ({why})")
         if rank == 0 and damaged:
             print(f"nano_torch: {len(damaged)} damaged checkpoint{'s' if len(damaged) > 1 else ''} in {self._dir}, left "
                   f"in place and never counted as kept: {', '.join(damaged)}", flush=True)
         if chosen is None:
             return
-        state = self._load(chosen, "state.pt")
-        saved = self._load(chosen, f"rank-{rank}.pt")
+        path, (state_bytes, rank_bytes) = chosen
+        state = torch.load(io.BytesIO(state_bytes), weights_only=_weights_only())
+        saved = torch.load(io.BytesIO(rank_bytes), weights_only=_weights_only())
+        del state_bytes, rank_bytes
         if len(state["models"]) != len(self.models) or len(saved["loaders"]) != len(self.loaders):
-            raise RuntimeError(f"nano_torch: the checkpoint {chosen} holds {len(state['models'])} models and "
+            raise RuntimeError(f"nano_torch: the checkpoint {path} holds {len(state['models'])} models and "
                                f"{len(saved['loaders'])} loaders, this training set up {len(self.models)} and "
                                f"{len(self.loaders)}")
         for model, model_state in zip(self.models, state["models"]):
@@ -425,4 +470,4 @@ class Checkpointer:
         self._generators = saved["generators"]
         self.steps = state["steps"] + 1  # counting the batch the resumed loader hands out first
         if rank == 0:
-            print(f"nano_torch: resumed from {chosen} (step {state['steps']})", flush=True)
+            print(f"nano_torch: resumed from {path} (step {state['steps']})", flush=True)

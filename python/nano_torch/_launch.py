@@ -209,7 +209,7 @@ def launch(payload, what, options):
             os.environ.setdefault("NANO_RUN", packaged)
         env = {"PYTHONPATH": path, _handoff.KEY_VARIABLE: key}
         claim = None
-        if options.checkpoint:
+        if options.checkpoint and os.environ.get("NANO_TUNE_TRIAL") != "1":  # a trial leaves the folder alone
             # The caller owns the checkpoint folder for the whole launch, restarts included, as
             # nano::TorchNano's does; its ranks carry its job identity, so rank 0 finds the claim its own.
             os.makedirs(options.checkpoint["dir"], exist_ok=True)

@@ -5,6 +5,7 @@ it was given (BigDL-Nano's semantics: the global batch grows N-fold)."""
 import contextlib
 import dataclasses
 import itertools
+import os
 import types
 
 import torch
@@ -28,7 +29,11 @@ class World:
         return self.world_size > 1 and dist.is_initialized()
 
     def checkpoints(self):
-        """The checkpointer, made on first use; None without checkpoint_dir."""
+        """The checkpointer, made on first use; None without checkpoint_dir, and in a trial of
+        nano-run --tune (NANO_TUNE_TRIAL=1), which leaves the user's folder as it is: not made,
+        not claimed, never written (as the C++ API's)."""
+        if os.environ.get("NANO_TUNE_TRIAL") == "1":
+            return None
         if self.checkpointer is None and self.options.checkpoint:
             from ._checkpoint import Checkpointer
             self.checkpointer = Checkpointer(self, self.options.checkpoint)

@@ -189,3 +189,14 @@ TEST_CASE("shim loop: without a link, it ends with its rank and writes what it s
   CHECK(s.io.written[1] == "plain\n");
   CHECK(s.io.written[2] == "also plain\n");
 }
+
+TEST_CASE("a shim that gives up takes down only an Open MPI daemon as its parent, never a subreaper") {
+  for (const char* comm : {"orted", "prted", "mpirun", "mpiexec", "prterun", "prte"}) {
+    CAPTURE(comm);
+    CHECK(nano::is_open_mpi_parent(comm));
+  }
+  for (const char* comm : {"systemd", "init", "tini", "bash", "sshd", "orted2", "", "nano-run"}) {
+    CAPTURE(comm);
+    CHECK_FALSE(nano::is_open_mpi_parent(comm));
+  }
+}

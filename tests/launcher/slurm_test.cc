@@ -64,6 +64,10 @@ TEST_CASE("one nano-run per node under srun: which part of the world this node i
   CHECK(part->master == "cn07");
   CHECK(part->port == 20000 + (12 * 101 + 0) % 30000);
   CHECK(part->run_id == "slurm-12.0");
+  // A requeued job (same job and step ids) is another run: a checkpoint folder tells them apart.
+  auto requeued = step;
+  requeued["SLURM_RESTART_COUNT"] = "2";
+  CHECK(slurm_node_part(requeued)->run_id == "slurm-12.0-r2");
   // Not a step of several tasks: salloc, sbatch's batch script, a plain shell.
   CHECK_FALSE(slurm_node_part({{"SLURM_JOB_ID", "12"}, {"SLURM_JOB_NODELIST", "cn[07-08]"}}).has_value());
   auto one_task = step;

@@ -311,7 +311,7 @@ TEST_CASE("checkpoint: a job whose folder another job took writes nothing more t
   CHECK(c.step());
   c.wait();
   // Another job takes the folder over (a higher generation of the claim).
-  const nano::FolderOwner other{"job-b", "hostB", 4242, 77, 1764672000, 0};
+  const nano::FolderOwner other{"job-b", "hostB", "boot-b/1", 4242, 77, 1764672000, 0};
   std::ofstream(dir + "/" + nano::owner_file_name(2)) << nano::format_owner(other);
   const std::string lost = "nano: this job lost checkpoint folder " + dir +
                            " to job job-b (host hostB, pid 4242, since 2025-12-02 10:40:00 UTC): it stops writing "

@@ -3,6 +3,9 @@
 // the refusal through prepare_checkpoint_dir and Checkpointer.
 #include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -70,6 +73,17 @@ int64_t dead_pid() {
   return child;
 }
 
+// Reaps `pid` within `seconds`; SIGKILLs it and says false when it did not end by then.
+bool wait_bounded(pid_t pid, int seconds) {
+  for (int i = 0; i < seconds * 50; ++i) {
+    if (waitpid(pid, nullptr, WNOHANG) == pid) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  return false;
+}
+
 std::string error_of(const std::function<void()>& f) {
   try {
     f();
@@ -89,7 +103,7 @@ std::vector<uint64_t> claim_generations_in(const std::string& dir) {
   return nano::claim_generations(names);
 }
 
-const FolderOwner kOther{"job-b", "hostB", 4242, 77, 1764672000, 3};  // 2025-12-02 10:40:00 UTC
+const FolderOwner kOther{"job-b", "hostB", "boot-b/4026531836", 4242, 77, 1764672000, 3};  // 2025-12-02 10:40:00 UTC
 
 // Short clocks, so that watching another host's claim takes a moment, not 30 s.
 const nano::ClaimTimings kQuick{std::chrono::milliseconds(100), std::chrono::milliseconds(600),
@@ -109,29 +123,39 @@ TEST_CASE("folder claim: the verdict for every kind of existing claim") {
     ClaimFacts facts;
     ClaimVerdict verdict;
   };
-  const FolderOwner here{"job-b", "hostA", 4242, 77, 0, 0};
-  const FolderOwner ours{"job-a", "hostB", 4242, 77, 0, 0};
+  const FolderOwner other_job{"job-b", "hostA", "boot-a/1", 4242, 77, 0, 0};
+  const FolderOwner ours{"job-a", "hostB", "boot-b/1", 4242, 77, 0, 0};
   const Row rows[] = {
       {"no claim", std::nullopt, {}, ClaimVerdict::kFree},
-      {"another host, not watched yet", kOther, {std::nullopt, milliseconds(0), false}, ClaimVerdict::kWatch},
-      {"another host, watched 29 s, still", kOther, {std::nullopt, milliseconds(29000), false}, ClaimVerdict::kWatch},
-      {"another host, its beat moved", kOther, {std::nullopt, milliseconds(200), true}, ClaimVerdict::kHeldByOther},
-      {"another host, still for 30 s", kOther, {std::nullopt, milliseconds(30000), false}, ClaimVerdict::kStale},
-      {"another host, moved at 31 s", kOther, {std::nullopt, milliseconds(31000), true}, ClaimVerdict::kHeldByOther},
-      // A stopped job of this host still owns it; its clock is never looked at.
-      {"this host, running", here, {true, milliseconds(0), false}, ClaimVerdict::kHeldByOther},
-      {"this host, gone", here, {false, milliseconds(0), false}, ClaimVerdict::kStale},
+      {"another machine, not watched yet", kOther, {std::nullopt, milliseconds(0), false}, ClaimVerdict::kWatch},
+      {"another machine, watched 29 s, still",
+       kOther,
+       {std::nullopt, milliseconds(29000), false},
+       ClaimVerdict::kWatch},
+      {"another machine, its beat moved", kOther, {std::nullopt, milliseconds(200), true}, ClaimVerdict::kHeldByOther},
+      {"another machine, still for 30 s", kOther, {std::nullopt, milliseconds(30000), false}, ClaimVerdict::kStale},
+      {"another machine, moved at 31 s", kOther, {std::nullopt, milliseconds(31000), true}, ClaimVerdict::kHeldByOther},
+      // Its pid looked at: a stopped job still runs and owns it; its clock is never looked at.
+      {"this machine, running", other_job, {true, milliseconds(0), false}, ClaimVerdict::kHeldByOther},
+      {"this machine, gone", other_job, {false, milliseconds(0), false}, ClaimVerdict::kStale},
       {"this job, anywhere", ours, {false, milliseconds(0), false}, ClaimVerdict::kOurs},
   };
   for (const Row& r : rows) {
     CAPTURE(r.what);
-    CHECK(nano::judge_claim(r.existing, r.facts, "job-a", "hostA") == r.verdict);
+    CHECK(nano::judge_claim(r.existing, r.facts, "job-a") == r.verdict);
   }
-  // Of this job's claims, only a gone owner of this host passes on (a restarted rank replacing
-  // its predecessor); another host's (the launching process) stays its own.
-  CHECK(nano::same_job_owner_gone({"job-a", "hostA", 1, 1, 0, 0}, {false, milliseconds(0), false}, "hostA"));
-  CHECK_FALSE(nano::same_job_owner_gone({"job-a", "hostA", 1, 1, 0, 0}, {true, milliseconds(0), false}, "hostA"));
-  CHECK_FALSE(nano::same_job_owner_gone({"job-a", "hostB", 1, 1, 0, 0}, {}, "hostA"));
+  // Of this job's claims, only a gone owner whose pid was looked at passes on (a restarted rank
+  // replacing its predecessor); another machine's (the launching process) stays its own.
+  CHECK(nano::same_job_owner_gone({false, milliseconds(0), false}));
+  CHECK_FALSE(nano::same_job_owner_gone({true, milliseconds(0), false}));
+  CHECK_FALSE(nano::same_job_owner_gone({}));
+  // A pid is looked at only on the same host name, kernel and pid namespace: two containers of
+  // one host name (another pid namespace) are two machines.
+  const FolderOwner me{"job-a", "hostA", "boot-a/1", 1, 1, 0, 0};
+  CHECK(nano::same_machine(other_job, me));
+  CHECK_FALSE(nano::same_machine({"job-b", "hostA", "boot-a/2", 1, 1, 0, 0}, me));  // another pid namespace
+  CHECK_FALSE(nano::same_machine({"job-b", "hostA", "boot-z/1", 1, 1, 0, 0}, me));  // another kernel
+  CHECK_FALSE(nano::same_machine({"job-b", "hostB", "boot-a/1", 1, 1, 0, 0}, me));  // another host name
 }
 
 TEST_CASE("folder claim: the names of the generations") {
@@ -161,7 +185,7 @@ TEST_CASE("folder claim: the names of the generations") {
 
 TEST_CASE("folder claim: the file reads back; a partial one is no claim") {
   const std::string text = nano::format_owner(kOther);
-  CHECK(text == "job job-b\nhost hostB\npid 4242\nstart 77\nsince 1764672000\nbeat 3\n");
+  CHECK(text == "job job-b\nhost hostB\nmachine boot-b/4026531836\npid 4242\nstart 77\nsince 1764672000\nbeat 3\n");
   const auto back = nano::parse_owner(text);
   REQUIRE(back);
   CHECK(back->job == "job-b");
@@ -170,8 +194,10 @@ TEST_CASE("folder claim: the file reads back; a partial one is no claim") {
   CHECK(back->start_ticks == 77);
   CHECK(back->since == 1764672000);
   CHECK(back->beat == 3);
+  CHECK(back->machine == "boot-b/4026531836");
   CHECK_FALSE(nano::parse_owner(text.substr(0, 30)));
-  CHECK_FALSE(nano::parse_owner("job x\nhost y\npid nope\nstart 1\nsince 1\nbeat 0\n"));
+  CHECK_FALSE(nano::parse_owner("job x\nhost y\nmachine m\npid nope\nstart 1\nsince 1\nbeat 0\n"));
+  CHECK_FALSE(nano::parse_owner("job x\nhost y\npid 1\nstart 1\nsince 1\nbeat 0\n"));  // no machine
   CHECK_FALSE(nano::parse_owner(""));
   CHECK_FALSE(nano::parse_owner(text + std::string(5000, 'x')));  // no claim is that long
 }
@@ -258,7 +284,7 @@ TEST_CASE("folder claim: another host's claim is refused while it beats and take
 TEST_CASE("folder claim: a dead owner on this host is replaced at once; this job's, quietly") {
   const std::string dir = temp_dir();
   const int64_t gone = dead_pid();
-  write(claim_file(dir, 1), nano::format_owner({"job-c", host(), gone, 5, 1764672000, 0}));
+  write(claim_file(dir, 1), nano::format_owner({"job-c", host(), nano::machine_id(), gone, 5, 1764672000, 0}));
   std::optional<nano::FolderClaim> claim;
   CHECK(stderr_of([&] { claim.emplace(dir); }) ==
         "nano: checkpoint folder " + dir + ": taking over the claim of job job-c (host " + host() + ", pid " +
@@ -266,7 +292,8 @@ TEST_CASE("folder claim: a dead owner on this host is replaced at once; this job
   CHECK(claim->holds());
   claim.reset();
   // A restart: this job's earlier attempt died holding the folder.
-  write(claim_file(dir, 7), nano::format_owner({nano::checkpoint_job_id(), host(), gone, 5, 1764672000, 9}));
+  write(claim_file(dir, 7),
+        nano::format_owner({nano::checkpoint_job_id(), host(), nano::machine_id(), gone, 5, 1764672000, 9}));
   CHECK(stderr_of([&] { claim.emplace(dir); }).empty());
   CHECK(claim->holds());
   CHECK(nano::parse_owner(read(claim_file(dir, 8)))->pid == getpid());
@@ -278,7 +305,8 @@ TEST_CASE("folder claim: a dead owner on this host is replaced at once; this job
         "nano: checkpoint folder " + dir + ": replacing an unreadable claim file\n");
   claim.reset();
   REQUIRE(symlink("/etc/hostname", claim_file(dir, 9).c_str()) == 0);
-  CHECK(stderr_of([&] { claim.emplace(dir); }) == "");
+  CHECK(stderr_of([&] { claim.emplace(dir); }) ==
+        "nano: checkpoint folder " + dir + ": replacing an unreadable claim file\n");
   CHECK(claim->holds());
   CHECK(nano::parse_owner(read(claim_file(dir, 10))));
   claim.reset();
@@ -330,16 +358,22 @@ TEST_CASE("folder claim: two takers of one stale claim at once, many times: exac
   for (int round = 0; round < 40; ++round) {
     CAPTURE(round);
     const std::string dir = temp_dir();
-    write(claim_file(dir, 3), nano::format_owner({"job-dead", host(), dead_pid(), 5, 1764672000, 0}));
-    int go[2], said[2];
+    write(claim_file(dir, 3),
+          nano::format_owner({"job-dead", host(), nano::machine_id(), dead_pid(), 5, 1764672000, 0}));
+    // `go` starts both at once (one byte each); `release` lets the winner go once both have said
+    // what they found (a separate pipe: a winner reading `go` again could take the other's start).
+    int go[2], said[2], release[2];
     REQUIRE(pipe(go) == 0);
     REQUIRE(pipe(said) == 0);
+    REQUIRE(pipe(release) == 0);
     pid_t takers[2];
     for (int t = 0; t < 2; ++t) {
       takers[t] = fork();
       if (takers[t] == 0) {
+        alarm(30);  // whatever goes wrong, no taker outlives the test
         close(go[1]);
         close(said[0]);
+        close(release[1]);
         freopen("/dev/null", "w", stderr);  // the winner's "taking over" line, 40 times over
         setenv("NANO_CHECKPOINT_JOB", t == 0 ? "taker-0" : "taker-1", 1);
         char c = 0;
@@ -349,8 +383,8 @@ TEST_CASE("folder claim: two takers of one stale claim at once, many times: exac
           nano::FolderClaim claim(dir, kQuick);
           verdict = claim.holds() ? 'w' : 'k';
           if (write(said[1], &verdict, 1) != 1) _exit(3);
-          if (read(go[0], &c, 1) < 0) _exit(3);  // holds until the parent closes `go`
-        } catch (const nano::UsageError& e) {
+          if (read(release[0], &c, 1) < 0) _exit(3);  // holds until the parent closes `release`
+        } catch (const std::exception& e) {
           verdict = std::string(e.what()).find(" is in use by job taker-") != std::string::npos ? 'l' : 'e';
           if (write(said[1], &verdict, 1) != 1) _exit(3);
         }
@@ -359,12 +393,15 @@ TEST_CASE("folder claim: two takers of one stale claim at once, many times: exac
     }
     close(go[0]);
     close(said[1]);
+    close(release[0]);
     REQUIRE(write(go[1], "gg", 2) == 2);  // both at once
     std::string verdicts;
     char c = 0;
-    while (verdicts.size() < 2 && read(said[0], &c, 1) == 1) verdicts += c;
-    close(go[1]);  // the winner lets go
-    for (pid_t p : takers) waitpid(p, nullptr, 0);
+    pollfd p{said[0], POLLIN, 0};
+    while (verdicts.size() < 2 && poll(&p, 1, 20000) == 1 && read(said[0], &c, 1) == 1) verdicts += c;
+    close(go[1]);
+    close(release[1]);  // the winner lets go
+    for (pid_t taker : takers) CHECK(wait_bounded(taker, 10));
     close(said[0]);
     std::sort(verdicts.begin(), verdicts.end());
     CHECK(verdicts == "lw");  // one winner, one refused naming the winner
@@ -373,15 +410,49 @@ TEST_CASE("folder claim: two takers of one stale claim at once, many times: exac
   }
 }
 
-TEST_CASE("folder claim: the job's identity comes from the launch, never from torchrun's default \"none\"") {
+TEST_CASE("folder claim: the job's identity comes from nano's launchers, never from a run id a user chose") {
   const std::string own = nano::checkpoint_job_id();
+  // torchrun's run id (its default "none", or --rdzv-id): a name two live jobs may share.
   setenv("TORCHELASTIC_RUN_ID", "none", 1);
   CHECK(nano::checkpoint_job_id() == own);
   setenv("TORCHELASTIC_RUN_ID", "run-7", 1);
+  CHECK(nano::checkpoint_job_id() == own);
+  // nano-run's (it sets NANO_JOB_ID beside it): random per launch, the same on every restart.
+  setenv("NANO_JOB_ID", "1234-00ff", 1);
   CHECK(nano::checkpoint_job_id() == "run-7");
   setenv("NANO_CHECKPOINT_JOB", "caller-1", 1);  // an in-program caller's, handed to its ranks
   CHECK(nano::checkpoint_job_id() == "caller-1");
   unsetenv("NANO_CHECKPOINT_JOB");
+  unsetenv("NANO_JOB_ID");
   unsetenv("TORCHELASTIC_RUN_ID");
   CHECK(nano::checkpoint_job_id() == own);
+}
+
+TEST_CASE("folder claim: a claim that cannot be read is neither free nor lost") {
+  const std::string dir = temp_dir();
+  nano::FolderClaim claim(dir, kQuick);
+  // A FIFO planted at a higher generation's name never blocks a reader: it is no claim of this job.
+  REQUIRE(mkfifo(claim_file(dir, 5).c_str(), 0600) == 0);
+  CHECK(error_of([&] { claim.check(); }).find("lost checkpoint folder") != std::string::npos);
+  unlink(claim_file(dir, 5).c_str());
+  CHECK_NOTHROW(claim.check());
+  // Too many open files: whose claim is live is unknown, said as such (not "lost").
+  struct rlimit old {};
+  REQUIRE(getrlimit(RLIMIT_NOFILE, &old) == 0);
+  std::vector<int> held;
+  struct rlimit few = old;
+  few.rlim_cur = 64;
+  REQUIRE(setrlimit(RLIMIT_NOFILE, &few) == 0);
+  for (int fd; (fd = open("/dev/null", O_RDONLY)) >= 0;) held.push_back(fd);
+  std::string why;
+  try {
+    claim.check();
+  } catch (const nano::ClaimUnreadable& e) {
+    why = e.what();
+  }
+  for (int fd : held) close(fd);
+  REQUIRE(setrlimit(RLIMIT_NOFILE, &old) == 0);
+  CHECK(why == "nano: cannot read the claim of checkpoint folder " + dir + ": Too many open files");
+  CHECK_NOTHROW(claim.check());
+  std::system(("rm -rf " + dir).c_str());
 }

@@ -31,7 +31,7 @@ Usage: api_test.py BUILD_DIR CASE
                  killed run's folder holds two damaged checkpoints of higher steps (garbage, a
                  manifest that does not verify): named in one line, left in place, never counted;
                  then its newest checkpoint is damaged too and a third run falls back to the one
-                 before it and still ends bit-identical
+                 before it and still ends bit-identical; a run of 3 ranks is refused that folder
   handoff        what the caller and its ranks hand each other (_handoff.py) without a launch: a seal
                  made with another key, for another purpose, or cut short is refused naming the
                  file; a job folder or file that is a link, another's or open to others is refused;
@@ -353,6 +353,11 @@ def resume(tmp):
             kept = [n for n in got["checkpoints"] if n.startswith("step-16.damaged-")]
             check(len(kept) == 1 and [n for n in got["checkpoints"] if n not in kept] ==
                   ["step-12", "step-16", "step-90000", "step-90001"], f"{mode}: the folder holds {got['checkpoints']}")
+    # Another world size: a whole checkpoint of 2 ranks is refused by 3 in one line, never trained
+    # over from step 0 (which would then prune it away).
+    code, out, err, seconds = run([os.path.join(HERE, "train_resume.py"), "three", folder], tmp, timeout=120)
+    check(code != 0 and "nano_torch: checkpoint " + folder + "/step-16 was written by 2 ranks and this run has 3: "
+          "resume with 2, or use another checkpoint_dir" in out + err, f"three ranks: exit {code}: {(out + err)[-800:]}")
     shutil.rmtree(folder)
     for mode in ("killed", "fallback"):
         differ = sum(a != b for a, b in zip(weights["whole"], weights[mode]))
