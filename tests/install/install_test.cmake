@@ -22,8 +22,14 @@ endif()
 # Configured as users of an official libtorch archive do: Torch_DIR names libtorch's CMake
 # folder (here the one nano was built against) instead of the default search. A healthy
 # configure prints no CMake warning on either Debian release.
+# The build's compiler launcher ('|' for ';'), one argument (quoted: its ';' stay inside).
+string(REPLACE "|" ";" launcher "${CONSUMER_LAUNCHER}")
+if(NOT launcher)
+  set(launcher "")
+endif()
 execute_process(COMMAND ${CMAKE_COMMAND} -S ${CONSUMER_SOURCE_DIR} -B ${WORK_DIR}/build -DCMAKE_BUILD_TYPE=Release
                         -DCMAKE_PREFIX_PATH=${prefix} -DTorch_DIR=${TORCH_DIR}
+                        "-DCMAKE_CXX_COMPILER_LAUNCHER=${launcher}"
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "consumer configure failed (${rc}):\n${out}\n${err}")
