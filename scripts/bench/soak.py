@@ -239,9 +239,12 @@ def soak(args, host):
     if not disk and not args.hosts:
         print("soak: no private mount namespace here: no full-disk faults")
     target = args.faults if args.minutes <= 0 else 10**9
-    # Room for the faults: an attempt trains at most 2.5 s (about 75 steps) before its fault, and
-    # loses at most the steps since its last checkpoint (10).
-    steps = min(938, args.steps or max(300, 100 * min(target, 200)))  # 60000 images / 2 ranks / 32
+    # Room for the faults, and not much more (a soak is sized by the faults it must see): an attempt
+    # trains at most 2.5 s before its fault, of which start-up and restore take about 1 s (about 50
+    # steps on 2 cores), and loses at most the steps since its last checkpoint (10); a full disk
+    # lets training go on for up to 4 s (about 130 steps). Two epochs of 50 steps a fault leave
+    # twice the most the faults can use (6 faults: 600 steps for at most about 380).
+    steps = min(938, args.steps or max(150, 50 * min(target, 200)))  # 60000 images / 2 ranks / 32
     # The uninterrupted run keeps nano's own bounds: on a loaded machine (CI runs other tests
     # beside this one) a rank can start more than 3 s after its peer. The faulted run ends a SIGSTOPped
     # rank by an 8 s collective timeout, set only when SIGSTOPs are among the faults: at 3 s, a rank
@@ -399,7 +402,7 @@ def soak(args, host):
     sessions = [j for j in job_ids if os.path.exists("/tmp/nano-" + j)]
     if sessions:
         failures.append(f"Open MPI's session folders left in /tmp: {sessions}")
-    if os.path.exists(os.path.join(ckpt, ".nano-owner")):
+    if any(n.startswith(".nano-owner") for n in os.listdir(ckpt)):
         failures.append("the checkpoint folder's claim was left")
     if disk:
         subprocess.run(["umount", ckpt])

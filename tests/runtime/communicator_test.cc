@@ -146,8 +146,8 @@ TEST_CASE("gloo on one host: all-reduce through shared memory, and nothing left 
     }
   }
   SUBCASE("a bad NANO_SHM_BYTES stops every rank with one line naming it") {
-    // Too small, above the 1 PiB cap, and beyond long long.
-    for (const std::string bad : {"32", "1125899906842625", "99999999999999999999"}) {
+    // One value through real ranks (runtime.unit holds the table of what is refused).
+    for (const std::string bad : {"1125899906842625"}) {
       auto results = run_gloo_world({kWorker, "collectives"}, 2, {{"NANO_SHM_BYTES", bad}}, 60);
       for (int r = 0; r < 2; ++r) {
         CHECK(results[r].exit_code == 3);

@@ -287,3 +287,28 @@ TEST_CASE("shared memory: an object another user made is never mapped") {
       ("nano: shared memory " + name + " is not this user's private object: refusing to map it").c_str(), nano::Error);
   shm_unlink(name.c_str());
 }
+
+TEST_CASE("shared memory: NANO_SHM_BYTES is 0 or a byte count from 64 to 1 PiB, else one line naming it") {
+  struct Row {
+    const char* text;
+    long long bytes;  // -1: refused
+  };
+  const Row rows[] = {{"0", 0},           {"64", 64},  {"1048576", 1048576}, {"1125899906842624", 1125899906842624},
+                      {"32", -1},         {"63", -1},  {"1125899906842625", -1}, {"99999999999999999999", -1},
+                      {"-64", -1},        {"", -1},    {"4k", -1}};
+  for (const Row& r : rows) {
+    CAPTURE(r.text);
+    setenv("NANO_SHM_BYTES", r.text, 1);
+    if (r.bytes >= 0) {
+      CHECK(nano::shm_bytes_from_environment() == static_cast<std::size_t>(r.bytes));
+    } else {
+      CHECK_THROWS_WITH_AS(nano::shm_bytes_from_environment(),
+                           (std::string("nano: bad NANO_SHM_BYTES='") + r.text +
+                            "': expected 0 or a byte count from 64 to 1125899906842624")
+                               .c_str(),
+                           nano::UsageError);
+    }
+  }
+  unsetenv("NANO_SHM_BYTES");
+  CHECK(nano::shm_bytes_from_environment() == nano::ShmCollectives::kDefaultAreaBytes);
+}

@@ -17,7 +17,7 @@ Usage: torch_backend_test.py BUILD_DIR CASE
                                            broadcast src, kind, all_reduce against barrier; mismatch_check.py),
                                            and a DDP job logging its loss at other steps: one line naming
                                            both calls, a failed job, no value printed, nothing left
-  mismatch_gloo_path                       the same with NANO_SHM_BYTES=0: signatures through Gloo
+  mismatch_gloo_path                       with NANO_SHM_BYTES=0 (signatures through Gloo): a size and a kind
   leaver                                   a rank that leaves early (sys.exit(0)), and one rank's extra
                                            collective after its peer ended normally: the one that left is
                                            named with the collective it made last and the one waited in,
@@ -253,8 +253,11 @@ MISMATCHES = {
 }
 
 
-def mismatch(extra_env=None):
+def mismatch(extra_env=None, cases=None):
+    """Each mismatch in `cases` (all of MISMATCHES when None) under nano-run."""
     for case, (zero, one) in MISMATCHES.items():
+        if cases is not None and case not in cases:
+            continue
         p = under_nano_run([os.path.join(HERE, "mismatch_check.py"), case], extra_env=extra_env)
         out = p.stdout + p.stderr
         line = rf"nano: collective #\d+ does not match: rank 0 called {zero}, rank 1 called {one}"
@@ -429,7 +432,9 @@ def main():
         elif CASE == "rendezvous_bound":
             rendezvous_bound()
         elif CASE == "mismatch_gloo_path":
-            mismatch({"NANO_SHM_BYTES": "0"})
+            # How each operation's signature is made is the shared-memory case's; here only how
+            # signatures travel differs: one mismatch of size and one of kind.
+            mismatch({"NANO_SHM_BYTES": "0"}, ("sizes", "kinds"))
         elif CASE == "leaver":
             leaver()
         elif CASE == "torchrun":
