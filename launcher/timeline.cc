@@ -514,13 +514,14 @@ std::string timeline_records_folder(const std::string& file) {
 }
 
 void start_timeline(const std::string& file) {
-  const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0)
     throw SettingError(Setting::kTimeline, file, "cannot write {timeline} " + file + ": " + std::strerror(errno));
   ::close(fd);
   const std::string folder = timeline_records_folder(file);
   remove_tree(folder.c_str());
-  if (::mkdir(folder.c_str(), 0755) != 0)
+  // The job's own: ranks write their records there, nano-run reads them back.
+  if (::mkdir(folder.c_str(), 0700) != 0)
     throw SettingError(Setting::kTimeline, file,
                        "cannot make {timeline}'s records folder " + folder + ": " + std::strerror(errno));
 }

@@ -32,7 +32,7 @@ int open_file(const char* extension) {
   const char* folder = std::getenv(contract::kTuneReport);
   const char* rank = std::getenv("RANK");
   const std::string path = std::string(folder) + "/rank-" + (rank && *rank ? rank : "0") + "." + extension;
-  return ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  return ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
 }
 
 Report* open_report() {

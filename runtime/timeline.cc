@@ -219,7 +219,7 @@ Recorder* open_recorder() {
   const std::string rank = variable("RANK", variable("OMPI_COMM_WORLD_RANK", "0").c_str());
   const std::string path = std::string(folder) + "/rank-" + rank + ".attempt-" + variable(contract::kRestartCount, "0");
   auto* r = new Recorder;  // lives as long as the process: steps may end during its exit
-  r->fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  r->fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
   r->cpus = allowed_cpus_of_this_process();
   char host[256] = "-";
   gethostname(host, sizeof host - 1);

@@ -7,6 +7,7 @@
 #include <nano/error.h>
 #include <nlohmann/json.hpp>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -292,6 +293,25 @@ TEST_CASE("a records file over its bound: read up to its last whole line within 
     CHECK(lines.at(row.note ? 1 : 0)
               .rfind("nano-run: timeline: " + trace + " (1 rank, " + std::to_string(row.steps) + " steps", 0) == 0);
   }
+  std::remove((trace + ".report.json").c_str());
+  std::remove(trace.c_str());
+  rmdir(dir.c_str());
+}
+
+TEST_CASE("a timeline's file and records folder are the job's own") {
+  // The ranks write their records there and nano-run reads them back: another user of the host
+  // must neither read a job's timings nor plant records in its folder.
+  char tmpl[] = "/tmp/nano-timeline-mode-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  const std::string trace = dir + "/t.json";
+  start_timeline(trace);
+  struct stat file {}, folder {};
+  REQUIRE(::lstat(trace.c_str(), &file) == 0);
+  REQUIRE(::lstat(timeline_records_folder(trace).c_str(), &folder) == 0);
+  CHECK((file.st_mode & 0777) == 0600);
+  CHECK(S_ISDIR(folder.st_mode));
+  CHECK((folder.st_mode & 0777) == 0700);
+  finish_timeline(trace, 1 << 20);
   std::remove((trace + ".report.json").c_str());
   std::remove(trace.c_str());
   rmdir(dir.c_str());
