@@ -70,7 +70,8 @@ void keep_shipped_records(const std::string& folder, const std::string& payload)
   const auto shipped = parse_shipped_records(payload);
   if (folder.empty() || !shipped) return;
   // O_EXCL: a file already there (one name sent twice) is never overwritten.
-  const int fd = ::open((folder + "/" + shipped->first).c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  const int fd =
+      ::open((folder + "/" + shipped->first).c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return;
   write_all(fd, shipped->second);
   ::close(fd);

@@ -305,7 +305,8 @@ TEST_CASE("a timeline's file and records folder are the job's own") {
   const std::string dir = mkdtemp(tmpl);
   const std::string trace = dir + "/t.json";
   start_timeline(trace);
-  struct stat file {}, folder {};
+  struct stat file {
+  }, folder{};
   REQUIRE(::lstat(trace.c_str(), &file) == 0);
   REQUIRE(::lstat(timeline_records_folder(trace).c_str(), &folder) == 0);
   CHECK((file.st_mode & 0777) == 0600);
