@@ -15,7 +15,9 @@
 # Usage: targets_alone.sh SOURCE_DIR [with-runtime]   Prints "PASS: ..." or "FAIL: why" (exit 1).
 set -uo pipefail
 source_dir=$1
-work=$(mktemp -d "${TMPDIR:-/tmp}/nano-targets-alone-XXXXXX")
+# In ctest's folder of this test (inside the build folder): where the build folder lies inside the
+# source folder, ccache (CMakeLists.txt) finds this run's objects again in the next one.
+work=$(mktemp -d "$PWD/targets-alone-XXXXXX")
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
