@@ -182,11 +182,17 @@ def why_not(folder, key, names=None):
     return ""
 
 
+def checked_keep(keep):
+    """`keep` when it is a whole number of at least 1; otherwise a ValueError naming the option."""
+    if not isinstance(keep, int) or keep < 1:
+        raise ValueError(f"nano_torch: checkpoint_keep must be at least 1, got {keep!r}")
+    return keep
+
+
 def prune(steps, keep):
     """Pure: of {step: verified}, the steps to delete so that the `keep` newest verified ones stay;
     a checkpoint that did not verify never counts and is never deleted (as the C++ API's)."""
-    if not isinstance(keep, int) or keep < 1:
-        raise ValueError(f"nano_torch: checkpoint_keep must be at least 1, got {keep!r}")
+    checked_keep(keep)
     newer, out = 0, []
     for step in sorted(steps, reverse=True):
         if not steps[step]:
@@ -248,9 +254,7 @@ class Checkpointer:
         self._dir = settings["dir"]
         self._every_steps = settings["every_steps"]
         self._every_seconds = settings["every_seconds"]
-        self._keep = settings["keep"]
-        if not isinstance(self._keep, int) or self._keep < 1:
-            raise ValueError(f"nano_torch: checkpoint_keep must be at least 1, got {self._keep!r}")
+        self._keep = checked_keep(settings["keep"])
         self.models, self.optimizers, self.loaders = [], [], []
         self.steps = 0
         self._resumed = False
