@@ -1,5 +1,5 @@
 // nano-report TRACE [--png FILE]: the report of a `nano-run --timeline` trace, told again, and its
-// picture: each rank's step time over the run, stacked by phase (launcher/timeline_plot.h), drawn
+// picture: each rank's step time over the run, stacked by phase (cli/timeline_plot.h), drawn
 // by gnuplot into TRACE's name with .png (or FILE). Exit 0; 2 for a bad argument or a file that
 // is not such a trace; 1 when gnuplot is missing or fails (the report is told first).
 #include <sys/wait.h>
@@ -15,8 +15,8 @@
 #include <vector>
 
 #include <nano/error.h>
-#include "launcher/timeline.h"
-#include "launcher/timeline_plot.h"
+#include "cli/timeline_plot.h"
+#include "launcher/timeline/timeline_merge.h"
 
 namespace {
 
@@ -75,7 +75,7 @@ int main(int argc, char** argv) {
   try {
     const std::string text = read_all(trace);
     data = nano::plot_data(text);
-    // The report rides in the trace (launcher/timeline.h, trace_json).
+    // The report rides in the trace (launcher/timeline/timeline_merge.h, trace_json).
     for (const std::string& line : nano::report_lines(nano::report_from_json(text), trace))
       std::cout << line.substr(std::strlen("nano-run: ")) << "\n";
   } catch (const nano::UsageError& e) {

@@ -12,7 +12,7 @@
 #include "core/planner.h"
 #include "core/setting.h"
 #include "core/setting_list.h"
-#include "launcher/carried_env.h"
+#include "launcher/prepare/carried_env.h"
 
 namespace nano {
 namespace {

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "launcher/launch_types.h"
-#include "launcher/tuner.h"
+#include "launcher/prepare/launch_types.h"
+#include "launcher/tune/tuner.h"
 
 namespace nano {
 

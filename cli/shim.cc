@@ -1,7 +1,7 @@
 // The mpi backend's per-rank shim (nano-run --nano-rank-shim SPEC): one code path for planning
 // and binding on every host. It plans its host's LOCAL_SIZE ranks against its own topology with
 // nano-run's stages, starts the program bound to its rank's CPUs, and streams the program's
-// output, its torchelastic error file and its final status to the launcher (launcher/frames.h). The
+// output, its torchelastic error file and its final status to the launcher (launcher/process/frames.h). The
 // launcher, not mpirun, stops the rank: the shim delivers the signals the launcher sends to the
 // rank's whole process group, and after the rank ended it stays until the launcher releases it,
 // so mpirun never sees a rank end early and never starts a teardown of its own (its
@@ -31,23 +31,23 @@
 #include "core/parse.h"
 #include "core/rank_contract.h"
 #include "core/setting.h"
-#include "launcher/frames.h"
-#include "launcher/guardian.h"
-#include "launcher/hosts.h"
-#include "launcher/job_files.h"
-#include "launcher/launch_setup.h"
-#include "launcher/mpi_command.h"
-#include "launcher/port.h"
-#include "launcher/process_group.h"
-#include "launcher/rank_env.h"
-#include "launcher/shim_channels.h"
-#include "launcher/shim_loop.h"
-#include "launcher/shim_spec.h"
-#include "launcher/subprocess.h"
-#include "launcher/supervision_io.h"
-#include "launcher/timeline_shipping.h"
-#include "launcher/timeouts.h"
-#include "launcher/torchrun_env.h"
+#include "launcher/mpi/mpi_command.h"
+#include "launcher/mpi/shim_loop.h"
+#include "launcher/mpi/shim_spec.h"
+#include "launcher/prepare/hosts.h"
+#include "launcher/prepare/job_files.h"
+#include "launcher/prepare/launch_setup.h"
+#include "launcher/prepare/port.h"
+#include "launcher/prepare/rank_env.h"
+#include "launcher/prepare/torchrun_env.h"
+#include "launcher/process/frames.h"
+#include "launcher/process/guardian.h"
+#include "launcher/process/process_group.h"
+#include "launcher/process/subprocess.h"
+#include "launcher/process/timeouts.h"
+#include "launcher/supervise/shim_channels.h"
+#include "launcher/supervise/supervision_io.h"
+#include "launcher/timeline/timeline_shipping.h"
 
 namespace nano {
 namespace {

@@ -1,10 +1,10 @@
 #pragma once
 // What a rank may expect from its launcher, beyond torchrun's variables (RANK, WORLD_SIZE,
 // LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT, TORCHELASTIC_*, which
-// nano-run sets as torchrun does: launcher/torchrun_env.h). Every variable nano's launchers write
+// nano-run sets as torchrun does: launcher/prepare/torchrun_env.h). Every variable nano's launchers write
 // for nano's runtime to read is named here once, so the side that writes a name and the side
 // that reads it cannot drift apart. Here, in the core both programs and the runtime stand on,
-// because both sides include it. (The listen guard's variable lives in launcher/source_filter.h: its
+// because both sides include it. (The listen guard's variable lives in launcher/source_filter/source_filter.h: its
 // reader is a C library preloaded into mpirun, not a rank.)
 namespace nano::contract {
 
@@ -32,7 +32,7 @@ inline constexpr const char* kCpus = "NANO_CPUS";
 inline constexpr const char* kTuneReport = "NANO_TUNE_REPORT";
 inline constexpr const char* kTuneTrial = "NANO_TUNE_TRIAL";
 /// Under `nano-run --timeline` (TorchNanoOptions::timeline): the folder where each rank writes
-/// its timeline records (runtime/timeline.h), which the launcher merges when the job ends.
+/// its timeline records (runtime/timeline/recorder.h), which the launcher merges when the job ends.
 inline constexpr const char* kTimeline = "NANO_TIMELINE";
 /// The job a checkpoint folder is claimed for: an in-program launch hands its caller's to its
 /// ranks, so the folder stays the caller's.
@@ -42,7 +42,7 @@ inline constexpr const char* kCheckpointJob = "NANO_CHECKPOINT_JOB";
 inline constexpr const char* kInProgram = "NANO_IN_PROGRAM";
 inline constexpr const char* kInProgramResult = "NANO_IN_PROGRAM_RESULT";
 
-// What a user may set for the ranks (every launcher passes NANO_* through: launcher/carried_env.h)
+// What a user may set for the ranks (every launcher passes NANO_* through: launcher/prepare/carried_env.h)
 // and nano's C++ reads. Named here for the same reason: one spelling for reader and docs.
 
 /// The runtime's communicator: auto, mpi or gloo (nano::init; TorchNanoOptions::backend "auto").

@@ -3,14 +3,14 @@
 // TorchNanoOptions' field (and so the Python API's keyword), the LaunchOptions field the launcher
 // reads, and the rank shims' spec. Each front end expands the list where it sees its own types:
 //
-//   core/setting.h, core/setting.cc    the Setting enumerator, its names and docs page
-//   cli/options.cc                     the flag, its help and its parse
-//   runtime/in_program_options.cc      TorchNanoOptions' field into LaunchOptions
-//   python/launch.cc                   the keyword's setter; nano_torch learns the keywords from it
-//   launcher/shim_spec.cc              the shims' JSON spec, out and in
+//   core/setting.h, core/setting.cc          the Setting enumerator, its names and docs page
+//   cli/options.cc                           the flag, its help and its parse
+//   runtime/options/in_program_options.cc    TorchNanoOptions' field into LaunchOptions
+//   python/launch.cc                         the keyword's setter; nano_torch learns the keywords
+//   launcher/mpi/shim_spec.cc                the shims' JSON spec, out and in
 //
-// so adding such a setting is a row here, its LaunchOptions field (launcher/launch_types.h) and
-// its TorchNanoOptions field (include/nano/torch_nano_options.h), and then the code where it acts
+// so adding such a setting is a row here, its LaunchOptions field (launcher/prepare/launch_types.h)
+// and its TorchNanoOptions field (include/nano/torch_nano_options.h), and then the code where it acts
 // (docs/developing.md, "Settings"). The fields' types pick the conversions: a bool is a flag, a
 // std::string is text, an int a whole number >= 0, and a std::chrono::milliseconds is seconds on
 // the command line and milliseconds (an int, "_ms") in TorchNanoOptions. A setting whose front
@@ -21,8 +21,8 @@
 //   program field  TorchNanoOptions' field and the Python keyword
 //   metavar        the value's name in nano-run --help ("" for a flag)
 //   help           nano-run --help's line
-// Header only, and without types, so that the Python extension built for a pip torch (no
-// launcher) still knows its keywords.
+// Header only, and without types, so that every front end expands it against its own types
+// (the Python extension links the launcher like nano-run does, and expands it in launch.cc).
 #define NANO_SHARED_SETTINGS(X)                                                                                       \
   X(kOversubscribe, oversubscribe, "--oversubscribe", oversubscribe, plan.oversubscribe, "", "docs/tuning.md",        \
     "Allow more ranks than cores")                                                                                    \

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include <nano/error.h>
-#include "runtime/collectives/job_store.h"
-#include "runtime/collectives/rendezvous.h"
+#include "runtime/rendezvous/job_store.h"
+#include "runtime/rendezvous/rendezvous.h"
 
 namespace nano {
 

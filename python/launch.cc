@@ -9,9 +9,9 @@
 
 #include <nano/in_program.h>
 #include "core/setting_list.h"
-#include "launcher/launch_setup.h"
-#include "launcher/launcher.h"
-#include "runtime/in_program_options.h"
+#include "launcher/launch/launcher.h"
+#include "launcher/prepare/launch_setup.h"
+#include "runtime/options/in_program_options.h"
 
 namespace py = pybind11;
 

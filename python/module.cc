@@ -8,14 +8,14 @@
 
 #include <nano/error.h>
 #include "core/setting_list.h"
-#ifndef NANO_TORCH_WITHOUT_LAUNCH  // the build for a pip torch alone (scripts/bench/build_nano_torch.py)
+#ifndef NANO_TORCH_WITHOUT_LAUNCH  // the build for a pip torch alone (bench/python/build_nano_torch.py)
 #include "python/launch.h"
 #endif
 #include "python/backend_executors.h"
 #include "python/torch_backend.h"
-#include "runtime/collectives/rendezvous.h"
-#include "runtime/folder_claim.h"
-#include "runtime/timeline.h"
+#include "runtime/folder_claim/folder_claim.h"
+#include "runtime/rendezvous/rendezvous.h"
+#include "runtime/timeline/recorder.h"
 
 namespace py = pybind11;
 
@@ -43,7 +43,7 @@ c10::intrusive_ptr<nano::TorchBackendBase> gloo_group(const c10::intrusive_ptr<c
 
 // The timeline's events that Python sees (nano_torch/_timeline.py): the Python API's loaders,
 // forwards, optimizer steps and (on other backends than nano) DDP buckets, and a stock program's
-// optimizer steps (runtime/timeline.h).
+// optimizer steps (runtime/timeline/recorder.h).
 void bind_timeline(py::module_& m) {
   namespace t = nano::timeline;
   m.def("_timeline_on", &t::on, "Whether this rank records a timeline (NANO_TIMELINE is set).");
@@ -56,11 +56,11 @@ void bind_timeline(py::module_& m) {
   m.def("_timeline_step_end", &t::step_end);
 }
 
-// One live owner per checkpoint folder, the C++ API's claim (runtime/folder_claim.h): the Python
+// One live owner per checkpoint folder, the C++ API's claim (runtime/folder_claim/folder_claim.h): the Python
 // API's caller holds it for its launch, and rank 0 checks it before every write and prune.
 void bind_folder_claim(py::module_& m) {
-  py::class_<nano::FolderClaim>(m, "FolderClaim",
-                                "The claim of one checkpoint folder for this job (runtime/folder_claim.h).")
+  py::class_<nano::FolderClaim>(
+      m, "FolderClaim", "The claim of one checkpoint folder for this job (runtime/folder_claim/folder_claim.h).")
       .def(py::init<const std::string&>(), py::arg("dir"), py::call_guard<py::gil_scoped_release>(),
            "Claims `dir` for this job; RuntimeError naming the holder when another job's claim is live.")
       .def("holds", &nano::FolderClaim::holds, "Whether this process holds the claim file itself.")

@@ -6,8 +6,8 @@
 
 #include "runtime/in_program_caller.h"
 #include "runtime/in_program_launch.h"
-#include "runtime/in_program_options.h"
 #include "runtime/in_program_rank.h"
+#include "runtime/options/in_program_options.h"
 #include "runtime/training_index.h"
 
 namespace nano {

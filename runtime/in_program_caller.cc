@@ -17,11 +17,11 @@
 
 #include <nano/auto_checkpoint.h>
 #include "core/rank_contract.h"
-#include "runtime/folder_claim.h"
+#include "runtime/folder_claim/folder_claim.h"
 #include "runtime/in_program_launch.h"
-#include "runtime/in_program_options.h"
 #include "runtime/in_program_report.h"
-#include "runtime/step_report.h"  // in_tuning_trial
+#include "runtime/options/in_program_options.h"
+#include "runtime/timeline/step_report.h"  // in_tuning_trial
 #include "runtime/training_index.h"
 
 namespace nano {

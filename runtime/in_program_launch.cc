@@ -6,11 +6,11 @@
 
 #include <iostream>
 
-#include "launcher/auto_layout.h"
-#include "launcher/launch_setup.h"
-#include "launcher/launcher.h"
-#include "launcher/self_exe.h"
-#include "launcher/signals.h"
+#include "launcher/launch/launcher.h"
+#include "launcher/prepare/launch_setup.h"
+#include "launcher/process/self_exe.h"
+#include "launcher/process/signals.h"
+#include "launcher/tune/auto_layout.h"
 
 namespace nano {
 

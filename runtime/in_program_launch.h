@@ -1,8 +1,8 @@
 #pragma once
 // The launch half of an in-program run: re-executes this program as N ranks through nano's
-// launcher (launcher/launcher.h) and waits. Kept free of torch headers so the launcher side
-// compiles in seconds (launcher/launch_types.h is light: the planner's and recipe's types). The
-// options come from runtime/in_program_options.h.
+// launcher (launcher/launch/launcher.h) and waits. Kept free of torch headers so the launcher side
+// compiles in seconds (launcher/prepare/launch_types.h is light: the planner's and recipe's types). The
+// options come from runtime/options/in_program_options.h.
 #include <map>
 #include <memory>
 #include <string>
@@ -11,11 +11,11 @@
 #include <nano/in_program_error.h>
 
 #include "core/rank_contract.h"
-#include "launcher/launch_types.h"
+#include "launcher/prepare/launch_types.h"
 
 namespace nano {
 
-struct Setup;  // launcher/launch_setup.h
+struct Setup;  // launcher/prepare/launch_setup.h
 
 namespace in_program {
 
@@ -23,7 +23,7 @@ namespace in_program {
 inline constexpr const char* kMarkerVar = contract::kInProgram;        ///< launch index, "1"...
 inline constexpr const char* kResultVar = contract::kInProgramResult;  ///< file rank 0 writes
 
-/// A launch of this program prepared once (launcher/launch_setup.h's Setup: the options, the
+/// A launch of this program prepared once (launcher/prepare/launch_setup.h's Setup: the options, the
 /// plan, the port, the first attempt's identity) for launch_self() to start. Move-only.
 class PreparedLaunch {
  public:
@@ -53,7 +53,7 @@ std::vector<std::string> self_argv();
 
 /// `options` with the layout tuned for this machine and this program (TorchNanoOptions::
 /// num_processes = kAuto): the stored one, else a tuning of this program first, its trials and
-/// table said on stderr and its winner stored (launcher/auto_layout.h). Throws UsageError (nothing
+/// table said on stderr and its winner stored (launcher/tune/auto_layout.h). Throws UsageError (nothing
 /// started) as the tuning's checks do, RankFailedError when the tuning was interrupted (its
 /// launch exit code 128 + the signal) and Error when every layout failed.
 LaunchOptions with_tuned_layout(const LaunchOptions& options);

@@ -11,8 +11,8 @@
 #include <nano/checkpoint.h>
 #include "core/rank_contract.h"
 #include "runtime/in_program_launch.h"
-#include "runtime/in_program_options.h"
 #include "runtime/in_program_report.h"
+#include "runtime/options/in_program_options.h"
 
 namespace nano {
 namespace in_program {

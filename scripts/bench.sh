@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The benchmarks' one entry point: scripts/bench.sh SUBCOMMAND [ARGS...]; each body lives in
-# scripts/bench/SUBCOMMAND.sh, beside the Python helpers, and shares scripts/bench/common.sh.
+# bench/scripts/SUBCOMMAND.sh, which shares bench/scripts/common.sh; their Python helpers are in
+# bench/python/ and the C++ benchmark programs in bench/programs/ (bench/README.md).
 # With no subcommand it runs `training` (the full side-by-side run).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -38,7 +39,7 @@ case ${1:-training} in
   training | allreduce | balance | checkpoint | ddp | launcher | multihost | platforms | precision | precision-spread | python-api | scaling | signature-cost | timeline | torch-backend | tune)
     name=${1:-training}
     shift || true
-    exec bash "$here/bench/$name.sh" "$@" ;;
+    exec bash "$here/../bench/scripts/$name.sh" "$@" ;;
   *)
     echo "bench: unknown subcommand '$1' (see scripts/bench.sh --help)" >&2
     exit 2 ;;

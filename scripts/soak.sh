@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A chaos soak: fashion_mnist_nano under --max-restarts with faults at random moments from a
-# seeded schedule (scripts/bench/soak.py says which and what it checks).
+# seeded schedule (bench/python/soak.py says which and what it checks).
 #   scripts/soak.sh [BUILD_DIR] [--hosts] [--faults N | --minutes M] [--seed S] [--steps N]
 #                   [--epochs E] [--kinds K,K,...]
 # On this host, as root, it runs in a private mount namespace, where the checkpoint folder is a
@@ -25,8 +25,8 @@ for a in "$@"; do
   fi
 done
 set -- "${args[@]}"
-if [ $hosts = 1 ]; then exec python3 scripts/bench/soak.py "$(cd "$(dirname "$program")" && pwd)/$(basename "$program")" "$@"; fi
+if [ $hosts = 1 ]; then exec python3 bench/python/soak.py "$(cd "$(dirname "$program")" && pwd)/$(basename "$program")" "$@"; fi
 if [ "$(id -u)" = 0 ] && unshare -m --propagation private -- mount -t tmpfs nano-soak-probe /mnt 2>/dev/null; then
-  exec unshare -m --propagation private -- env NANO_SOAK_PRIVATE_MOUNTS=1 python3 scripts/bench/soak.py "$program" "$@"
+  exec unshare -m --propagation private -- env NANO_SOAK_PRIVATE_MOUNTS=1 python3 bench/python/soak.py "$program" "$@"
 fi
-exec python3 scripts/bench/soak.py "$program" "$@"
+exec python3 bench/python/soak.py "$program" "$@"

@@ -26,7 +26,7 @@ set(NANO_TESTS_HEAVY
   multihost.train
   python.api.pip_venv
   python.torch_suite
-  runtime.communicator.processes
+  runtime.communicators.processes
 )
 
 set(NANO_TESTS_MEDIUM
@@ -69,19 +69,20 @@ set(NANO_TESTS_MEDIUM
   python.torch_backend.mismatch_gloo_path
   python.torch_backend.monitored_barrier
   python.torch_backend.rendezvous_bound
-  runtime.auto_checkpoint.decorator_resumes_exactly_mpi
-  runtime.auto_checkpoint.decorator_resumes_exactly_subprocess
-  runtime.auto_checkpoint.other_precision_refused
-  runtime.auto_checkpoint.resumes_exactly_precision_bf16
-  runtime.auto_checkpoint.torch_nano_resumes_exactly_mpi
-  runtime.auto_checkpoint.torch_nano_resumes_exactly_subprocess
-  runtime.ddp.processes
+  runtime.training.auto_checkpoint.decorator_resumes_exactly_mpi
+  runtime.training.auto_checkpoint.decorator_resumes_exactly_subprocess
+  runtime.training.auto_checkpoint.other_precision_refused
+  runtime.training.auto_checkpoint.resumes_exactly_precision_bf16
+  runtime.training.auto_checkpoint.torch_nano_resumes_exactly_mpi
+  runtime.training.auto_checkpoint.torch_nano_resumes_exactly_subprocess
+  runtime.training.ddp.processes
   runtime.decorator.no_model_is_a_compile_error
-  runtime.tune.choice
-  runtime.tune.examples
-  runtime.tune.torch_backend
-  runtime.unit
-  timeline.python_api
+  launcher.tune.choice
+  launcher.tune.examples
+  launcher.tune.torch_backend
+  runtime.folder_claim.unit
+  runtime.training.unit
+  launcher.timeline.python_api
 )
 
 # Debian 12 only, each for the reason beside it (docs/developing.md, "The two legs").
@@ -94,23 +95,23 @@ set(NANO_TESTS_ONE_LEG
   examples.fashion_mnist_nano.precision
   # The docs' commands are the same on both platforms.
   docs.commands
-  # The benchmarks' argument checks: scripts, no platform code.
-  bench.args
+  # The benchmarks' argument checks: scripts, no platform code. The tree's layout: its files.
+  bench.args build.layout
   # Launcher logic without a platform path: tuning (a scripted trainer; its stock-PyTorch and
   # examples cases time what runs on both legs elsewhere), the timeline's merging and report,
   # the checkpoint folder's claim (torch-free).
-  runtime.tune.choice runtime.tune.tie runtime.tune.failing runtime.tune.metric runtime.tune.store
-  runtime.tune.inputs runtime.tune.interrupt runtime.tune.examples runtime.tune.torch_backend
-  timeline.straggler timeline.phases timeline.torch_nano timeline.restart timeline.interrupt
-  timeline.unwritable timeline.report
+  launcher.tune.choice launcher.tune.tie launcher.tune.failing launcher.tune.metric launcher.tune.store
+  launcher.tune.inputs launcher.tune.interrupt launcher.tune.examples launcher.tune.torch_backend
+  launcher.timeline.straggler launcher.timeline.phases launcher.timeline.torch_nano launcher.timeline.restart launcher.timeline.interrupt
+  launcher.timeline.unwritable launcher.timeline.report
   examples.fashion_mnist_nano.checkpoint_owner
   # A second of a kind whose first runs on both legs: the decorator's checkpoint restart (the
   # TorchNano one runs there), the mpi backend's exact resumes (the fault suite restarts on mpi
   # there), float64's exact resume (bf16's runs there).
   examples.fashion_mnist_decorator.checkpoint_restart
-  runtime.auto_checkpoint.torch_nano_resumes_exactly_mpi
-  runtime.auto_checkpoint.decorator_resumes_exactly_mpi
-  runtime.auto_checkpoint.resumes_exactly_precision_64
+  runtime.training.auto_checkpoint.torch_nano_resumes_exactly_mpi
+  runtime.training.auto_checkpoint.decorator_resumes_exactly_mpi
+  runtime.training.auto_checkpoint.resumes_exactly_precision_64
   # Several hosts: env3 (3 hosts: the same launch as env2), the accuracy on 2 hosts (the
   # hierarchical sums run in multihost.train there), a busy port (the launcher's check), a rank
   # killed (the fault suite and the lost host and cut link run there), the timeline's shipping.

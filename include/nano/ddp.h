@@ -30,7 +30,7 @@ struct DdpOptions {
 
 namespace detail {
 struct Reducer;
-/// Counts the samples of a forward for `nano-run --tune` (runtime/step_report.h).
+/// Counts the samples of a forward for `nano-run --tune` (runtime/timeline/step_report.h).
 void count_forward_samples(long long samples);
 /// The batch size of a forward whose first argument is a tensor, while gradients are recorded
 /// (an evaluation forward is no training sample).

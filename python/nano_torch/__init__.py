@@ -143,5 +143,5 @@ except RuntimeError:  # registered already: the module loaded twice under two na
 atexit.register(_drain_at_exit)
 _timeline.watch_stock_optimizers()  # with nano-run --timeline on torch 2: the program's steps
 
-# BigDL-Nano's Python API (lite.py). Imported last: it uses the backend registered above.
-from .lite import RankFailedError, TorchNano, nano  # noqa: E402
+# BigDL-Nano's Python API (torch_nano.py). Imported last: it uses the backend registered above.
+from .torch_nano import RankFailedError, TorchNano, nano  # noqa: E402

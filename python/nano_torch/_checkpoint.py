@@ -12,7 +12,7 @@ DIR/.nano-key (32 random bytes, made once, 0600, this user's own). A checkpoint 
 seal and every file's size and hash hold; only one that verifies is ever unpickled (with
 torch.load's weights_only where the installed torch loads these files that way), counts toward
 `keep`, or is deleted by pruning; one that does not is named in one line and left in place. The
-folder has one live owner (the C++ API's claim, runtime/folder_claim.h): rank 0 checks it before
+folder has one live owner (the C++ API's claim, runtime/folder_claim/folder_claim.h): rank 0 checks it before
 every checkpoint and every prune, and a job that lost it ends naming the folder."""
 import hashlib
 import hmac

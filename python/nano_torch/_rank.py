@@ -32,7 +32,7 @@ def run_payload(payload, world):
         target = payload["target"]
         target._nano_world = world
         return payload["train"](target, *payload["args"], **payload["kwargs"])
-    from .lite import call_decorated
+    from .torch_nano import call_decorated
     return call_decorated(payload["function"], payload["args"], payload["kwargs"], world)
 
 

@@ -1,5 +1,5 @@
 """The steps and phases of `timeline=` (nano-run --timeline) that only Python sees; the recorder
-is nano's own (runtime/timeline.h), and nothing here runs when the timeline is off.
+is nano's own (runtime/timeline/recorder.h), and nothing here runs when the timeline is off.
 
 - The Python API's ranks (setup()): a set-up loader's next batch is the data phase; the model's
   first training forward of a step starts its compute. The nano backend notes each collective

@@ -14,7 +14,7 @@
 
 #include "runtime/collectives/collective_signature.h"
 #include "runtime/collectives/shm_collectives.h"
-#include "runtime/timeline.h"
+#include "runtime/timeline/recorder.h"
 
 namespace nano {
 

@@ -4,7 +4,7 @@
 
 #include <nano/error.h>
 #include "core/rank_contract.h"
-#include "runtime/collectives/net_address.h"
+#include "runtime/rendezvous/net_address.h"
 
 namespace nano {
 

@@ -11,8 +11,8 @@
 
 #include <nano/error.h>
 #include "runtime/collectives/collective_signature.h"
-#include "runtime/collectives/rendezvous.h"
 #include "runtime/collectives/shm_collectives.h"
+#include "runtime/rendezvous/rendezvous.h"
 
 namespace nano {
 

@@ -2,8 +2,11 @@
 
 #include <ATen/ATen.h>
 
+#include <memory>
 #include <utility>
 #include <vector>
+
+#include "runtime/collectives/serial_executor.h"
 
 namespace nano {
 
@@ -58,6 +61,21 @@ void ring_sum_16bit(C10dGroup& group, at::Tensor& tensor, const WaitForWork& wai
     const auto [recv_at, recv_length] = segment(me - step);
     hop(flat.narrow(0, send_at, send_length), flat.narrow(0, recv_at, recv_length), n + step);
   }
+}
+
+std::function<void()> start_gloo_sum(C10dGroup& group, at::Tensor tensor, bool ring, SerialExecutor* ring_thread,
+                                     WaitForWork wait) {
+  if (!ring) {
+    std::vector<at::Tensor> tensors{tensor};
+    return [wait = std::move(wait), work = group.allreduce(tensors)] { wait(work, "all_reduce"); };
+  }
+  auto sum = [&group, tensor, wait = std::move(wait)]() mutable { ring_sum_16bit(group, tensor, wait); };
+  if (ring_thread == nullptr) {
+    sum();
+    return [] {};
+  }
+  std::shared_ptr<Completion> done = ring_thread->submit(std::move(sum));
+  return [done] { done->wait(); };
 }
 
 }  // namespace nano

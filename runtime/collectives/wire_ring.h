@@ -16,6 +16,8 @@
 
 namespace nano {
 
+class SerialExecutor;
+
 /// What a c10d group of one device is: torch 2.x's c10d::Backend (ProcessGroupGloo's base, and
 /// what a registered backend's creator returns); torch 1.13's c10d::ProcessGroup. The collective
 /// methods have the same signatures in both.
@@ -36,5 +38,13 @@ using WaitForWork = std::function<void(const c10::intrusive_ptr<c10d::Work>& wor
 /// finished segments. Each rank sends 2(n-1)/n of the tensor's bytes. Every rank of `group`
 /// must call it with the same element count, one call at a time.
 void ring_sum_16bit(C10dGroup& group, at::Tensor& tensor, const WaitForWork& wait);
+
+/// Starts `tensor` (contiguous CPU) summed in place over `group` and returns what waits for the
+/// sum, each of Gloo's steps waited through `wait`. With `ring` (a 16-bit float the caller wants
+/// carried as 16 bits) the sum is ring_sum_16bit, run on `ring_thread` when one is given (so that
+/// the caller's next step overlaps it), else before this returns; otherwise Gloo's own
+/// all-reduce. What the C++ Gloo communicator and the nano torch backend both send between hosts.
+std::function<void()> start_gloo_sum(C10dGroup& group, at::Tensor tensor, bool ring, SerialExecutor* ring_thread,
+                                     WaitForWork wait);
 
 }  // namespace nano

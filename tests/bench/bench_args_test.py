@@ -12,8 +12,8 @@ import sys
 
 SOURCE, BUILD = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
 PY = sys.executable  # the Python with torch that runs this test (NANO_TORCH_PYTHON)
-BENCH = os.path.join(BUILD, "runtime", "nano_bench_allreduce")
-TORCH_ALLREDUCE = os.path.join(SOURCE, "scripts", "bench", "torch_allreduce.py")
+BENCH = os.path.join(BUILD, "bench", "nano_bench_allreduce")
+TORCH_ALLREDUCE = os.path.join(SOURCE, "bench", "python", "torch_allreduce.py")
 SUITE = os.path.join(SOURCE, "tests", "python", "torch_suite", "suite.py")
 
 # (command, the value its error line must name)

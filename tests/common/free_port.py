@@ -5,7 +5,7 @@ Shell:  port=$(python3 tests/common/free_port.py)
 Python: sys.path.insert(0, "<repo>/tests/common"); from free_port import free_port
 
 The port is free when this returns; whoever binds it next gets it, so bind it soon.
-(C++ tests have their own, tests/runtime/launch.cc; nano-run's is launcher/port.cc.)
+(C++ tests have their own, tests/runtime/launch.cc; nano-run's is launcher/prepare/port.cc.)
 """
 import socket
 

@@ -25,7 +25,7 @@ if [ -z "$cxx" ]; then
     fi
   done
 fi
-# The C compiler beside it (launcher/source_filter.c): clang++-14 -> clang-14.
+# The C compiler beside it (launcher/source_filter/source_filter.c): clang++-14 -> clang-14.
 cc=$(dirname "${cxx:-/x}")/$(basename "${cxx:-clang++}" | sed 's/clang++/clang/')
 
 # libFuzzer's runtime comes apart from clang on Debian (libclang-rt-N-dev): try a fuzzer's link.

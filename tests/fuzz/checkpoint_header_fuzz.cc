@@ -1,4 +1,4 @@
-// A checkpoint file's header and size checks (runtime/checkpoint_format.h) on any bytes: the pure
+// A checkpoint file's header and size checks (runtime/training/checkpoint_format.h) on any bytes: the pure
 // parser, and the file readers that decide whether a file verifies and what may be read of it
 // (verify_checkpoint, CheckpointReader), over a file holding the input. What parses is checked as
 // pruning and restore use it: the payload starts inside the header's bound, a header written by
@@ -12,7 +12,7 @@
 #include <cstring>
 
 #include <nano/error.h>
-#include "runtime/checkpoint_format.h"
+#include "runtime/training/checkpoint_format.h"
 #include "tests/fuzz/fuzz_target.h"
 
 using namespace nano;

@@ -1,4 +1,4 @@
-// The rank shim's link (launcher/frames.h) as nano-run reads it, on any bytes: the frame decoder
+// The rank shim's link (launcher/process/frames.h) as nano-run reads it, on any bytes: the frame decoder
 // and every payload parser, then nano-run's state for the links (ShimChannels) twice: a stranger's
 // connection, which must never link a rank, and a shim's after a right hello, whose frames
 // (output, exit, started, timeline, error file) come from the input.
@@ -11,17 +11,17 @@
 
 #include <nano/error.h>
 #include "core/parse.h"
-#include "launcher/frames.h"
-#include "launcher/output.h"
-#include "launcher/port.h"
-#include "launcher/shim_channels.h"
-#include "launcher/supervision_io.h"
-#include "launcher/timeline_shipping.h"
+#include "launcher/prepare/port.h"
+#include "launcher/process/frames.h"
+#include "launcher/process/output.h"
+#include "launcher/supervise/shim_channels.h"
+#include "launcher/supervise/supervision_io.h"
+#include "launcher/timeline/timeline_shipping.h"
 #include "tests/fuzz/fuzz_target.h"
 
 namespace nano {
 
-// launcher/port.h's, which ShimChannels names its hosts with. Defined here rather than linking
+// launcher/prepare/port.h's, which ShimChannels names its hosts with. Defined here rather than linking
 // port.cc, whose sockets and listen guard would bring half the launcher into the fuzzer.
 std::string host_name() { return "hostA"; }
 

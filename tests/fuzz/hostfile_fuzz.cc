@@ -1,4 +1,4 @@
-// The machines of a multi-host run (launcher/hosts.h) from any text: `--hosts` lists and Open MPI
+// The machines of a multi-host run (launcher/prepare/hosts.h) from any text: `--hosts` lists and Open MPI
 // hostfiles. What parses is checked as the launch uses it: hosts named once each with at least
 // one slot, a list that nano-run hands to mpirun (format_hosts) and that parses back the same,
 // and the rank groups over it.
@@ -7,7 +7,7 @@
 #include <set>
 
 #include <nano/error.h>
-#include "launcher/hosts.h"
+#include "launcher/prepare/hosts.h"
 #include "tests/fuzz/fuzz_target.h"
 
 using namespace nano;

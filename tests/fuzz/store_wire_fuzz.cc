@@ -1,4 +1,4 @@
-// The job store's wire and state (runtime/collectives/store_wire.h) on any bytes: the message
+// The job store's wire and state (runtime/rendezvous/store_wire.h) on any bytes: the message
 // reader as the server meets a connection (a small bound before the answer, then the members'),
 // and the store answering what it reads, request after request, from three clients.
 //
@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include <nano/error.h>
-#include "runtime/collectives/store_wire.h"
+#include "runtime/rendezvous/store_wire.h"
 #include "tests/fuzz/fuzz_target.h"
 
 using namespace nano;

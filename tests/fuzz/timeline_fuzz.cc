@@ -1,6 +1,6 @@
-// The timeline's readers (launcher/timeline.h) on any text: the ranks' records files as
+// The timeline's readers (launcher/timeline/timeline_merge.h) on any text: the ranks' records files as
 // finish_timeline merges them (parse, report, its lines, the trace), the report back from its
-// JSON as nano-report reads a trace, and a shipped records file (launcher/timeline_shipping.h).
+// JSON as nano-report reads a trace, and a shipped records file (launcher/timeline/timeline_shipping.h).
 //
 // Input: a byte, then text: records files separated by form feeds ('\f'), rank i's of attempt
 // i % 2 (0 for all when the byte's bit 0 is set); with its bit 1 set, a file nano-report reads
@@ -11,14 +11,14 @@
 #include <string>
 
 #include <nano/error.h>
-#include "launcher/guardian.h"
-#include "launcher/timeline.h"
-#include "launcher/timeline_shipping.h"
+#include "launcher/process/guardian.h"
+#include "launcher/timeline/timeline_merge.h"
+#include "launcher/timeline/timeline_shipping.h"
 #include "tests/fuzz/fuzz_target.h"
 
 namespace nano {
 
-// launcher/guardian.h's, which start_timeline and finish_timeline clear the records folder with.
+// launcher/process/guardian.h's, which start_timeline and finish_timeline clear the records folder with.
 // Defined here rather than linking guardian.cc, which brings the process-group machinery along;
 // the fuzzer calls only the pure stages.
 bool remove_tree(const char*) { return true; }
@@ -79,7 +79,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 }
 
 std::vector<std::string> nano_fuzz_seeds() {
-  // Records as runtime/timeline.cc writes them: two ranks on one host, a restart, an interval.
+  // Records as runtime/timeline/recorder.cc writes them: two ranks on one host, a restart, an interval.
   const std::string rank0 =
       "R 0 hostA 0-3 0 4\n"
       "P data 1700000000000000000 1700000000001000000\n"

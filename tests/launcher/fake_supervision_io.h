@@ -1,5 +1,5 @@
 #pragma once
-// A fake system for the supervision loops (launcher/supervision_io.h): processes, pipes, links and
+// A fake system for the supervision loops (launcher/supervise/supervision_io.h): processes, pipes, links and
 // signals are a script on a clock that moves only while a loop waits, so teardowns, deadlines
 // and heartbeats are checked to the millisecond, in milliseconds, without a process. nano-run's
 // loop (supervision_loop_test.cc) and the rank shim's (shim_loop_test.cc) run on it.
@@ -15,8 +15,8 @@
 #include <utility>
 #include <vector>
 
-#include "launcher/frames.h"
-#include "launcher/supervision_io.h"
+#include "launcher/process/frames.h"
+#include "launcher/supervise/supervision_io.h"
 
 namespace nano::test {
 

@@ -44,88 +44,9 @@ export NANO_TESTBED=$state OMPI_MCA_plm_rsh_agent=$here/agent.sh OMPI_MCA_plm_rs
 export PRTE_MCA_plm_ssh_agent=$here/agent.sh PRTE_MCA_plm_ssh_no_tree_spawn=1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
-on_a() { bash "$testbed" run "$state" hostA "$@"; }
-
-# Every process of the job on HOST (the test bed's holder and its Slurm daemons excluded).
-leftovers() {
-  local holder line
-  holder=$(cat "$state/$1.pid")
-  for p in $(bash "$testbed" pids "$state" "$1"); do
-    [ "$p" = "$holder" ] && continue
-    line="$p $(tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null | cut -c1-80)"
-    grep -qE "^$p (munged|slurmctld|slurmd|: slurmscriptd)" <<< "$line" && continue
-    echo "$line"
-  done
-}
-
-# Files of the job on HOST: anything in its private /dev/shm (but the test bed's Slurm daemons'),
-# and Open MPI's session folders and nano's job folders in /tmp (shared by the test bed's hosts)
-# made since this case began.
-files_left() {
-  bash "$testbed" run "$state" "$1" sh -c 'ls -A /dev/shm | grep -v "^slurmd" | sed "s|^|/dev/shm/|"'
-  find /tmp -maxdepth 1 -newer "$state/hosts" \( -name 'ompi.*' -o -name 'nano-[0-9]*-[0-9a-f]*' \) 2>/dev/null
-}
-
-# check_nothing_left [LOST_HOST]: no process on any host, no file on any host but LOST_HOST,
-# whose every process was killed: nothing of it is left to clean its private /dev/shm, which a
-# real lost host loses with its memory. What it holds is printed.
-check_nothing_left() {
-  local h left
-  for h in $(cat "$state/hosts"); do
-    for _ in $(seq 1 50); do  # processes that were killed may take a moment to be reaped
-      left=$(leftovers "$h")
-      [ -z "$left" ] && break
-      sleep 0.1
-    done
-    [ -z "$left" ] || fail "left on $h after nano-run ended: $left"
-    if [ "$h" = "${1:-}" ]; then
-      echo "on the lost $h (its processes all killed): $(files_left "$h" | grep -c /dev/shm/) entries in its /dev/shm"
-      continue
-    fi
-    for _ in $(seq 1 50); do  # a cut-off host's shim cleans up once it has ended its rank
-      left=$(files_left "$h" | sort -u | tr '\n' ' ')
-      [ -z "$left" ] && break
-      sleep 0.1
-    done
-    [ -z "$left" ] || fail "files left on $h after nano-run ended: $left"
-  done
-}
-
-# Runs nano-run on hostA with ARGS (bounded); output in $out, exit code in $rc.
-run_a() {
-  timeout 120 bash "$testbed" run "$state" hostA "$@" > "$out" 2>&1
-  rc=$?
-}
-
-# A long training on hostA and hostB in the background ($job), with nano-run OPTIONS; returns
-# once it trains. end_training waits for it: $rc, and $took seconds since it trained.
-start_training() {
-  timeout 120 bash "$testbed" run "$state" hostA "$nano_run" ${layout:--n 2 --hosts hostA:1,hostB:1} "$@" \
-    "$fault_rank" --steps 100000 > "$out" 2>&1 &
-  job=$!
-  for _ in $(seq 1 200); do grep -q "mpi communicator" "$out" && break; sleep 0.05; done
-  sleep 1
-  started=$(date +%s.%N)
-}
-end_training() {
-  wait $job
-  rc=$?
-  took=$(echo "$(date +%s.%N) - $started" | bc)
-}
-
-# signal_launcher SIGNAL EXIT GRACE: a training on hostA and hostB whose nano-run gets SIGNAL;
-# it must exit with EXIT and leave nothing on any host.
-signal_launcher() {
-  start_training --grace-period "$3"
-  kill -"$1" "$(pgrep -P "$job")"  # timeout's child: nano-run (bash and nsenter exec into it)
-  end_training
-  [ $rc -eq "$2" ] || fail "exit $rc, expected $2 after SIG$1: $(tail -5 "$out")"
-  check_nothing_left
-}
-
-expect_line() {
-  grep -qE "$1" "$out" || fail "no line matching '$1' in: $(tail -5 "$out")"
-}
+# The cases' runs and checks (on_a, run_a, check_nothing_left, expect_line, ...).
+# shellcheck source=tests/multihost/helpers.sh
+source "$here/helpers.sh"
 
 case "$case_name" in
 env2 | env3)
@@ -174,7 +95,7 @@ env2 | env3)
     # A stock PyTorch program: rank 1, on hostB, raises in a @record function on the first
     # attempt; hostB's shim reads its error file there and nano-run names the exception. The
     # second attempt sees the restart (Gloo across the hosts' eth0).
-    script=$(cd "$here/../launcher" && pwd)/torchrun_env.py
+    script=$(cd "$here/../cli" && pwd)/torchrun_env.py
     run_a env GLOO_SOCKET_IFNAME=eth0 "$nano_run" -n 2 --hosts $hosts --max-restarts 1 --restart-delay 0.2 \
       --grace-period 1 /usr/bin/python3 "$script" --fail-first-attempt
     [ $rc -eq 0 ] || fail "torchrun_env.py: exit $rc: $(tail -3 "$out")"
@@ -214,14 +135,14 @@ train)
     # (nano_bench_allreduce checks them), float32 and bfloat16, in 64 KB areas (many rounds).
     for dtype in float32 bfloat16; do
       run_a env NANO_BACKEND=$backend NANO_SHM_BYTES=65536 "$nano_run" -n 4 --hosts hostA:2,hostB:2 \
-        "$build/runtime/nano_bench_allreduce" 2 3 $dtype
+        "$build/bench/nano_bench_allreduce" 2 3 $dtype
       [ $rc -eq 0 ] || fail "$backend, 2 x 2, $dtype: exit $rc: $(tail -3 "$out")"
       expect_line "nano: $backend communicator: 2 hosts x 2 ranks; all-reduce hierarchical"
     done
     # 2 + 1 ranks: flat, bfloat16 too (Gloo's: a ring that carries bfloat16; MPI's: its own op).
     for dtype in float32 bfloat16; do
       run_a env NANO_BACKEND=$backend "$nano_run" -n 3 --hosts hostA:2,hostB:1 \
-        "$build/runtime/nano_bench_allreduce" 2 3 $dtype
+        "$build/bench/nano_bench_allreduce" 2 3 $dtype
       [ $rc -eq 0 ] || fail "$backend, 2 + 1 ranks, $dtype: exit $rc: $(tail -3 "$out")"
       case $backend in
       gloo) expect_line "all-reduce flat across hosts .*: the hosts hold 2, 1 ranks" ;;
@@ -562,7 +483,7 @@ slurm)
 rank_killed)
   # Killed inside a step: rank 0 sees the broken MPI connection and exits (14) at about the time
   # hostB's shim reports the SIGKILL, sometimes first (once in CI, under load); a SIGKILL nano-run
-  # did not send still takes the root cause within the settle window (launcher/timeouts.h).
+  # did not send still takes the root cause within the settle window (launcher/process/timeouts.h).
   run_a "$nano_run" -n 2 --hosts hostA:1,hostB:1 --grace-period 1 "$fault_rank" --steps 400 --fault kill@step:3@1
   [ $rc -eq 137 ] || fail "exit $rc, expected 137"
   expect_line "^nano-run: root cause: rank 1 on hostB was killed by SIGKILL; nano-run exits with 137$"

@@ -1,6 +1,6 @@
 #include "tests/runtime/launch.h"
 
-#include "launcher/port.h"
+#include "launcher/prepare/port.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -112,7 +112,7 @@ std::vector<RankResult> wait_all(std::vector<Child>& children, int timeout_s) {
 
 std::vector<RankResult> run_ranks(const std::vector<std::string>& argv, int world, const std::vector<int>& ranks,
                                   const Environment& extra, int port, int timeout_s) {
-  if (port == 0) port = nano::pick_free_port();  // nano-run's own pick (launcher/port.h)
+  if (port == 0) port = nano::pick_free_port();  // nano-run's own pick (launcher/prepare/port.h)
   std::vector<Child> children;
   for (int r : ranks) {
     Environment env = extra;

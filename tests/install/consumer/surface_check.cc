@@ -6,12 +6,13 @@
 #if __has_include(<mpi.h>)
 #error "a nano consumer should not see MPI's headers"
 #endif
-#if __has_include(<launcher/launcher.h>) || __has_include(<nano/launcher/launcher.h>)
+#if __has_include(<launcher/launch/launcher.h>) || __has_include(<nano/launcher/launch/launcher.h>)
 #error "a nano consumer should not see the launcher's headers"
 #endif
 #if __has_include(<core/planner.h>) || __has_include(<nano/core/planner.h>)
 #error "a nano consumer should not see env-init's headers"
 #endif
-#if __has_include(<runtime/collectives/mpi_communicator.h>) || __has_include(<nano/runtime/collectives/mpi_communicator.h>)
+#if __has_include( \
+    <runtime/communicators/mpi_communicator.h>) || __has_include(<nano/runtime/communicators/mpi_communicator.h>)
 #error "a nano consumer should not see the runtime's private headers"
 #endif

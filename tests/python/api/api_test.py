@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Process-level tests of the Python API (nano_torch.TorchNano and @nano, python/
-nano_torch/lite.py) on Debian's python3-torch. Every case runs real callers that launch real
+nano_torch/torch_nano.py) on Debian's python3-torch. Every case runs real callers that launch real
 ranks through nano's launcher, bounded by a timeout, and checks that nothing is left in /dev/shm
 (the callers' jobs) or in the callers' TMPDIR. Prints "PASS: CASE" or "FAIL: CASE: why".
 

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader
 from torch.utils.data.distributed import DistributedSampler
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "scripts", "bench"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "bench", "python"))
 import pytorch_ddp  # noqa: E402
 
 p = argparse.ArgumentParser()
@@ -36,7 +36,7 @@ if a.backend == "nano" or a.init_method.startswith("nano://"):
     import nano_torch  # noqa: F401  registers "nano" and "nano://"
 dist.init_process_group(a.backend, init_method=a.init_method, timeout=datetime.timedelta(seconds=60))
 rank, world = dist.get_rank(), dist.get_world_size()
-# The model and data of scripts/bench/pytorch_ddp.py (the LeNet-style CNN of examples/): the
+# The model and data of bench/python/pytorch_ddp.py (the LeNet-style CNN of examples/): the
 # first 2048 training images.
 data = pytorch_ddp.fashion_mnist_train(a.data_dir, limit=2048)
 torch.manual_seed(rank)  # replicas start different: DDP's broadcast makes them equal

@@ -32,7 +32,7 @@ Usage: torch_backend_test.py BUILD_DIR CASE
                                            on gloo
   torchrun                                 under plain torchrun (exit 77, skipped, where this torch's
                                            own torchrun cannot start a gloo program: Debian 12's)
-  standalone_sources                       scripts/bench/build_nano_torch.py (the build for a pip
+  standalone_sources                       bench/python/build_nano_torch.py (the build for a pip
                                            torch, which ships no Gloo headers) lists every source the
                                            module needs, and none of them reaches a Gloo header
 """
@@ -203,15 +203,18 @@ def torchrun(tmp):
 def standalone_sources():
     """The cheap half of building nano_torch against a pip wheel of torch (the real build takes a
     minute of CPU; scripts/bench.sh scaling does it): the source list of build_nano_torch.py
-    against the files' own includes and the nano_collectives library of runtime/CMakeLists.txt."""
+    against the files' own includes and the libraries of runtime/{timeline,rendezvous,collectives}/."""
     root = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
-    sys.path.insert(0, os.path.join(root, "scripts", "bench"))
+    sys.path.insert(0, os.path.join(root, "bench", "python"))
     import build_nano_torch
     sources = set(build_nano_torch.SOURCES)
-    with open(os.path.join(root, "runtime", "CMakeLists.txt")) as f:
-        listed = re.search(r"add_library\(nano_collectives STATIC(.*?)\)", f.read(), re.S).group(1).split()
-    missing = {f"runtime/{name}" for name in listed} - {"runtime/collectives/gloo_device.cc"} - sources
-    check(not missing, f"nano_collectives' sources missing from build_nano_torch.py: {sorted(missing)}")
+    listed = set()
+    for folder in ("runtime/timeline", "runtime/rendezvous", "runtime/collectives"):
+        with open(os.path.join(root, folder, "CMakeLists.txt")) as f:
+            library = re.search(r"nano_runtime_library\(\S+ \S+(.*?)\)", f.read(), re.S).group(1).split()
+        listed |= {f"{folder}/{name}" for name in library}
+    missing = listed - {"runtime/collectives/gloo_device.cc"} - sources
+    check(not missing, f"the collectives' sources missing from build_nano_torch.py: {sorted(missing)}")
     seen, todo = set(), sorted(sources)
     while todo:  # every local file reached through "..." includes, from the listed sources
         path = todo.pop()
