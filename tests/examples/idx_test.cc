@@ -5,10 +5,10 @@
 #include <functional>
 
 #include <nano/error.h>
-#include "tests/examples/error_of.h"
+#include "tests/common/error_of.h"
 
 using namespace nano::examples;
-using nano::examples::test::error_of;
+using nano::test::error_of;
 
 namespace {
 

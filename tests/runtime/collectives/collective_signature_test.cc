@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "runtime/collectives/shm_collectives.h"
+#include "tests/common/error_of.h"
 #include "tests/runtime/shm_threads.h"
 
 using nano::CollectiveKind;
@@ -192,15 +193,7 @@ std::vector<std::string> two_ranks(const std::function<std::string(int, nano::Sh
   return shm_ranks_as_threads<std::string>(2, 1 << 16, std::chrono::seconds(5), body);
 }
 
-template <class F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
+using nano::test::error_of;
 
 }  // namespace
 

@@ -27,6 +27,7 @@
 #include <nano/communicator.h>
 #include <nano/error.h>
 #include "runtime/folder_claim/folder_claim.h"
+#include "tests/common/error_of.h"
 #include "tests/common/stderr_capture.h"
 
 #include <doctest/doctest.h>
@@ -84,14 +85,7 @@ bool wait_bounded(pid_t pid, int seconds) {
   return false;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
+using nano::test::error_of;
 
 // The claim generations left in `dir`.
 std::vector<uint64_t> claim_generations_in(const std::string& dir) {

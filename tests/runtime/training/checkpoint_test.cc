@@ -27,6 +27,7 @@
 #include <nano/error.h>
 #include "runtime/folder_claim/folder_claim.h"
 #include "runtime/training/checkpoint_format.h"
+#include "tests/common/error_of.h"
 #include "tests/common/stderr_capture.h"
 
 #include <doctest/doctest.h>
@@ -40,14 +41,7 @@ std::string temp_dir() {
 
 std::shared_ptr<nano::Communicator> self() { return std::make_shared<nano::SelfCommunicator>(); }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
+using nano::test::error_of;
 
 // A small training state that changes every step.
 struct State {
