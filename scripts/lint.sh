@@ -37,7 +37,7 @@ if [ ! -f "$build/compile_commands.json" ]; then
   exit 2
 fi
 pattern='^(cli|core|launcher)/.*\.cc$'
-if [ "$all" = 1 ]; then pattern='^(cli|core|launcher|runtime|python|examples)/.*\.cc$'; fi
+if [ "$all" = 1 ]; then pattern='^(cli|core|launcher|runtime|python|examples|bench)/.*\.cc$'; fi
 mapfile -t tidy_sources < <(git ls-files '*.cc' | grep -E "$pattern")
 echo "lint.sh: clang-tidy over ${#tidy_sources[@]} files"
 out=$(mktemp)

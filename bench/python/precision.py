@@ -1,4 +1,4 @@
-"""The body of scripts/bench.sh precision (see precision.sh for what it measures).
+"""The body of scripts/bench.sh precision (see bench/scripts/precision.sh for what it measures).
   precision.py measure BUILD OUT.json accuracy|no-accuracy   one platform's measurements
   precision.py report OUT RUNS                                the side-by-side table"""
 import json

@@ -1,4 +1,4 @@
-"""The body of scripts/bench.sh tune (see tune.sh for what it measures)."""
+"""The body of scripts/bench.sh tune (see bench/scripts/tune.sh for what it measures)."""
 import json
 import os
 import re

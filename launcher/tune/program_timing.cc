@@ -55,8 +55,8 @@ ProgramTiming program_timing(const std::vector<std::string>& argv) {
   } catch (const UsageError&) {
     return ProgramTiming::kNone;
   }
-  // The runtime linked in (the step report's variable, which its runtime holds) or linked as a shared library.
-  if (file_contains(path, {contract::kTuneReport, "libnano_runtime"})) return ProgramTiming::kRuntime;
+  // The runtime linked in (the step report's variable, which its runtime holds; nano's libraries are static).
+  if (file_contains(path, {contract::kTuneReport})) return ProgramTiming::kRuntime;
   const std::string name = std::filesystem::path(argv.front()).filename().string();
   if (name.rfind("python", 0) != 0) return ProgramTiming::kNone;
   // python [options] (-c CODE | SCRIPT) [ARGS]: the code or the script's text.
