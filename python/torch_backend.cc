@@ -26,7 +26,6 @@
 #include "runtime/rendezvous/job_store.h"
 #include "runtime/rendezvous/rendezvous.h"
 #include "runtime/timeline/recorder.h"
-#include "runtime/timeline/step_report.h"
 
 namespace nano {
 
