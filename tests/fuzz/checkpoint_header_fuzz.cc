@@ -9,7 +9,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include <nano/error.h>
 #include "runtime/training/checkpoint_format.h"
@@ -19,14 +21,29 @@ using namespace nano;
 
 namespace {
 
-// The file the readers look at: one per fuzzing process, in /dev/shm (no disk), rewritten per input.
+// The file the readers look at: one per fuzzing process, rewritten per input, in a folder of its
+// own in /dev/shm (no disk). mkdtemp makes the folder 0700 under an unpredictable name, so no
+// other user can plant or swap the file; both are removed when the process exits.
+std::string folder, path;  // set once, by file()
+
+void remove_file() {
+  unlink(path.c_str());
+  rmdir(folder.c_str());
+}
+
 const std::string& file() {
-  static const std::string path = "/dev/shm/nano-fuzz-checkpoint-" + std::to_string(getpid());
+  if (path.empty()) {
+    char made[] = "/dev/shm/nano-fuzz-checkpoint-XXXXXX";
+    NANO_FUZZ_CHECK(mkdtemp(made) != nullptr);
+    folder = made;
+    path = folder + "/checkpoint";
+    std::atexit(remove_file);
+  }
   return path;
 }
 
 void write_file(const uint8_t* data, size_t size) {
-  const int fd = open(file().c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  const int fd = open(file().c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
   NANO_FUZZ_CHECK(fd >= 0);
   for (size_t done = 0; done < size;) {
     const ssize_t n = write(fd, data + done, size - done);
