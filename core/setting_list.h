@@ -39,6 +39,12 @@
     "Start the whole world again after a rank fails, at most N times (default 0)")                                    \
   X(kRestartDelay, restart_delay, "--restart-delay", restart_delay_ms, restart_delay, "SECONDS", "docs/failures.md",  \
     "Seconds to wait before a restart (default 1)")                                                                   \
+  X(kMinHosts, min_hosts, "--min-hosts", min_hosts, min_hosts, "INT", "docs/multihost.md",                            \
+    "Go on without a lost host while INT hosts are left (0 = never; needs --max-restarts)")                           \
+  X(kHostLostAfter, host_lost_after, "--host-lost-after", host_lost_after, host_lost_after, "INT",                    \
+    "docs/multihost.md", "With --min-hosts: a host lost in INT attempts in a row leaves the world (default 2)")       \
+  X(kRejoin, rejoin, "--rejoin", rejoin, rejoin, "", "docs/multihost.md",                                             \
+    "With --min-hosts: a host that left and answers again is taken back at the next restart")                         \
   X(kTimeline, timeline, "--timeline", timeline, timeline, "FILE", "docs/timeline.md",                                \
     "Record where every rank's time goes: a trace FILE (Perfetto, chrome://tracing) and a report at the end")
 

@@ -46,6 +46,9 @@ set(NANO_TESTS_MEDIUM
   fuzz.store_wire
   fuzz.timeline
   install.find_package
+  multihost.elastic_rejoin
+  multihost.elastic_shrink
+  multihost.elastic_slow
   multihost.env2
   multihost.interrupt
   multihost.link_cut

@@ -46,6 +46,11 @@ struct TorchNanoOptions {
   /// mpi with hosts: a host not heard from this long counts as lost (a cut link, a dead host),
   /// and ends the attempt (nano-run's --heartbeat-timeout); at least 1000.
   int heartbeat_timeout_ms = 30000;
+  /// mpi with hosts: go on without a lost host while this many hosts are left (nano-run's
+  /// --min-hosts; 0 = never). Needs max_restarts >= 1.
+  int min_hosts = 0;
+  int host_lost_after = 2;  ///< with min_hosts: attempts in a row a host is lost in before it leaves
+  bool rejoin = false;      ///< with min_hosts: a host that left and answers again is taken back at a restart
   /// Record where every rank's time goes (nano-run's --timeline): a Chrome trace-event file
   /// (Perfetto, chrome://tracing) written when the ranks end, FILE.report.json beside it, and
   /// the report on stderr. "" = none.

@@ -1,6 +1,7 @@
 // The launcher library's entry points, composed from its parts: prepare a world
 // (launcher/prepare/launch_setup.h), start it with the backend's RankStarter (launcher/supervise/rank_starter.h),
-// supervise it (launcher/supervise/supervision_loop.h), and start it again after a failure while restarts are left.
+// supervise it (launcher/supervise/supervision_loop.h), and start it again after a failure while restarts are left,
+// on the hosts that are left when the launch is elastic (launcher/launch/elastic.h).
 #include "launcher/launch/launcher.h"
 
 #include <poll.h>
@@ -8,12 +9,16 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <sstream>
 
 #include <nano/error.h>
+#include "launcher/launch/elastic.h"
+#include "launcher/launch/host_probe.h"
 #include "launcher/mpi/mpi_starter.h"
 #include "launcher/prepare/job_files.h"
 #include "launcher/prepare/launch_setup.h"
+#include "launcher/prepare/port.h"
 #include "launcher/process/guardian.h"
 #include "launcher/process/output.h"
 #include "launcher/process/signals.h"
@@ -109,6 +114,74 @@ int wait_before_restart(std::chrono::milliseconds delay, StdioSink& sink) {
 
 std::string attempt_name(int restarts) { return "attempt-" + std::to_string(restarts); }
 
+WorldChange world_of(const Setup& s, int attempt, const std::string& why) {
+  WorldChange w;
+  w.attempt = attempt;
+  for (const HostSlots& h : s.hosts) w.hosts.push_back(h.host);
+  w.ranks = s.world_size;
+  w.why = why;
+  return w;
+}
+
+// An elastic launch's hosts between attempts: asks them after a failed attempt, judges them
+// (launcher/launch/elastic.h), says what it decided and plans the next world when it changes.
+class ElasticHosts {
+ public:
+  explicit ElasticHosts(const Setup& s)
+      : on_(s.options.min_hosts > 0),
+        policy_{s.options.min_hosts, s.options.host_lost_after, s.options.rejoin},
+        // Hosts nobody named come from a Slurm allocation: Slurm knows which of its nodes are down.
+        way_(s.options.hosts.empty() && s.options.hostfile.empty() ? ProbeWay::kSlurm : ProbeWay::kLaunchAgent),
+        standing_(on_ ? elastic_standing(s.hosts, host_name()) : std::vector<HostStanding>{}) {
+    if (on_) worlds_.push_back(world_of(s, 0, ""));
+  }
+  bool on() const { return on_; }
+  const std::vector<WorldChange>& worlds() const { return worlds_; }
+
+  /// After failed attempt `restarts` of `s`: the next world (nullopt: the same hosts), or
+  /// `result` turned into the launch's end when too few hosts are left (then *ended is true).
+  std::optional<Setup> judge(const Setup& s, int restarts, LaunchResult& result, OutputRouter& router, bool* ended) {
+    *ended = false;
+    const std::vector<std::string> ask = hosts_to_ask(standing_, policy_.rejoin);
+    AttemptVerdict verdict{result.lost_hosts, hosts_not_answering(way_, ask, current_environment())};
+    std::vector<std::string> world;
+    for (const HostSlots& h : s.hosts) world.push_back(h.host);
+    const NextWorld next = judge_hosts(standing_, world, policy_, verdict, {ask.begin(), ask.end()});
+    for (const std::string& line : next.lines) router.note(line);
+    if (!next.enough) {
+      const std::string min_hosts = names_of(s.options.front_end)(Setting::kMinHosts);
+      router.note("nano-run: root cause: " + next.why + ": " + std::to_string(next.hosts.size()) + " host" +
+                  (next.hosts.size() == 1 ? "" : "s") + " left, fewer than " + min_hosts + " " +
+                  std::to_string(policy_.min_hosts) + "; nano-run exits with " + std::to_string(kLostHostExitCode));
+      result.exit_code = kLostHostExitCode;
+      if (result.failure) result.failure->lost = next.why;
+      *ended = true;
+      return std::nullopt;
+    }
+    if (!next.changed) return std::nullopt;
+    Setup planned = prepare_on_hosts(s, next.hosts, restarts + 1);
+    worlds_.push_back(world_of(planned, restarts + 1, next.why));
+    return planned;
+  }
+
+  /// The final report's account of every world, when there was more than one.
+  std::string account() const {
+    if (worlds_.size() < 2) return "";
+    std::string text = "nano-run: worlds:";
+    for (const WorldChange& w : worlds_)
+      text += std::string(w.attempt == 0 ? " " : "; ") + "attempt " + std::to_string(w.attempt + 1) + ": " +
+              describe_world(w) + (w.why.empty() ? "" : " after " + w.why);
+    return text;
+  }
+
+ private:
+  bool on_;
+  ElasticPolicy policy_;
+  ProbeWay way_;
+  std::vector<HostStanding> standing_;
+  std::vector<WorldChange> worlds_;
+};
+
 }  // namespace
 
 LaunchResult launch(const LaunchOptions& options, const std::vector<std::string>& argv) {
@@ -135,12 +208,24 @@ LaunchResult launch(Setup s) {
   // A closed reader of our output must not end the launch (EPIPE is handled where we write).
   ScopedIgnore no_sigpipe(SIGPIPE);
   LaunchResult result;
+  ElasticHosts elastic(s);
+  std::optional<Setup> next;  // an elastic restart's world on other hosts
   for (int restarts = 0;; ++restarts) {
-    if (restarts > 0) renew_for_restart(s, restarts);
+    if (next) {
+      s = std::move(*next);
+      next.reset();
+    } else if (restarts > 0) {
+      renew_for_restart(s, restarts);
+    }
     if (options.max_restarts > 0) router.start_attempt(attempt_name(restarts));
     result = run_world(s, router, sink);
     result.attempts = restarts + 1;
     if (!should_restart(result.exit_code, result.interrupted_by, restarts, options.max_restarts)) break;
+    if (elastic.on()) {
+      bool ended = false;
+      next = elastic.judge(s, restarts, result, router, &ended);
+      if (ended) break;
+    }
     std::ostringstream delay;
     delay << options.restart_delay.count() / 1000.0;
     router.note("nano-run: restart " + std::to_string(restarts + 1) + " of " + std::to_string(options.max_restarts) +
@@ -158,6 +243,10 @@ LaunchResult launch(Setup s) {
   if (options.max_restarts > 0 && result.attempts > 1)
     router.note("nano-run: " + std::to_string(result.attempts) + " attempts; the last ended with " +
                 std::to_string(result.exit_code));
+  if (elastic.on()) {
+    result.worlds = elastic.worlds();
+    if (const std::string account = elastic.account(); !account.empty()) router.note(account);
+  }
   if (!options.timeline.empty())
     for (const std::string& line : finish_timeline(options.timeline)) router.note(line);
   const std::string lost = sink.drain(kOutputDrain);

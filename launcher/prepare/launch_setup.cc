@@ -181,6 +181,17 @@ void check_launch_options(const LaunchOptions& o) {
   at_least_zero(Setting::kMaxRestarts, o.max_restarts, "");
   at_least_zero(Setting::kGracePeriod, o.grace_period.count(), " ms");
   at_least_zero(Setting::kRestartDelay, o.restart_delay.count(), " ms");
+  at_least_zero(Setting::kMinHosts, o.min_hosts, "");
+  if (o.host_lost_after < 1)
+    throw SettingError(Setting::kHostLostAfter, std::to_string(o.host_lost_after),
+                       "{host_lost_after} must be at least 1, got " + std::to_string(o.host_lost_after));
+  if (o.min_hosts > 0 && o.max_restarts < 1)
+    throw SettingError(Setting::kMinHosts, std::to_string(o.min_hosts),
+                       "{min_hosts} " + std::to_string(o.min_hosts) +
+                           " goes on after a lost host by a restart: it needs {max_restarts} 1 or more");
+  if (o.rejoin && o.min_hosts == 0)
+    throw SettingError(Setting::kRejoin, "",
+                       "{rejoin} takes back hosts that left an elastic world: it needs {min_hosts}");
   if (o.heartbeat_timeout < std::chrono::seconds(1))
     throw SettingError(
         Setting::kHeartbeatTimeout, std::to_string(o.heartbeat_timeout.count()),
@@ -244,6 +255,23 @@ std::vector<HostSlots> resolve_hosts(const LaunchOptions& o, const SlurmContext&
                     format_hosts(hosts));
   }
   return in_open_mpi_order(hosts, host_name());
+}
+
+void check_elastic_hosts(const LaunchOptions& o, const std::vector<HostSlots>& hosts) {
+  if (o.min_hosts == 0) return;
+  const std::string min = std::to_string(o.min_hosts);
+  if (hosts.empty())
+    throw SettingError(Setting::kMinHosts, min,
+                       "{min_hosts} " + min + " needs several hosts ({hosts}, {hostfile} or a Slurm allocation)");
+  if (o.min_hosts > static_cast<int>(hosts.size()))
+    throw SettingError(Setting::kMinHosts, min,
+                       "{min_hosts} " + min + " is more than the " + std::to_string(hosts.size()) + " hosts");
+  const int slots = total_slots(hosts);
+  if (o.plan.num_processes > 0 && o.plan.num_processes != slots)
+    throw SettingError(Setting::kNumProcesses, std::to_string(o.plan.num_processes),
+                       "{num_processes} " + std::to_string(o.plan.num_processes) +
+                           " with {min_hosts}: an elastic world " + "takes every slot of the hosts it runs on, " +
+                           std::to_string(slots) + " here");
 }
 
 Plan plan_host_ranks(const Topology& topology, PlanOptions plan, int ranks) {
@@ -422,6 +450,7 @@ Setup prepare(const LaunchOptions& o, const std::vector<std::string>& argv, Purp
   const SlurmContext slurm = slurm_context_of(o, current);
   s.backend = choose_backend(o, slurm, on_path(o.mpirun, path));
   s.hosts = resolve_hosts(o, slurm, s.notes);
+  check_elastic_hosts(o, s.hosts);
 
   s.argv = argv;
   s.argv[0] = resolve_program(argv[0], path);
@@ -491,6 +520,18 @@ void renew_for_restart(Setup& s, int restarts) {
   const bool slurm_node_part = s.group_index >= 0;  // its nodes restart alike, with the secret they share
   stamp_attempt(
       s, {make_job_id(), s.run_id, restarts, s.options.max_restarts, slurm_node_part ? s.secret : make_job_secret()});
+}
+
+Setup prepare_on_hosts(const Setup& s, const std::vector<HostSlots>& hosts, int restarts) {
+  LaunchOptions o = s.options;
+  o.hosts = format_hosts(hosts);
+  o.hostfile.clear();  // the hosts left, named (a hostfile's or an allocation's as much)
+  o.plan.num_processes = total_slots(hosts);
+  Setup next = prepare(o, s.argv, Purpose::kLaunch);
+  next.notes.clear();  // told at the first attempt
+  next.warning.clear();
+  stamp_attempt(next, {next.job_id, s.run_id, restarts, o.max_restarts, next.secret});
+  return next;
 }
 
 }  // namespace nano

@@ -100,7 +100,8 @@ struct Setup {
 
 /// Pure: the checks of `o` that need nothing but `o` (the plan's are make_plan's). Throws
 /// SettingError: num_processes, max_restarts, grace_period or restart_delay below 0, a heartbeat_timeout
-/// under 1 s, hosts with hostfile, topology with synthetic.
+/// under 1 s, hosts with hostfile, topology with synthetic, min_hosts below 0 or without max_restarts,
+/// host_lost_after below 1, rejoin without min_hosts.
 void check_launch_options(const LaunchOptions& o);
 
 /// Where the hosts come from when none are named: inside a Slurm allocation of several nodes
@@ -124,6 +125,10 @@ LaunchBackend choose_backend(const LaunchOptions& o, const SlurmContext& slurm, 
 /// o.hosts, o.hostfile (read here) or the allocation; empty for one machine.
 std::vector<HostSlots> resolve_hosts(const LaunchOptions& o, const SlurmContext& slurm,
                                      std::vector<std::string>& notes);
+
+/// Pure: the checks of an elastic launch (o.min_hosts > 0) against its `hosts`: several hosts, at
+/// least min_hosts of them, and num_processes unset or all their slots. Throws SettingError.
+void check_elastic_hosts(const LaunchOptions& o, const std::vector<HostSlots>& hosts);
 
 /// Pure: the CPUs of `ranks` ranks of one host (`plan` with num_processes = ranks). The same
 /// stage for nano-run's plan of every host and for a rank shim's plan of its own.
@@ -202,6 +207,12 @@ Setup prepare(const LaunchOptions& o, const std::vector<std::string>& argv, Purp
 /// the first was picked (the old one may linger in TIME_WAIT; a given or Slurm-derived port
 /// stays), and the restart count; the run id stays.
 void renew_for_restart(Setup& s, int restarts);
+
+/// An elastic restart's world on `hosts` (some of s's hosts, or all of them again): everything
+/// planned again for them as prepare() would (ranks, cores, rendezvous, listen guard), a fresh
+/// job, restart count `restarts`; the run id and the options but the hosts stay. Throws
+/// UsageError as prepare() does.
+Setup prepare_on_hosts(const Setup& s, const std::vector<HostSlots>& hosts, int restarts);
 
 /// The attempt `s` starts, as its ranks see it (launcher/prepare/torchrun_env.h).
 AttemptIdentity attempt_of(const Setup& s);

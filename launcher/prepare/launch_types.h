@@ -50,6 +50,19 @@ struct LaunchOptions {
   /// to log_dir/attempt-N/ and summary.log tells every attempt.
   int max_restarts = 0;
   std::chrono::milliseconds restart_delay{1000};  ///< wait between a failed attempt and the next
+  /// Elastic across hosts (docs/multihost.md, "Elastic runs"): 0 = off, every restart runs on the
+  /// same hosts. N > 0: a host judged lost (host_lost_after) is left out of the next attempts,
+  /// which are planned again on the hosts left, as long as N of them are; with fewer the launch
+  /// ends with kLostHostExitCode, naming the lost hosts. Needs hosts (or a hostfile, or a Slurm
+  /// allocation) and max_restarts >= 1; num_processes, when given, must be all their slots.
+  int min_hosts = 0;
+  /// A host lost in this many attempts in a row leaves the world: lost = its link closed or fell
+  /// silent as the attempt's root cause, or its shims did not start, or it did not answer the
+  /// launch agent right after the attempt. At least 1.
+  int host_lost_after = 2;
+  /// With min_hosts: a host that left the world and answers the launch agent again is taken back
+  /// at the next restart (the world grows again); without, a host that left stays out.
+  bool rejoin = false;
   /// Every rank records its steps' phases and its collectives (runtime/timeline/recorder.h); when the
   /// launch ends, however it ends, they are merged into this Chrome trace-event file, with
   /// FILE.report.json beside it, and the report is told (docs/timeline.md). "" = none.
@@ -72,6 +85,20 @@ struct LaunchOptions {
 /// silent): 255, as ssh's for a lost connection.
 inline constexpr int kLostHostExitCode = 255;
 
+/// A host an attempt lost, and why ("its shim's connection to nano-run closed").
+struct LostHost {
+  std::string host;
+  std::string why;
+};
+
+/// One world of a launch: from attempt `attempt` (0-based) on, these hosts and ranks.
+struct WorldChange {
+  int attempt = 0;
+  std::vector<std::string> hosts;
+  int ranks = 0;
+  std::string why;  ///< "" for the first world; "hostC lost (...)", "hostC answers again"
+};
+
 /// Why a launch failed: the first rank that failed (the root cause).
 struct RankFailure {
   int rank = -1;  ///< -1 when mpirun itself failed before any rank did
@@ -93,6 +120,11 @@ struct LaunchResult {
   int interrupted_by = 0;              ///< the signal the launcher received (SIGINT, SIGTERM, SIGHUP); 0 = none
   int attempts = 1;                    ///< worlds started: 1 + restarts
   bool stopped = false;                ///< LaunchOptions::stop_when ended the world
+  /// The hosts the last attempt lost (its root cause's host, hosts whose shims did not start).
+  std::vector<LostHost> lost_hosts;
+  /// Every world the launch ran, the first included, when LaunchOptions::min_hosts made it
+  /// elastic; empty otherwise.
+  std::vector<WorldChange> worlds;
 };
 
 /// What a launch would do, without starting anything (`nano-run --dry-run`).

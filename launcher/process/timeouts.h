@@ -29,6 +29,13 @@ inline constexpr std::chrono::seconds kShimHelloWithin{10};
 /// supervision loop, so a flood of connections cannot keep the loop from its ranks.
 inline constexpr int kShimAcceptsPerWake = 64;
 
+/// mpi backend: how long after mpirun started every rank's shim must have said hello, at least
+/// (the heartbeat timeout when that is longer); a rank whose shim has not by then counts as lost
+/// with its host ("its shim did not start"). mpirun waits for a daemon that cannot call back
+/// (a host whose link is down) without a bound of its own; ssh and a daemon start in seconds
+/// even on a loaded machine.
+inline constexpr std::chrono::seconds kShimsStartWithin{30};
+
 /// When a shim's link on nano-run's own host closes before its rank's status came, mpirun ended
 /// that shim, mostly because it lost a daemon on another host (Open MPI 5 notices a cut link on
 /// its own): a host silent for heartbeat_timeout / this is then taken as lost too, so the root

@@ -1,5 +1,6 @@
 #include "launcher/supervise/root_cause.h"
 
+#include <algorithm>
 #include <regex>
 
 #include "launcher/process/signals.h"
@@ -59,11 +60,37 @@ std::string describe_leaver(int waiter, const std::vector<std::string>& stderr_t
   return "";
 }
 
+std::vector<LostHost> hosts_lost(const EndFacts& facts) {
+  std::vector<LostHost> lost;
+  if (!facts.root_cause) return lost;
+  const auto add = [&](const std::string& host, const std::string& why) {
+    if (host == facts.this_host) return;  // nano-run's own host is not lost while nano-run runs
+    for (const LostHost& l : lost)
+      if (l.host == host) return;
+    lost.push_back({host, why});
+  };
+  const int root = facts.root_cause->rank;
+  const bool root_lost = root >= 0 && !facts.lost[static_cast<size_t>(root)].empty();
+  if (root_lost) add(facts.hosts[static_cast<size_t>(root)], facts.lost[static_cast<size_t>(root)]);
+  if (root >= 0 && !root_lost) return lost;  // a rank failed on its own: its host is there
+  // No shim started anywhere: mpirun failed as a whole, which names no host (the launch agent's
+  // probe after the attempt tells which hosts do not answer).
+  if (std::find(facts.started.begin(), facts.started.end(), true) == facts.started.end()) return lost;
+  for (size_t r = 0; r < facts.started.size(); ++r) {
+    bool any_started = false;
+    for (size_t other = 0; other < facts.started.size(); ++other)
+      any_started = any_started || (facts.hosts[other] == facts.hosts[r] && facts.started[other]);
+    if (!any_started) add(facts.hosts[r], "its shims did not start");
+  }
+  return lost;
+}
+
 EndReport report_end(const EndFacts& facts) {
   EndReport report;
   // Only the attempt that ends nano-run says what nano-run exits with.
-  const std::string ending =
-      facts.restart_follows ? "; a restart follows" : "; nano-run exits with " + std::to_string(facts.exit_code);
+  const std::string ending = !facts.restart_follows ? "; nano-run exits with " + std::to_string(facts.exit_code)
+                             : facts.elastic        ? "; a restart follows if enough hosts answer"
+                                                    : "; a restart follows";
   if (const auto& rc = facts.root_cause) {
     RankFailure f;
     f.rank = rc->rank >= 0 ? rc->rank + facts.rank_offset : rc->rank;

@@ -50,8 +50,18 @@ struct EndFacts {
   std::vector<std::string> stderr_tail;  ///< the root cause's last stderr lines
   std::string error_file;                ///< the root cause's torchelastic error file (JSON); "" = none
   bool restart_follows = false;          ///< --max-restarts starts the world again after this attempt
+  bool elastic = false;                  ///< --min-hosts: whether it does depends on the hosts left
   std::vector<std::string> ends;         ///< by rank: how it ended (describe_end); "" = not reported
+  std::vector<bool> started;             ///< by rank: its shim said hello (mpi backend); empty = unknown
 };
+
+/// Pure: the hosts an attempt that ended as `facts` tell lost, each once, in rank order, never
+/// `this_host`: the root cause's host when the root cause is a lost rank there, and — when the
+/// root cause is a lost host or mpirun itself, and some shim did start — every host none of whose
+/// shims started ("its shims did not start": mpirun could not start them there). When no shim
+/// started anywhere, mpirun failed as a whole and no host is named.
+/// Ranks lost after the root cause are its consequences, not losses of their hosts.
+std::vector<LostHost> hosts_lost(const EndFacts& facts);
 
 /// The failure to return and the lines nano-run prints at the end.
 struct EndReport {

@@ -57,6 +57,7 @@ LaunchResult SupervisionLoop::run(RankStarter& starter) {
     add_pipe(p.stderr_fd, p.rank < 0 ? kMpirunStream : p.rank, Stream::kErr);
   }
   listen_fd_ = started.listen_fd;
+  started_at_ = io_.now();
   for (auto& w : started.warnings) router_.note("nano-run: warning: " + w);
   loop();
   std::vector<pid_t> groups;
@@ -147,12 +148,19 @@ void SupervisionLoop::lose_silent_hosts(std::chrono::milliseconds silence) {
 }
 
 // Heartbeats out to every linked shim, and the silent ones declared lost (when a backend
-// process runs the ranks behind shims).
+// process runs the ranks behind shims); so are ranks whose shims never said hello in time.
 void SupervisionLoop::heartbeat() {
   if (backend_pid_ <= 0) return;
   const auto now = io_.now();
   if (beat_.beat_due(now)) shims_.send_heartbeats();
   lose_silent_hosts(setup_.options.heartbeat_timeout);
+  const auto start_bound = std::max<std::chrono::milliseconds>(setup_.options.heartbeat_timeout, kShimsStartWithin);
+  if (supervisor_.tearing_down() || now - started_at_ <= start_bound) return;
+  for (int r = 0; r < setup_.world_size; ++r) {
+    if (shims_.heard(r) == Clock::time_point{} && !supervisor_.exited(r))
+      lose_rank(r, "its shim did not start within " +
+                       std::to_string(std::chrono::duration_cast<std::chrono::seconds>(start_bound).count()) + " s");
+  }
 }
 
 // Returns true when the channel reached its end (or must close).
@@ -325,6 +333,8 @@ LaunchResult SupervisionLoop::finish() {
   facts.rank_offset = setup_.rank_offset;
   facts.hosts = shims_.hosts();
   facts.lost = lost_;
+  facts.elastic = setup_.options.min_hosts > 0;
+  for (int r = 0; r < setup_.world_size; ++r) facts.started.push_back(shims_.heard(r) != Clock::time_point{});
   facts.ends = ends_;
   facts.this_host = host_name();
   facts.restart_follows =
@@ -345,6 +355,8 @@ LaunchResult SupervisionLoop::finish() {
   EndReport report = report_end(facts);
   for (const auto& line : report.lines) router_.note(line);
   result.failure = report.failure;
+  // Which hosts this attempt lost: for an elastic launch's judgement (one host: none to lose).
+  if (setup_.backend == LaunchBackend::kMpi && !setup_.hosts.empty()) result.lost_hosts = hosts_lost(facts);
   return result;
 }
 

@@ -86,7 +86,8 @@ class SupervisionLoop : private ShimEvents {
   std::vector<Child> children_;
   std::vector<std::unique_ptr<Channel>> channels_;
   int listen_fd_ = -1;
-  size_t strangers_ = 0;  // connections to the listener closed without a hello that answered
+  Clock::time_point started_at_{};  // when the starter returned: the shims' start bound counts from it
+  size_t strangers_ = 0;            // connections to the listener closed without a hello that answered
   std::optional<Clock::time_point> deadline_;
   std::optional<Clock::time_point> settle_deadline_;  // the root cause may still change until then
 };

@@ -2,7 +2,7 @@
 // fails on purpose in one of many ways, at one phase, on chosen ranks.
 //
 //   fault_rank [--steps N] [--fault WAY@PHASE@RANKS] [--pid-dir DIR] [--grandchild]
-//              [--on-term-save FILE,SECONDS]
+//              [--on-term-save FILE,SECONDS] [--progress FILE]
 // WAY:   throw (caught in main, which returns 1, as user programs do), return (main returns
 //        3), exit (std::exit(4)), zero (main returns 0 at once), segv, abort, kill (SIGKILL
 //        itself), term (SIGTERM itself), stop (SIGSTOP itself), hang (sleeps for ever).
@@ -20,6 +20,8 @@
 // bounds the time from the fault itself, not from a start that a loaded machine may delay.
 // --slow RANK:MS: rank RANK sleeps MS ms in every step, between the forward and the backward (a
 // straggler for the timeline's tests).
+// --progress FILE: rank 0 writes each step it finished to FILE (the elastic tests' and
+// benchmark's measure of work lost).
 // --on-term-save: on SIGTERM, finish the current step (the ranks agree on which), write
 // FILE.R after SECONDS, exit 0.
 #include <signal.h>
@@ -156,7 +158,7 @@ struct Net : torch::nn::Module {
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   int steps = 20;
-  std::string pid_dir, save_file, checkpoint_dir;
+  std::string pid_dir, save_file, checkpoint_dir, progress_file;
   int checkpoint_every = 0;
   bool print_weights = false;
   double save_seconds = 0;
@@ -173,6 +175,8 @@ int main(int argc, char** argv) {
       checkpoint_dir = args[++i];
     else if (args[i] == "--checkpoint-every" && more)
       checkpoint_every = std::stoi(args[++i]);
+    else if (args[i] == "--progress" && more)
+      progress_file = args[++i];
     else if (args[i] == "--print-weights")
       print_weights = true;
     else if (args[i] == "--pid-dir" && more)
@@ -231,6 +235,7 @@ int main(int argc, char** argv) {
       loss.backward();
       opt.step();
       if (ckpt) ckpt->step();
+      if (!progress_file.empty() && rank == 0) std::ofstream(progress_file) << step + 1 << "\n";
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
       // The ranks agree on stopping (a SIGTERM may reach them a step apart), as real programs do.
       auto stop = torch::full({1}, g_term ? 1.0f : 0.0f);

@@ -10,6 +10,9 @@ host=$1
 shift
 # Open MPI 5 (PRRTE) asks for hosts by their lower-cased names.
 pid=$(cat "$(find "$NANO_TESTBED" -maxdepth 1 -iname "$host.pid" | head -1)" 2>/dev/null)
-[ -n "$pid" ] || { echo "agent.sh: no host '$host' in the test bed $NANO_TESTBED" >&2; exit 255; }
+[ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || { echo "agent.sh: connect to host $host: No route to host" >&2; exit 255; }
+# A host whose link is down cannot be reached, as ssh could not reach it.
+[ "$(cat "$(find "$NANO_TESTBED" -maxdepth 1 -iname "$host.link" | head -1)" 2>/dev/null)" != down ] ||
+  { echo "agent.sh: connect to host $host: Connection timed out" >&2; exit 255; }
 exec nsenter -t "$pid" --net --uts --mount --root --wd=/ -- env -i HOME="${HOME:-/root}" USER="$(id -un)" LOGNAME="$(id -un)" \
   SHELL=/bin/sh PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 /bin/sh -c "$*"

@@ -17,7 +17,7 @@ on_a() { bash "$testbed" run "$state" hostA "$@"; }
 # Every process of the job on HOST (the test bed's holder and its Slurm daemons excluded).
 leftovers() {
   local holder line
-  holder=$(cat "$state/$1.pid")
+  holder=$(cat "$state/$1.pid" 2>/dev/null)  # none once the host was killed
   for p in $(bash "$testbed" pids "$state" "$1"); do
     [ "$p" = "$holder" ] && continue
     line="$p $(tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null | cut -c1-80)"
@@ -47,7 +47,7 @@ check_nothing_left() {
     done
     [ -z "$left" ] || fail "left on $h after nano-run ended: $left"
     if [ "$h" = "${1:-}" ]; then
-      echo "on the lost $h (its processes all killed): $(files_left "$h" | grep -c /dev/shm/) entries in its /dev/shm"
+      echo "on the lost $h (its processes all killed): $(files_left "$h" 2>/dev/null | grep -c /dev/shm/) entries in its /dev/shm"
       continue
     fi
     for _ in $(seq 1 50); do  # a cut-off host's shim cleans up once it has ended its rank

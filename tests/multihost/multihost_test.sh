@@ -9,7 +9,8 @@
 # with the mpi backend across hosts), strangers (a third host attacks
 # every port of a running job), busy_port (MASTER_PORT taken where rank 0 listens), slurm (a real Slurm:
 # salloc, sbatch, srun), rank_killed, host_lost,
-# link_cut, launcher_killed (nano-run SIGKILLed), interrupt (Ctrl-C on the launching host). Every
+# link_cut, launcher_killed (nano-run SIGKILLed), interrupt (Ctrl-C on the launching host),
+# elastic_shrink, elastic_rejoin, elastic_too_few, elastic_slow (--min-hosts: elastic_cases.sh). Every
 # case checks that no process and no file of the job is left on any host.
 # Exits 0 on success, 1 with "FAIL: ..." lines, 77 when the test bed cannot be made here.
 set -u
@@ -34,7 +35,7 @@ fail() {
 }
 
 hosts_needed=2
-case "$case_name" in env3 | busy_port | strangers | python_api) hosts_needed=3 ;; esac
+case "$case_name" in env3 | busy_port | strangers | python_api | elastic_shrink | elastic_rejoin | elastic_slow) hosts_needed=3 ;; esac
 bash "$testbed" up "$state" "$hosts_needed"
 rc=$?
 [ $rc -eq 77 ] && exit 77
@@ -47,6 +48,8 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # The cases' runs and checks (on_a, run_a, check_nothing_left, expect_line, ...).
 # shellcheck source=tests/multihost/helpers.sh
 source "$here/helpers.sh"
+# shellcheck source=tests/multihost/elastic_cases.sh
+source "$here/elastic_cases.sh"
 
 case "$case_name" in
 env2 | env3)
@@ -510,6 +513,9 @@ link_cut)
   [ $rc -eq 255 ] || fail "exit $rc, expected 255 (a lost host): $(tail -5 "$out")"
   expect_line "^nano-run: root cause: host hostB lost \(ranks? [0-9, ]+ there; rank [23]: no word from its shim for [0-9]+ s: a cut link or a dead host\); nano-run exits with 255$"
   check_nothing_left
+  ;;
+elastic_*)
+  elastic_case "$case_name"
   ;;
 launcher_killed)
   # nano-run SIGKILLed mid-training: its guardian ends the local part and removes the local

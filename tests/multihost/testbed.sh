@@ -9,7 +9,11 @@
 #   testbed.sh up STATE N      make hosts hostA, hostB, ... (N of them) on 10.251.<r>.0/24
 #   testbed.sh run STATE HOST CMD...   run CMD on HOST with this environment (a logged-in user)
 #   testbed.sh pids STATE HOST print the pids of every process on HOST
-#   testbed.sh link STATE HOST up|down   set HOST's link to the bridge up or down
+#   testbed.sh link STATE HOST up|down   set HOST's link to the bridge up or down (the launch
+#                              agent then cannot reach it either, as ssh could not)
+#   testbed.sh kill STATE HOST kill every process on HOST, its namespaces' holder too: a dead
+#                              host (its /dev/shm gone with its memory; the agent cannot enter it)
+#   testbed.sh revive STATE HOST  a killed HOST boots again: fresh namespaces' holder, same address
 #   testbed.sh down STATE      kill every process on every host, remove everything made
 #
 # STATE is a folder every host sees (the hosts share the file system but /dev/shm). Needs root (CAP_SYS_ADMIN and
@@ -28,6 +32,26 @@ host_pid() { cat "$state/$1.pid" 2>/dev/null; }
 # case's leftover checks call this many times).
 pids_of() {
   ip netns pids "nano-$(cat "$state/tag" 2>/dev/null)-$1" 2>/dev/null
+}
+
+# boot HOST: the holder of HOST's UTS and mount namespaces (its name, /etc/hosts, a private
+# /dev/shm), inside its network namespace.
+boot() {
+  ip netns exec "nano-$(cat "$state/tag")-$1" unshare --uts --mount --propagation private -- sh -c "
+    hostname $1 &&
+    mount -t tmpfs -o size=256m nano-shm /dev/shm &&
+    mount --bind '$state/$1.hosts' /etc/hosts &&
+    exec sleep infinity" &
+  echo $! > "$state/$1.pid"
+}
+
+# Ready when HOST answers under its own name.
+wait_booted() {
+  for _ in $(seq 1 100); do
+    [ "$(nsenter -t "$(host_pid "$1")" --uts hostname 2>/dev/null)" = "$1" ] &&
+      nsenter -t "$(host_pid "$1")" --mount --root cat /etc/hosts 2>/dev/null | grep -q "$1" && break
+    sleep 0.02
+  done
 }
 
 case "$cmd" in
@@ -61,22 +85,10 @@ up)
     ip -n "$ns" link set eth0 up && ip -n "$ns" link set lo up || exit 1
     # Debian's installer writes "127.0.1.1 <hostname>": the layout that misleads Gloo.
     { echo "127.0.1.1 $h"; cat "$state/hosts.common"; } > "$state/$h.hosts"
-    ip netns exec "$ns" unshare --uts --mount --propagation private -- sh -c "
-      hostname $h &&
-      mount -t tmpfs -o size=256m nano-shm /dev/shm &&
-      mount --bind '$state/$h.hosts' /etc/hosts &&
-      exec sleep infinity" &
-    echo $! > "$state/$h.pid"
+    boot "$h"
     echo "$h" >> "$state/hosts"
   done
-  # Ready when every host answers under its own name.
-  for h in $(cat "$state/hosts"); do
-    for _ in $(seq 1 100); do
-      [ "$(nsenter -t "$(host_pid "$h")" --uts hostname 2>/dev/null)" = "$h" ] &&
-        nsenter -t "$(host_pid "$h")" --mount --root cat /etc/hosts 2>/dev/null | grep -q "$h" && break
-      sleep 0.02
-    done
-  done
+  for h in $(cat "$state/hosts"); do wait_booted "$h"; done
   ;;
 run)
   h=$3
@@ -95,8 +107,19 @@ link)
   i=0
   for h in $(cat "$state/hosts"); do
     i=$((i + 1))
-    [ "$h" = "$3" ] && ip -n "nano-$tag-sw" link set "v$tag$i" "$4"
+    [ "$h" = "$3" ] && ip -n "nano-$tag-sw" link set "v$tag$i" "$4" && echo "$4" > "$state/$h.link"
   done
+  ;;
+kill)
+  for _ in 1 2; do
+    for p in $(pids_of "$3"); do kill -KILL "$p" 2> /dev/null; done
+    sleep 0.1
+  done
+  rm -f "$state/$3.pid"
+  ;;
+revive)
+  boot "$3"
+  wait_booted "$3"
   ;;
 down)
   [ -d "$state" ] || exit 0

@@ -85,6 +85,13 @@ TEST_CASE("check_launch_options: each check of the options alone, naming the set
        "--hosts and --hostfile cannot be used together", Setting::kHosts},
       {[](LaunchOptions& o) { o.master_port = 70000; }, "--master-port 70000 is not a port number 1-65535",
        Setting::kMasterPort},
+      {[](LaunchOptions& o) { o.min_hosts = -1; }, "--min-hosts must be at least 0, got -1", Setting::kMinHosts},
+      {[](LaunchOptions& o) { o.min_hosts = 2; },
+       "--min-hosts 2 goes on after a lost host by a restart: it needs --max-restarts 1 or more", Setting::kMinHosts},
+      {[](LaunchOptions& o) { o.host_lost_after = 0; }, "--host-lost-after must be at least 1, got 0",
+       Setting::kHostLostAfter},
+      {[](LaunchOptions& o) { o.rejoin = true; },
+       "--rejoin takes back hosts that left an elastic world: it needs --min-hosts", Setting::kRejoin},
   };
   for (const Row& row : table) {
     CAPTURE(row.message);
@@ -536,4 +543,35 @@ TEST_CASE("the listen guard: which launches need it, its sources, its place in a
   CHECK_THROWS_WITH_AS(listen_guard_for({"a"}, {}, "/nonexistent/bin/nano-run"),
                        doctest::Contains("is missing: a job over several hosts, or of the mpi backend, preloads it"),
                        UsageError);
+}
+
+TEST_CASE("check_elastic_hosts: several hosts, at least min_hosts of them, every slot used") {
+  struct Row {
+    int min_hosts;
+    int num_processes;
+    std::vector<HostSlots> hosts;
+    std::string message;  // "" = accepted
+    Setting setting;
+  };
+  const std::vector<HostSlots> three = {{"a", 2}, {"b", 2}, {"c", 2}};
+  const std::vector<Row> table = {
+      {0, 3, {}, "", Setting::kJson},  // not elastic: nothing to check
+      {2, 0, three, "", Setting::kJson},
+      {3, 6, three, "", Setting::kJson},
+      {2, 0, {}, "--min-hosts 2 needs several hosts (--hosts, --hostfile or a Slurm allocation)", Setting::kMinHosts},
+      {4, 0, three, "--min-hosts 4 is more than the 3 hosts", Setting::kMinHosts},
+      {2, 4, three,
+       "--num-processes 4 with --min-hosts: an elastic world takes every slot of the hosts it runs on, 6 here",
+       Setting::kNumProcesses},
+  };
+  for (const Row& row : table) {
+    CAPTURE(row.message);
+    LaunchOptions o;
+    o.min_hosts = row.min_hosts;
+    o.max_restarts = 1;
+    o.plan.num_processes = row.num_processes;
+    Setting setting = Setting::kJson;
+    CHECK(nano_run_error([&] { check_elastic_hosts(o, row.hosts); }, &setting) == row.message);
+    CHECK(setting == row.setting);
+  }
 }

@@ -309,3 +309,60 @@ TEST_CASE("describe_leaver: the peer that left while the root cause waited in a 
   CHECK(r.lines[0] == "nano-run: root cause: rank 0 on hostA exited with code 1; nano-run exits with 1");
   CHECK(r.lines[1] == "nano-run: " + cases[0].line);
 }
+
+TEST_CASE("hosts_lost: the root cause's lost host, hosts whose shims did not start, never the consequences") {
+  struct Row {
+    const char* name;
+    std::optional<RootCause> cause;
+    std::vector<std::string> lost;  // by rank, over hostA hostB hostC hostB
+    std::vector<bool> started;
+    std::vector<std::string> expected;  // "host: why"
+  };
+  const std::string closed = "its shim's connection to nano-run closed";
+  const std::vector<Row> table = {
+      {"no failure", std::nullopt, {"", "", "", ""}, {true, true, true, true}, {}},
+      {"a rank failed on its own: no host lost", RootCause{2, 1, 0}, {"", "", "", ""}, {true, true, true, true}, {}},
+      {"hostC lost first; hostB's shims closed as a consequence",
+       RootCause{2, kLostHostExitCode, 0},
+       {"", closed, closed, closed},
+       {true, true, true, true},
+       {"hostC: " + closed}},
+      {"the launching host's own shim is never its host's loss",
+       RootCause{0, kLostHostExitCode, 0},
+       {closed, "", "", ""},
+       {true, true, true, true},
+       {}},
+      {"mpirun failed; hostC's shims never started",
+       RootCause{-1, 1, 0},
+       {"", "", "", ""},
+       {true, true, false, true},
+       {"hostC: its shims did not start"}},
+      {"a start bound: the lost rank's reason, once per host",
+       RootCause{2, kLostHostExitCode, 0},
+       {"", "", "its shim did not start within 30 s", ""},
+       {true, true, false, true},
+       {"hostC: its shim did not start within 30 s"}},
+      {"mpirun failed before any shim started: no host named",
+       RootCause{-1, 1, 0},
+       {"", "", "", ""},
+       {false, false, false, false},
+       {}},
+      {"a rank's own failure while another host had not started: not a loss",
+       RootCause{1, 3, 0},
+       {"", "", "", ""},
+       {true, true, false, true},
+       {}},
+  };
+  for (const Row& row : table) {
+    CAPTURE(row.name);
+    EndFacts f;
+    f.hosts = {"hostA", "hostB", "hostC", "hostB"};
+    f.this_host = "hostA";
+    f.root_cause = row.cause;
+    f.lost = row.lost;
+    f.started = row.started;
+    std::vector<std::string> got;
+    for (const LostHost& l : hosts_lost(f)) got.push_back(l.host + ": " + l.why);
+    CHECK(got == row.expected);
+  }
+}

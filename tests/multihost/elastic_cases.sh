@@ -1,0 +1,162 @@
+# shellcheck shell=bash disable=SC2154  # the variables are multihost_test.sh's
+# Sourced by multihost_test.sh: the elastic cases (nano-run --min-hosts, docs/multihost.md,
+# "Elastic runs"), on fault_rank with checkpoints every 10 steps in a folder the hosts share.
+#   elastic_shrink    3 hosts x 1 rank; hostC dies for good mid-run (every process killed, its
+#                     link down): the job finishes on 2 hosts, with the weights of a scripted run
+#                     given the same world history (3 ranks to the checkpoint, then 2)
+#   elastic_rejoin    the same with --host-lost-after 1 --rejoin; hostC boots again, rank 0 fails
+#                     once on the smaller world, and the restart takes hostC back: 3, 2, 3 ranks
+#   elastic_too_few   2 hosts, --min-hosts 2: hostB dies; nano-run ends, naming it, with 255
+#   elastic_slow      hostC stopped (SIGSTOP) for less than the heartbeat timeout: never dropped
+# Each prints when the host was lost, when the smaller world took its first step, and the steps lost.
+
+elastic_steps=100
+elastic_opts=(--min-hosts 2 --max-restarts 3 --restart-delay 0.2 --grace-period 1 --heartbeat-timeout 5)
+
+# start_elastic HOSTS DIR NANO-RUN-OPTIONS... -- FAULT_RANK-OPTIONS...: an elastic training on
+# HOSTS in the background ($job), its checkpoints in DIR/run, rank 0's progress in DIR/progress.
+start_elastic() {
+  local hosts=$1 dir=$2 opts=()
+  shift 2
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do opts+=("$1"); shift; done
+  shift
+  timeout 200 bash "$testbed" run "$state" hostA "$nano_run" --hosts "$hosts" "${elastic_opts[@]}" "${opts[@]}" \
+    "$fault_rank" --steps $elastic_steps --checkpoint-dir "$dir/run" --checkpoint-every 10 --print-weights \
+    --progress "$dir/progress" "$@" > "$out" 2>&1 &
+  job=$!
+  started=$(date +%s.%N)
+}
+
+# wait_step DIR STEP: until rank 0 finished step STEP (bounded).
+wait_step() {
+  for _ in $(seq 1 1200); do
+    [ "$(cat "$1/progress" 2>/dev/null || echo 0)" -ge "$2" ] 2>/dev/null && return 0
+    sleep 0.05
+  done
+  fail "rank 0 did not reach step $2: $(tail -3 "$out")"
+}
+
+# wait_line REGEX: until a line of $out matches (bounded); prints the time it came.
+wait_line() {
+  for _ in $(seq 1 1200); do
+    grep -qE "$1" "$out" && { date +%s.%N; return 0; }
+    sleep 0.05
+  done
+  fail "no line matching '$1': $(tail -3 "$out")"
+  date +%s.%N
+}
+
+# kill_host HOST: the host dies for good: every process killed, its link down.
+kill_host() {
+  bash "$testbed" kill "$state" "$1"
+  bash "$testbed" link "$state" "$1" down
+}
+revive_host() {
+  bash "$testbed" revive "$state" "$1"
+  bash "$testbed" link "$state" "$1" up
+}
+
+resumed_steps() { grep -o '^\[rank 0\] fault_rank: rank 0 resumed at step [0-9]*' "$out" | grep -o '[0-9]*$'; }
+weights() { grep -o '^\[rank 0\] weights [0-9a-f]*' "$out" | tail -1 | cut -d' ' -f4; }
+
+# scripted_run DIR HOSTS:STEPS...: the world history given from the start, one run per world,
+# each resuming from the last's checkpoint in DIR; echoes the last run's weights.
+scripted_run() {
+  local dir=$1 part
+  shift
+  for part in "$@"; do
+    run_a "$nano_run" --hosts "${part%=*}" "$fault_rank" --steps "${part#*=}" --checkpoint-dir "$dir" \
+      --checkpoint-every 10 --print-weights
+    [ $rc -eq 0 ] || fail "scripted run on ${part%=*} to step ${part#*=}: exit $rc: $(tail -3 "$out")"
+  done
+  weights
+}
+
+lost_line="hostC lost \((its shim's connection to nano-run closed|no word from its shim for [0-9]+ s: a cut link or a dead host); it does not answer\)"
+
+elastic_case() {
+  local dir at lost_at first_step c1 c2 elastic reference
+  dir=$(mktemp -d /tmp/nano-multihost-elastic-XXXXXX)
+  case "$1" in
+  elastic_shrink)
+    start_elastic hostA:1,hostB:1,hostC:1 "$dir" --
+    wait_step "$dir" 25
+    at=$(cat "$dir/progress")
+    lost_at=$(date +%s.%N)
+    kill_host hostC
+    first_step=$(wait_line "resumed at step")
+    end_training
+    show_judgement
+    [ $rc -eq 0 ] || fail "exit $rc, expected 0 on the 2 hosts left: $(tail -5 "$out")"
+    expect_line "^nano-run: $lost_line: the next attempt runs without it$"
+    expect_line "^nano-run: going on with 2 hosts, 2 ranks \(hostA:1,hostB:1\)$"
+    expect_line "^nano-run: worlds: attempt 1: hostA,hostB,hostC \(3 ranks\); attempt 2: hostA,hostB \(2 ranks\) after $lost_line$"
+    c1=$(resumed_steps | head -1)
+    elastic=$(weights)
+    echo "hostC lost at step $at; the 2-host world resumed at step $c1, $(echo "$first_step - $lost_at" | bc) s after; $((at - c1)) steps lost"
+    check_nothing_left hostC
+    revive_host hostC
+    reference=$(scripted_run "$dir/scripted" "hostA:1,hostB:1,hostC:1=$c1" "hostA:1,hostB:1=$elastic_steps")
+    [[ "$elastic" =~ ^[0-9a-f]{16}$ ]] && [ "$elastic" = "$reference" ] || fail "weights: elastic '$elastic', scripted '$reference'"
+    echo "weights $elastic, as the scripted run's (3 ranks to step $c1, then 2)"
+    ;;
+  elastic_rejoin)
+    # Rank 0 fails once in attempt 2 (on the smaller world), at step 70: by then hostC is back.
+    start_elastic hostA:1,hostB:1,hostC:1 "$dir" --host-lost-after 1 --rejoin -- --fault kill@step:70@0@1
+    wait_step "$dir" 25
+    at=$(cat "$dir/progress")
+    kill_host hostC
+    wait_line "^nano-run: going on with 2 hosts" > /dev/null
+    revive_host hostC
+    lost_at=$(date +%s.%N)
+    end_training
+    show_judgement
+    [ $rc -eq 0 ] || fail "exit $rc, expected 0: $(tail -5 "$out")"
+    expect_line "^nano-run: $lost_line, in 1 attempt in a row: it leaves the world$"
+    expect_line "^nano-run: hostC answers again: it rejoins the world$"
+    expect_line "^nano-run: going on with 3 hosts, 3 ranks \(hostA:1,hostB:1,hostC:1\)$"
+    expect_line "^nano-run: worlds: attempt 1: hostA,hostB,hostC \(3 ranks\); attempt 2: hostA,hostB \(2 ranks\) after $lost_line; attempt 3: hostA,hostB,hostC \(3 ranks\) after hostC answers again$"
+    c1=$(resumed_steps | sed -n 1p)
+    c2=$(resumed_steps | sed -n 2p)
+    elastic=$(weights)
+    echo "hostC lost at step $at; 2 hosts from step $c1; hostC back, 3 hosts from step $c2"
+    check_nothing_left
+    reference=$(scripted_run "$dir/scripted" "hostA:1,hostB:1,hostC:1=$c1" "hostA:1,hostB:1=$c2" \
+      "hostA:1,hostB:1,hostC:1=$elastic_steps")
+    [[ "$elastic" =~ ^[0-9a-f]{16}$ ]] && [ "$elastic" = "$reference" ] || fail "weights: elastic '$elastic', scripted '$reference'"
+    echo "weights $elastic, as the scripted run's (3 ranks to step $c1, 2 to $c2, then 3)"
+    ;;
+  elastic_too_few)
+    start_elastic hostA:1,hostB:1 "$dir" --
+    wait_step "$dir" 10
+    lost_at=$(date +%s.%N)
+    kill_host hostB
+    end_training
+    show_judgement
+    echo "hostB lost; nano-run ended $(echo "$(date +%s.%N) - $lost_at" | bc) s after"
+    [ $rc -eq 255 ] || fail "exit $rc, expected 255: $(tail -5 "$out")"
+    expect_line "^nano-run: root cause: hostB lost \((its shim's connection to nano-run closed|no word from its shim for [0-9]+ s: a cut link or a dead host); it does not answer\): 1 host left, fewer than --min-hosts 2; nano-run exits with 255$"
+    check_nothing_left hostB
+    ;;
+  elastic_slow)
+    # Stopped for 3 s, under the heartbeat timeout of 5 s: slow, not lost.
+    start_elastic hostA:1,hostB:1,hostC:1 "$dir" --
+    wait_step "$dir" 20
+    pids=$(leftovers hostC | cut -d' ' -f1)
+    for p in $pids; do kill -STOP "$p" 2>/dev/null; done
+    sleep 3
+    for p in $pids; do kill -CONT "$p" 2>/dev/null; done
+    end_training
+    show_judgement
+    [ $rc -eq 0 ] || fail "exit $rc, expected 0: $(tail -5 "$out")"
+    grep -qE "^nano-run: (.* lost|restart|going on)" "$out" && fail "a stopped host was taken as lost: $(grep '^nano-run:' "$out")"
+    [ -z "$(resumed_steps)" ] || fail "the job restarted"
+    echo "hostC stopped for 3 s (heartbeat timeout 5 s): one attempt, 3 hosts throughout"
+    check_nothing_left
+    ;;
+  esac
+  rm -rf "$dir"
+}
+
+# Shows nano-run's own lines of the elastic run (the log says what was judged).
+show_judgement() { grep -E '^nano-run: (root cause|.* lost|.* answers|going on|worlds|restart)' "$out" | sed 's/^/  | /'; }
