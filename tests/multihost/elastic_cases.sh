@@ -8,6 +8,8 @@
 #                     once on the smaller world, and the restart takes hostC back: 3, 2, 3 ranks
 #   elastic_too_few   2 hosts, --min-hosts 2: hostB dies; nano-run ends, naming it, with 255
 #   elastic_slow      hostC stopped (SIGSTOP) for less than the heartbeat timeout: never dropped
+#   python_elastic    the Python API: @nano(num_processes=4, hosts="hostA:2,hostB:2", min_hosts=1)
+#                     loses hostB and returns rank 0's trained model from hostA's 2 ranks
 # Each prints when the host was lost, when the smaller world took its first step, and the steps lost.
 
 elastic_steps=100
@@ -153,6 +155,23 @@ elastic_case() {
     [ -z "$(resumed_steps)" ] || fail "the job restarted"
     echo "hostC stopped for 3 s (heartbeat timeout 5 s): one attempt, 3 hosts throughout"
     check_nothing_left
+    ;;
+  python_elastic)
+    timeout 150 bash "$testbed" run "$state" hostA env PYTHONPATH="$build/lib/nano/python" \
+      /usr/bin/python3 "$here/python_elastic.py" > "$out" 2>&1 &
+    job=$!
+    started=$(date +%s.%N)
+    wait_line "^training on 4 ranks" > /dev/null
+    sleep 1
+    kill_host hostB
+    end_training
+    show_judgement
+    grep -E "^(training|returned)" "$out"
+    [ $rc -eq 0 ] || fail "exit $rc: $(tail -5 "$out")"
+    expect_line "^nano-run: hostB lost \(.*\): the next attempt runs without it$"
+    expect_line "^training on 2 ranks$"
+    expect_line "^returned 2 trained True$"
+    check_nothing_left hostB
     ;;
   esac
   rm -rf "$dir"

@@ -514,7 +514,7 @@ link_cut)
   expect_line "^nano-run: root cause: host hostB lost \(ranks? [0-9, ]+ there; rank [23]: no word from its shim for [0-9]+ s: a cut link or a dead host\); nano-run exits with 255$"
   check_nothing_left
   ;;
-elastic_*)
+elastic_* | python_elastic)
   elastic_case "$case_name"
   ;;
 launcher_killed)
