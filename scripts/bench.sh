@@ -18,6 +18,7 @@ Subcommands:
   balance      [BUILD_DIR] [STEPS] [REPEATS] [DUTY]   batch balancing against a noisy neighbour
   checkpoint   [BUILD_DIR] [REPEATS]            checkpoint cost and death-to-resumed time
   ddp          [BUILD_DIR] [LENET_STEPS] [RESNET_STEPS]   DDP step overhead and peak RSS
+  elastic      [BUILD_DIR] [RUNS]               a host lost for good and back: time to the new world, work lost (root)
   launcher     [BUILD_DIR] [RUNS]               nano-run start-up against mpirun and run_cpu
   multihost    [BUILD_DIR] [MB] [REPS]          one host against two (namespace test bed; root)
   platforms    [RUNS] [FIRST]                   training on Debian 12 and 13, interleaved (root)
@@ -36,7 +37,7 @@ USAGE
 
 case ${1:-training} in
   -h | --help | help) usage ;;
-  training | allreduce | balance | checkpoint | ddp | launcher | multihost | platforms | precision | precision-spread | python-api | scaling | signature-cost | timeline | torch-backend | tune)
+  training | allreduce | balance | checkpoint | ddp | elastic | launcher | multihost | platforms | precision | precision-spread | python-api | scaling | signature-cost | timeline | torch-backend | tune)
     name=${1:-training}
     shift || true
     exec bash "$here/../bench/scripts/$name.sh" "$@" ;;

@@ -27,8 +27,8 @@ std::vector<std::string> hosts_to_ask(const std::vector<HostStanding>& standing,
 NextWorld judge_hosts(std::vector<HostStanding>& standing, const std::vector<std::string>& world,
                       const ElasticPolicy& policy, const AttemptVerdict& verdict, const std::set<std::string>& asked) {
   NextWorld next;
-  std::vector<std::string> whys;      // of the hosts out of the next world
-  std::vector<size_t> sitting_out;    // lines of silent hosts that have not left
+  std::vector<std::string> whys;    // of the hosts out of the next world
+  std::vector<size_t> sitting_out;  // lines of silent hosts that have not left
   for (HostStanding& s : standing) {
     const std::string& name = s.host.host;
     const bool in_world = std::find(world.begin(), world.end(), name) != world.end();
@@ -59,7 +59,8 @@ NextWorld judge_hosts(std::vector<HostStanding>& standing, const std::vector<std
           next.lines.push_back("nano-run: " + name + " lost (" + why + ")");
         } else {
           next.lines.push_back("nano-run: " + name + " lost (" + why + "), in " + plural(s.lost_in_a_row, "attempt") +
-                               " in a row of " + std::to_string(policy.lost_after) + ": the next attempt tries it again");
+                               " in a row of " + std::to_string(policy.lost_after) +
+                               ": the next attempt tries it again");
         }
       } else {
         s.lost_in_a_row = 0;

@@ -17,8 +17,8 @@ namespace nano {
 /// One host of an elastic launch, as the launcher keeps it between attempts.
 struct HostStanding {
   HostSlots host;
-  int lost_in_a_row = 0;  ///< attempts in a row it was lost in (or did not answer after)
-  bool left = false;      ///< judged gone: out of the world (until it rejoins, with rejoin)
+  int lost_in_a_row = 0;     ///< attempts in a row it was lost in (or did not answer after)
+  bool left = false;         ///< judged gone: out of the world (until it rejoins, with rejoin)
   bool launch_host = false;  ///< nano-run runs there: never lost while nano-run runs
 };
 
@@ -37,10 +37,10 @@ struct AttemptVerdict {
 
 /// The judgement: the next attempt's hosts, or too few to go on.
 struct NextWorld {
-  bool enough = true;            ///< false: fewer than min_hosts would be left; the launch ends
-  bool changed = false;          ///< the hosts differ from the attempt's
-  std::vector<HostSlots> hosts;  ///< the next attempt's, in the launch's order
-  std::string why;               ///< what changed ("hostC lost (...)"); WorldChange::why
+  bool enough = true;              ///< false: fewer than min_hosts would be left; the launch ends
+  bool changed = false;            ///< the hosts differ from the attempt's
+  std::vector<HostSlots> hosts;    ///< the next attempt's, in the launch's order
+  std::string why;                 ///< what changed ("hostC lost (...)"); WorldChange::why
   std::vector<std::string> lines;  ///< what nano-run says about it, one line per host judged
 };
 

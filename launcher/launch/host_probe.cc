@@ -74,8 +74,8 @@ void read_some(Asking& a) {
 
 }  // namespace
 
-std::set<std::string> hosts_not_answering(ProbeWay way, const std::vector<std::string>& hosts,
-                                          const Environment& env, std::chrono::seconds within) {
+std::set<std::string> hosts_not_answering(ProbeWay way, const std::vector<std::string>& hosts, const Environment& env,
+                                          std::chrono::seconds within) {
   std::set<std::string> silent;
   const std::vector<std::string> agent = launch_agent(env);
   std::string path = "/usr/bin:/bin";

@@ -38,7 +38,7 @@ inline constexpr std::chrono::seconds kProbeWithin{5};
 
 /// Asks every host of `hosts` at once, each bounded by `within` (its command then SIGKILLed);
 /// returns those that did not answer. Throws nothing: a probe that cannot start is no answer.
-std::set<std::string> hosts_not_answering(ProbeWay way, const std::vector<std::string>& hosts,
-                                          const Environment& env, std::chrono::seconds within = kProbeWithin);
+std::set<std::string> hosts_not_answering(ProbeWay way, const std::vector<std::string>& hosts, const Environment& env,
+                                          std::chrono::seconds within = kProbeWithin);
 
 }  // namespace nano

@@ -164,6 +164,19 @@ class ElasticHosts {
     return planned;
   }
 
+  /// The world of every attempt of `attempts`, for the timeline (TimelineReport::worlds); empty
+  /// when the launch is not elastic.
+  std::vector<std::string> by_attempt(int attempts) const {
+    std::vector<std::string> by;
+    for (int a = 0; on_ && a < attempts; ++a) {
+      const WorldChange* w = &worlds_.front();
+      for (const WorldChange& c : worlds_)
+        if (c.attempt <= a) w = &c;
+      by.push_back(describe_world(*w) + (w->attempt == a && !w->why.empty() ? " after " + w->why : ""));
+    }
+    return by;
+  }
+
   /// The final report's account of every world, when there was more than one.
   std::string account() const {
     if (worlds_.size() < 2) return "";
@@ -248,7 +261,9 @@ LaunchResult launch(Setup s) {
     if (const std::string account = elastic.account(); !account.empty()) router.note(account);
   }
   if (!options.timeline.empty())
-    for (const std::string& line : finish_timeline(options.timeline)) router.note(line);
+    for (const std::string& line :
+         finish_timeline(options.timeline, kMaxRecordsFileBytes, elastic.by_attempt(result.attempts)))
+      router.note(line);
   const std::string lost = sink.drain(kOutputDrain);
   if (!lost.empty()) {
     router.note(lost);

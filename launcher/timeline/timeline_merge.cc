@@ -318,14 +318,25 @@ std::string trace_json(const std::vector<RankRecords>& ranks, const TimelineRepo
     events.push_back(std::move(e));
   };
   std::map<int, bool> attempts;
+  const auto world = [&](int attempt) {
+    return attempt < static_cast<int>(report.worlds.size()) ? report.worlds[static_cast<size_t>(attempt)] : "";
+  };
   for (const RankRecords& r : ranks) {
     const int pid = r.attempt + 1;
     if (!attempts[r.attempt]) {
       attempts[r.attempt] = true;
+      const std::string on = world(r.attempt);
       events.push_back({{"ph", "M"},
                         {"name", "process_name"},
                         {"pid", pid},
-                        {"args", {{"name", "attempt " + std::to_string(r.attempt)}}}});
+                        {"args", {{"name", "attempt " + std::to_string(r.attempt) + (on.empty() ? "" : ": " + on)}}}});
+      if (r.attempt > 0 && !on.empty() && on != world(r.attempt - 1) && !r.steps.empty())
+        events.push_back({{"ph", "i"},
+                          {"s", "g"},
+                          {"name", "world changed: " + on},
+                          {"pid", pid},
+                          {"tid", 0},
+                          {"ts", (r.steps.front().start - t0) / 1000.0}});
       events.push_back({{"ph", "M"}, {"name", "process_sort_index"}, {"pid", pid}, {"args", {{"sort_index", pid}}}});
     }
     const int steps_tid = 2 * r.rank, collectives_tid = 2 * r.rank + 1;
@@ -414,6 +425,9 @@ std::vector<std::string> report_lines(const TimelineReport& report, const std::s
     lines.push_back(head + "no straggler: every rank's time per step is within " + percent(kStragglerRatio - 1) +
                     " of the median rank's");
   }
+  if (report.worlds.size() > 1 && report.attempt < static_cast<int>(report.worlds.size()))
+    lines.push_back(head + "the world changed between attempts; attempt " + std::to_string(report.attempt) +
+                    " ran on " + report.worlds[static_cast<size_t>(report.attempt)]);
   for (const std::string& w : report.warnings) lines.push_back(head + "placement: " + w);
   if (!report.advice.empty()) lines.push_back(head + "advice: " + report.advice);
   return lines;
@@ -439,6 +453,7 @@ std::string report_json(const TimelineReport& report) {
                        {"other", r.other}}},
                      {"collectives", r.collectives}});
   json j = {{"attempt", report.attempt}, {"ranks", ranks}, {"warnings", report.warnings}, {"advice", report.advice}};
+  if (!report.worlds.empty()) j["worlds"] = report.worlds;
   if (report.straggler)
     j["straggler"] = {
         {"rank", *report.straggler}, {"ratio", report.straggler_ratio}, {"others_wait", report.others_wait}};
@@ -493,6 +508,7 @@ TimelineReport report_from_json(const std::string& text) {
     }
     report.warnings = j.at("warnings").get<std::vector<std::string>>();
     report.advice = j.at("advice").get<std::string>();
+    if (j.contains("worlds")) report.worlds = j.at("worlds").get<std::vector<std::string>>();
     if (!j.at("straggler").is_null()) {
       report.straggler = whole_number<int>(j.at("straggler"), "rank");
       report.straggler_ratio = j.at("straggler").at("ratio").get<double>();
@@ -526,7 +542,8 @@ void start_timeline(const std::string& file) {
                        "cannot make {timeline}'s records folder " + folder + ": " + std::strerror(errno));
 }
 
-std::vector<std::string> finish_timeline(const std::string& file, size_t max_file_bytes) {
+std::vector<std::string> finish_timeline(const std::string& file, size_t max_file_bytes,
+                                         const std::vector<std::string>& worlds) {
   const std::string folder = timeline_records_folder(file);
   std::vector<RankRecords> ranks;
   std::vector<std::string> notes;
@@ -558,7 +575,8 @@ std::vector<std::string> finish_timeline(const std::string& file, size_t max_fil
   std::sort(ranks.begin(), ranks.end(), [](const RankRecords& a, const RankRecords& b) {
     return std::tie(a.attempt, a.rank) < std::tie(b.attempt, b.rank);
   });
-  const TimelineReport report = report_of(ranks);
+  TimelineReport report = report_of(ranks);
+  report.worlds = worlds;
   std::ofstream(file, std::ios::trunc) << trace_json(ranks, report);
   std::ofstream(file + ".report.json", std::ios::trunc) << report_json(report) << "\n";
   for (std::string& line : report_lines(report, file)) notes.push_back(std::move(line));

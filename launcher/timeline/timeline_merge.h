@@ -49,10 +49,11 @@ RankRecords parse_records(const std::string& text, int attempt);
 
 struct TimelineReport;
 
-/// Pure: the trace-event JSON of every rank and attempt: per attempt a process, per rank a track
-/// of its steps with their phases nested inside, and a track of its collectives; times in
-/// microseconds from the earliest record. `report` rides along under the top-level key
-/// "nanoReport" (trace viewers ignore it; nano-report reads it).
+/// Pure: the trace-event JSON of every rank and attempt: per attempt a process (named with its
+/// world from report.worlds, and a global instant event "world changed: ..." where an attempt's
+/// world differs from the one before), per rank a track of its steps with their phases nested
+/// inside, and a track of its collectives; times in microseconds from the earliest record. `report` rides along under
+/// the top-level key "nanoReport" (trace viewers ignore it; nano-report reads it).
 std::string trace_json(const std::vector<RankRecords>& ranks, const TimelineReport& report);
 
 /// One rank's summary, over the steps of the last attempt that has any.
@@ -76,6 +77,9 @@ struct TimelineReport {
   double straggler_ratio = 0, others_wait = 0;
   std::vector<std::string> warnings;  ///< the placement check's
   std::string advice;                 ///< "" = no phase dominates
+  /// An elastic launch's world of each attempt, by attempt ("hostA,hostB (2 ranks) after hostC
+  /// lost (...)" where it changed); empty for a launch whose world never changes.
+  std::vector<std::string> worlds;
 };
 
 /// A rank whose work per step is at least this much the median rank's is named the straggler.
@@ -111,6 +115,8 @@ inline constexpr std::size_t kMaxRecordsFileBytes = 16u << 20;
 /// FILE.report.json, removes the folder, and returns the report's lines (or one line saying
 /// why there is no trace), after a line for each records file over `max_file_bytes` (its
 /// records beyond them are dropped).
-std::vector<std::string> finish_timeline(const std::string& file, std::size_t max_file_bytes = kMaxRecordsFileBytes);
+/// `worlds`: TimelineReport::worlds, for an elastic launch.
+std::vector<std::string> finish_timeline(const std::string& file, std::size_t max_file_bytes = kMaxRecordsFileBytes,
+                                         const std::vector<std::string>& worlds = {});
 
 }  // namespace nano

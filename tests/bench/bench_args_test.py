@@ -33,6 +33,7 @@ CASES = [
     ([PY, SUITE, BUILD, "mpi", "2"], "'mpi'"),
     ([PY, SUITE, BUILD, "nano", "2", "--per-test", "0"], "--per-test 0"),
     (["bash", os.path.join(SOURCE, "scripts", "bench.sh"), "nonsense"], "'nonsense'"),
+    (["bash", os.path.join(SOURCE, "scripts", "bench.sh"), "elastic", BUILD, "x"], "'x'"),
     (["bash", os.path.join(SOURCE, "scripts", "torch-suite.sh"), BUILD, "2,x"], "'2,x'"),
     (["bash", os.path.join(SOURCE, "scripts", "torch-suite.sh"), "/nonexistent"], "/nonexistent"),
 ]

@@ -20,8 +20,8 @@
 // bounds the time from the fault itself, not from a start that a loaded machine may delay.
 // --slow RANK:MS: rank RANK sleeps MS ms in every step, between the forward and the backward (a
 // straggler for the timeline's tests).
-// --progress FILE: rank 0 writes each step it finished to FILE (the elastic tests' and
-// benchmark's measure of work lost).
+// --progress FILE: rank 0 writes "STEP ATTEMPT" to FILE after each step it finished (the
+// elastic tests' and benchmark's measure of work lost and of the first step of a new world).
 // --on-term-save: on SIGTERM, finish the current step (the ranks agree on which), write
 // FILE.R after SECONDS, exit 0.
 #include <signal.h>
@@ -235,7 +235,8 @@ int main(int argc, char** argv) {
       loss.backward();
       opt.step();
       if (ckpt) ckpt->step();
-      if (!progress_file.empty() && rank == 0) std::ofstream(progress_file) << step + 1 << "\n";
+      if (!progress_file.empty() && rank == 0)
+        std::ofstream(progress_file) << step + 1 << " " << restart_count() << "\n";
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
       // The ranks agree on stopping (a SIGTERM may reach them a step apart), as real programs do.
       auto stop = torch::full({1}, g_term ? 1.0f : 0.0f);

@@ -32,7 +32,7 @@ start_elastic() {
 # wait_step DIR STEP: until rank 0 finished step STEP (bounded).
 wait_step() {
   for _ in $(seq 1 1200); do
-    [ "$(cat "$1/progress" 2>/dev/null || echo 0)" -ge "$2" ] 2>/dev/null && return 0
+    [ "$(cut -d' ' -f1 "$1/progress" 2>/dev/null || echo 0)" -ge "$2" ] 2>/dev/null && return 0
     sleep 0.05
   done
   fail "rank 0 did not reach step $2: $(tail -3 "$out")"
@@ -83,7 +83,7 @@ elastic_case() {
   elastic_shrink)
     start_elastic hostA:1,hostB:1,hostC:1 "$dir" --
     wait_step "$dir" 25
-    at=$(cat "$dir/progress")
+    at=$(cut -d' ' -f1 "$dir/progress")
     lost_at=$(date +%s.%N)
     kill_host hostC
     first_step=$(wait_line "resumed at step")
@@ -104,9 +104,10 @@ elastic_case() {
     ;;
   elastic_rejoin)
     # Rank 0 fails once in attempt 2 (on the smaller world), at step 70: by then hostC is back.
-    start_elastic hostA:1,hostB:1,hostC:1 "$dir" --host-lost-after 1 --rejoin -- --fault kill@step:70@0@1
+    start_elastic hostA:1,hostB:1,hostC:1 "$dir" --host-lost-after 1 --rejoin --timeline "$dir/trace.json" -- \
+      --fault kill@step:70@0@1
     wait_step "$dir" 25
-    at=$(cat "$dir/progress")
+    at=$(cut -d' ' -f1 "$dir/progress")
     kill_host hostC
     wait_line "^nano-run: going on with 2 hosts" > /dev/null
     revive_host hostC
@@ -118,6 +119,18 @@ elastic_case() {
     expect_line "^nano-run: hostC answers again: it rejoins the world$"
     expect_line "^nano-run: going on with 3 hosts, 3 ranks \(hostA:1,hostB:1,hostC:1\)$"
     expect_line "^nano-run: worlds: attempt 1: hostA,hostB,hostC \(3 ranks\); attempt 2: hostA,hostB \(2 ranks\) after $lost_line; attempt 3: hostA,hostB,hostC \(3 ranks\) after hostC answers again$"
+    # The timeline names each attempt's world and marks where it changed.
+    /usr/bin/python3 - "$dir/trace.json" <<'PY' || fail "the trace does not mark the worlds"
+import json, sys
+events = json.load(open(sys.argv[1]))["traceEvents"]
+names = [e["args"]["name"] for e in events if e["name"] == "process_name"]
+marks = [e["name"] for e in events if e["ph"] == "i"]
+assert names[0] == "attempt 0: hostA,hostB,hostC (3 ranks)", names
+assert names[1].startswith("attempt 1: hostA,hostB (2 ranks) after hostC lost"), names
+assert names[2] == "attempt 2: hostA,hostB,hostC (3 ranks) after hostC answers again", names
+assert len(marks) == 2 and all(m.startswith("world changed: ") for m in marks), marks
+PY
+    expect_line "^nano-run: timeline: the world changed between attempts; attempt 2 ran on hostA,hostB,hostC \(3 ranks\) after hostC answers again$"
     c1=$(resumed_steps | sed -n 1p)
     c2=$(resumed_steps | sed -n 2p)
     elastic=$(weights)

@@ -85,13 +85,7 @@ TEST_CASE("judge_hosts: who is lost, who leaves, who sits out, who comes back, a
        {"hostA", "hostB"},
        false,
        {"nano-run: hostC lost (it does not answer)"}},
-      {"the launching host is never lost",
-       {2, 1, false},
-       0,
-       {{{"hostA", closed}}, {}},
-       all,
-       true,
-       {}},
+      {"the launching host is never lost", {2, 1, false}, 0, {{{"hostA", closed}}, {}}, all, true, {}},
   };
   for (const Row& row : table) {
     CAPTURE(row.name);
@@ -117,8 +111,8 @@ TEST_CASE("judge_hosts: a host that answers again resets its count; with rejoin 
   CHECK(standing[1].lost_in_a_row == 1);
   // hostC lost and silent twice in a row: it leaves; the world is hostA, hostB, and the hosts to
   // ask after the next attempt include it (rejoin).
-  NextWorld next = judge_hosts(standing, {"hostA", "hostB", "hostC"}, policy, {{{"hostC", closed}}, {"hostC"}},
-                               {"hostB", "hostC"});
+  NextWorld next =
+      judge_hosts(standing, {"hostA", "hostB", "hostC"}, policy, {{{"hostC", closed}}, {"hostC"}}, {"hostB", "hostC"});
   next = judge_hosts(standing, {"hostA", "hostB", "hostC"}, policy, {{}, {"hostC"}}, {"hostB", "hostC"});
   CHECK(standing[2].left);
   CHECK(names(next.hosts) == std::vector<std::string>{"hostA", "hostB"});
@@ -166,8 +160,8 @@ TEST_CASE("slurm_state_answers: up states answer; down, drained, failing and unr
     CAPTURE(up);
     CHECK(slurm_state_answers(up));
   }
-  for (const char* gone : {"down", "down*", "drained", "draining", "fail", "failing", "idle*", "mixed*",
-                           "powered_down", "unknown", "not_responding", ""}) {
+  for (const char* gone : {"down", "down*", "drained", "draining", "fail", "failing", "idle*", "mixed*", "powered_down",
+                           "unknown", "not_responding", ""}) {
     CAPTURE(gone);
     CHECK(!slurm_state_answers(gone));
   }

@@ -180,6 +180,31 @@ TEST_CASE("the trace: one track per rank and attempt, steps with their phases, v
   CHECK(report_of({a, b, restarted}).ranks.size() == 1);
 }
 
+TEST_CASE("an elastic launch's worlds: each attempt's process named by its world, a mark where it changed") {
+  RankRecords a = rank_of(0, 2, 10, 1, 0, "0", 0);
+  RankRecords b = rank_of(1, 2, 10, 1, 0, "1", 0);
+  RankRecords smaller = rank_of(0, 1, 10, 1, 0, "0", 1);
+  TimelineReport report = report_of({a, b, smaller});
+  report.worlds = {"hostA,hostB (2 ranks)", "hostA (1 rank) after hostB lost (it does not answer)"};
+  const auto trace = nlohmann::json::parse(trace_json({a, b, smaller}, report));
+  std::vector<std::string> processes, marks;
+  for (const auto& e : trace.at("traceEvents")) {
+    if (e.at("name") == "process_name") processes.push_back(e.at("args").at("name"));
+    if (e.at("ph") == "i")
+      marks.push_back(e.at("name").get<std::string>() + " @" + std::to_string(e.at("pid").get<int>()));
+  }
+  CHECK(processes == std::vector<std::string>{"attempt 0: hostA,hostB (2 ranks)",
+                                              "attempt 1: hostA (1 rank) after hostB lost (it does not answer)"});
+  CHECK(marks == std::vector<std::string>{"world changed: hostA (1 rank) after hostB lost (it does not answer) @2"});
+  const std::vector<std::string> lines = report_lines(report, "t.json");
+  CHECK(std::find(lines.begin(), lines.end(),
+                  "nano-run: timeline: the world changed between attempts; attempt 1 ran on hostA (1 rank) after "
+                  "hostB lost (it does not answer)") != lines.end());
+  // nano-report reads them back from the report.
+  CHECK(report_from_json(report_json(report)).worlds == report.worlds);
+  CHECK(report_lines(report_from_json(trace.dump()), "t.json") == lines);
+}
+
 TEST_CASE("the report survives its JSON: nano-report tells the same lines") {
   RankRecords over = rank_of(1, 20, 100, 0, 0, "1");
   over.omp = "4";
