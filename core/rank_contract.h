@@ -34,6 +34,9 @@ inline constexpr const char* kTuneTrial = "NANO_TUNE_TRIAL";
 /// Under `nano-run --timeline` (TorchNanoOptions::timeline): the folder where each rank writes
 /// its timeline records (runtime/timeline/recorder.h), which the launcher merges when the job ends.
 inline constexpr const char* kTimeline = "NANO_TIMELINE";
+/// An elastic launch that keeps the global batch (--batch-policy global): the world size of its
+/// first attempt, for which the per-rank batch and the learning rate were chosen; unset otherwise.
+inline constexpr const char* kBatchWorldSize = "NANO_BATCH_WORLD_SIZE";
 /// The job a checkpoint folder is claimed for: an in-program launch hands its caller's to its
 /// ranks, so the folder stays the caller's.
 inline constexpr const char* kCheckpointJob = "NANO_CHECKPOINT_JOB";

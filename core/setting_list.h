@@ -45,6 +45,8 @@
     "docs/multihost.md", "With --min-hosts: a host lost in INT attempts in a row leaves the world (default 2)")       \
   X(kRejoin, rejoin, "--rejoin", rejoin, rejoin, "", "docs/multihost.md",                                             \
     "With --min-hosts: a host that left and answers again is taken back at the next restart")                         \
+  X(kBatchPolicy, batch_policy, "--batch-policy", batch_policy, batch_policy, "per-rank|global", "docs/multihost.md", \
+    "When an elastic world changes: keep each rank's batch (per-rank, default) or the global batch")                  \
   X(kTimeline, timeline, "--timeline", timeline, timeline, "FILE", "docs/timeline.md",                                \
     "Record where every rank's time goes: a trace FILE (Perfetto, chrome://tracing) and a report at the end")
 

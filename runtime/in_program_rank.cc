@@ -8,6 +8,7 @@
 #include <torch/optim/optimizer.h>
 #include <torch/serialize/output-archive.h>
 
+#include <nano/batch_policy.h>
 #include <nano/checkpoint.h>
 #include "core/rank_contract.h"
 #include "runtime/in_program_launch.h"
@@ -105,9 +106,11 @@ void RankTraining::attach(std::shared_ptr<torch::nn::Module> model, std::vector<
   auto hook = std::make_shared<Hook>();
   // With checkpoints also for one rank (a factor of 1): a checkpoint of N ranks then resumes
   // at this world's rate, not at the N-fold one it saved.
-  if (lr.enabled && (w.size() > 1 || checkpoints_)) {
+  // Its target follows the world the batch was chosen for (an elastic world may keep the first's).
+  const int lr_world = batch_world_size(w.size());
+  if (lr.enabled && (lr_world > 1 || checkpoints_)) {
     for (auto* opt : optimizers) {
-      auto_lrs_.push_back(std::make_unique<AutoLr>(*opt, w.size(), lr));
+      auto_lrs_.push_back(std::make_unique<AutoLr>(*opt, lr_world, lr));
       hook->auto_lrs.push_back(auto_lrs_.back().get());
     }
   }

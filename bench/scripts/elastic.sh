@@ -40,7 +40,7 @@ until_true() {
 }
 progress() { cut -d' ' -f1 "$dir/progress" 2>/dev/null || echo 0; }
 attempt() { cut -d' ' -f2 "$dir/progress" 2>/dev/null || echo 0; }
-resumed() { grep -o '^\[rank 0\] fault_rank: rank 0 resumed at step [0-9]*' "$dir/out" | sed -n "${1}p" | grep -o '[0-9]*$'; }
+resumed() { grep -ao '^\[rank 0\] fault_rank: rank 0 resumed at step [0-9]*' "$dir/out" | sed -n "${1}p" | grep -o '[0-9]*$'; }
 
 printf '%-4s %-16s %10s %10s %10s %16s %16s\n' run event "at step" resumed "steps lost" "to resumed s" "to 1st step s"
 rows=()

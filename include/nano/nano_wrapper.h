@@ -29,6 +29,7 @@
 #include <torch/nn/modules/loss.h>
 #include <torch/optim/optimizer.h>
 
+#include <nano/batch_policy.h>
 #include <nano/in_program.h>
 #include <nano/sharding.h>
 
@@ -62,6 +63,11 @@ class ShardableLoader {
   auto begin() { return build().begin(); }
   auto end() { return build().end(); }
   std::size_t batch_size() const { return batch_size_; }
+  /// The batch each rank of the world it is sharded for takes: batch_size(), or in an elastic
+  /// world under --batch-policy global its share of the first world's global batch.
+  std::size_t rank_batch_size() const {
+    return per_rank_batch(batch_size_, batch_world_size(world_size_), world_size_);
+  }
   const ShardOptions& options() const { return options_; }
   int rank() const { return rank_; }
   int world_size() const { return world_size_; }
@@ -82,7 +88,7 @@ class ShardableLoader {
         if (what == SamplerEvent::kBatch) *resumed = sampler.resumed_batches();
       };
       if (options.format.identity()) options.format = from_world_.format;
-      loader_ = make_sharded_loader(dataset_, rank_, world_size_, batch_size_, options);
+      loader_ = make_sharded_loader(dataset_, rank_, world_size_, rank_batch_size(), options);
     }
     return *loader_;
   }
@@ -270,7 +276,8 @@ class NanoFunction {
         ShardOptions mine = arg.options();
         mine.balancer = nullptr;  // the loader keeps its own; these are the world's
         mine.hook = nullptr;
-        arg.shard(world.rank(), world.size(), session.loader_options(mine, arg.batch_size()));
+        const std::size_t batch = per_rank_batch(arg.batch_size(), batch_world_size(world.size()), world.size());
+        arg.shard(world.rank(), world.size(), session.loader_options(mine, batch));
       }
     };
     (shard(args), ...);

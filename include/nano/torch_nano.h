@@ -25,6 +25,7 @@
 
 #include <torch/optim/optimizer.h>
 
+#include <nano/batch_policy.h>
 #include <nano/in_program.h>
 #include <nano/sharding.h>
 
@@ -77,7 +78,8 @@ class TorchNano {
   }
 
   /// A DataLoader over this rank's disjoint shard of `dataset` (batch_size per rank,
-  /// reshuffled every epoch). With options().balance_batches (the default) and workers == 0,
+  /// reshuffled every epoch; in an elastic world under --batch-policy global, the share of the
+  /// first world's global batch, <nano/batch_policy.h>). With options().balance_batches (the default) and workers == 0,
   /// each step's N x batch_size samples are split by the ranks' measured speed, so a rank's
   /// batch may be a little larger or smaller than batch_size. With options().checkpoint_dir its
   /// position is checkpointed (workers must be 0). Caller: launches (if not yet) and returns an
@@ -92,8 +94,9 @@ class TorchNano {
                                            torch::data::DataLoaderOptions(batch_size).workers(options.workers));
     }
     World& w = session_->world();
-    return make_sharded_loader(std::move(dataset), w, batch_size,
-                               session_->loader_options(std::move(options), batch_size));
+    // An elastic world that keeps the global batch gives each rank its share of the first one's.
+    const std::size_t per_rank = per_rank_batch(batch_size, batch_world_size(w.size()), w.size());
+    return make_sharded_loader(std::move(dataset), w, per_rank, session_->loader_options(std::move(options), per_rank));
   }
 
   /// With options().checkpoint_dir, in a run resumed from a checkpoint: how many batches of the

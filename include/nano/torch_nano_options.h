@@ -51,6 +51,9 @@ struct TorchNanoOptions {
   int min_hosts = 0;
   int host_lost_after = 2;  ///< with min_hosts: attempts in a row a host is lost in before it leaves
   bool rejoin = false;      ///< with min_hosts: a host that left and answers again is taken back at a restart
+  /// When an elastic world changes: "per-rank" (keep each rank's batch) or "global" (keep the
+  /// first world's global batch: setup_dataloader's per-rank batch and auto_lr follow it).
+  std::string batch_policy = "per-rank";
   /// Record where every rank's time goes (nano-run's --timeline): a Chrome trace-event file
   /// (Perfetto, chrome://tracing) written when the ranks end, FILE.report.json beside it, and
   /// the report on stderr. "" = none.

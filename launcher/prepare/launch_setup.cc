@@ -189,6 +189,9 @@ void check_launch_options(const LaunchOptions& o) {
     throw SettingError(Setting::kMinHosts, std::to_string(o.min_hosts),
                        "{min_hosts} " + std::to_string(o.min_hosts) +
                            " goes on after a lost host by a restart: it needs {max_restarts} 1 or more");
+  if (o.batch_policy != "per-rank" && o.batch_policy != "global")
+    throw SettingError(Setting::kBatchPolicy, o.batch_policy,
+                       "{batch_policy} must be per-rank or global, got '" + o.batch_policy + "'");
   if (o.rejoin && o.min_hosts == 0)
     throw SettingError(Setting::kRejoin, "",
                        "{rejoin} takes back hosts that left an elastic world: it needs {min_hosts}");
@@ -483,6 +486,10 @@ Setup prepare(const LaunchOptions& o, const std::vector<std::string>& argv, Purp
   inputs.finder = find_installed_library;
   // The ranks' records of a timeline go to its folder (launcher/timeline/timeline_merge.h).
   if (!o.timeline.empty()) s.options.extra_env[contract::kTimeline] = timeline_records_folder(o.timeline);
+  // The first world's size, kept by every later world (prepare_on_hosts copies these options).
+  if (o.batch_policy == "global" && !s.options.extra_env.count(contract::kBatchWorldSize))
+    s.options.extra_env[contract::kBatchWorldSize] =
+        std::to_string(world.world_total > 0 ? world.world_total : world.world_size);
   inputs.extra_env = &s.options.extra_env;
   inputs.python_folder = nano_python_folder();
   if (purpose == Purpose::kLaunch && needs_listen_guard(s)) {

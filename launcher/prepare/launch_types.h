@@ -63,6 +63,11 @@ struct LaunchOptions {
   /// With min_hosts: a host that left the world and answers the launch agent again is taken back
   /// at the next restart (the world grows again); without, a host that left stays out.
   bool rejoin = false;
+  /// When an elastic world changes size: "per-rank" keeps each rank's batch (the global batch and
+  /// auto_lr's target follow the new N, as BigDL-Nano's scaling does); "global" keeps the global
+  /// batch of the first world (each rank's grows or shrinks, rounded up, and auto_lr's target
+  /// stays the first world's): its ranks get NANO_BATCH_WORLD_SIZE (core/rank_contract.h).
+  std::string batch_policy = "per-rank";
   /// Every rank records its steps' phases and its collectives (runtime/timeline/recorder.h); when the
   /// launch ends, however it ends, they are merged into this Chrome trace-event file, with
   /// FILE.report.json beside it, and the report is told (docs/timeline.md). "" = none.

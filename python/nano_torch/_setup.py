@@ -120,6 +120,26 @@ def auto_lr_ratio(step, world_size, length):
     return 1.0 + (world_size - 1) * min(step, length) / length
 
 
+def batch_world_size(world_size):
+    """The world size the per-rank batch and the rate were chosen for: an elastic launch that
+    keeps the global batch (batch_policy="global") gives its first world's, NANO_BATCH_WORLD_SIZE
+    (nano::batch_world_size, <nano/batch_policy.h>); else `world_size`."""
+    text = os.environ.get("NANO_BATCH_WORLD_SIZE", "")
+    if not text:
+        return world_size
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(f"nano_torch: bad NANO_BATCH_WORLD_SIZE={text}: expected a count >= 1")
+    return int(text)
+
+
+def per_rank_batch(batch_size, batch_world, world_size):
+    """The per-rank batch that keeps batch_size x batch_world samples a step over world_size
+    ranks, rounded up (nano::per_rank_batch)."""
+    if batch_world == world_size:
+        return batch_size
+    return -(-batch_size * batch_world // world_size)
+
+
 def setup_optimizer(optimizer, world):
     """auto_lr: after each step() the rate moves towards N times the user's, multiplying the
     group's current rate (the previous factor divided out), so a user schedule still composes.
@@ -127,7 +147,8 @@ def setup_optimizer(optimizer, world):
     options = world.options
     if world.checkpoints() and optimizer not in world.checkpointer.optimizers:
         world.checkpointer.optimizers.append(optimizer)
-    auto_lr = options.auto_lr and world.world_size > 1
+    lr_world = batch_world_size(world.world_size)  # an elastic world may keep the first one's batch
+    auto_lr = options.auto_lr and lr_world > 1
     # Only in a rank of several (never the caller's own optimizer at num_processes=1, which a
     # later call may ship to its ranks): auto_lr, or the timeline's steps where DDP syncs.
     if not (auto_lr or (_timeline.ON and world.distributed)) or getattr(optimizer, "_nano_set_up", False):
@@ -143,7 +164,7 @@ def setup_optimizer(optimizer, world):
         if not auto_lr:
             return out
         state["step"] += 1
-        ratio = auto_lr_ratio(state["step"], world.world_size, options.auto_lr_warmup_steps)
+        ratio = auto_lr_ratio(state["step"], lr_world, options.auto_lr_warmup_steps)
         for group in optimizer.param_groups:
             group["lr"] = group["lr"] / state["applied"] * ratio
         state["applied"] = ratio
@@ -193,7 +214,8 @@ class ShardedLoader:
             self.sampler = DistributedSampler(loader.dataset, num_replicas=world.world_size, rank=world.rank,
                                               shuffle=isinstance(loader.sampler, RandomSampler))
             self._sampler = _Resumable(self.sampler)
-            kwargs = dict(batch_size=loader.batch_size, sampler=self._sampler, num_workers=loader.num_workers,
+            batch_size = per_rank_batch(loader.batch_size, batch_world_size(world.world_size), world.world_size)
+            kwargs = dict(batch_size=batch_size, sampler=self._sampler, num_workers=loader.num_workers,
                           collate_fn=loader.collate_fn, pin_memory=loader.pin_memory, drop_last=loader.drop_last,
                           timeout=loader.timeout, worker_init_fn=loader.worker_init_fn)
             if loader.num_workers > 0:

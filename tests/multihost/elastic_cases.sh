@@ -8,8 +8,9 @@
 #                     once on the smaller world, and the restart takes hostC back: 3, 2, 3 ranks
 #   elastic_too_few   2 hosts, --min-hosts 2: hostB dies; nano-run ends, naming it, with 255
 #   elastic_slow      hostC stopped (SIGSTOP) for less than the heartbeat timeout: never dropped
-#   python_elastic    the Python API: @nano(num_processes=4, hosts="hostA:2,hostB:2", min_hosts=1)
-#                     loses hostB and returns rank 0's trained model from hostA's 2 ranks
+#   python_elastic    the Python API: @nano(num_processes=4, hosts="hostA:2,hostB:2", min_hosts=1,
+#                     batch_policy="global") loses hostB and returns rank 0's trained model from
+#                     hostA's 2 ranks, each taking twice its batch
 # Each prints when the host was lost, when the smaller world took its first step, and the steps lost.
 
 elastic_steps=100
@@ -58,8 +59,8 @@ revive_host() {
   bash "$testbed" link "$state" "$1" up
 }
 
-resumed_steps() { grep -o '^\[rank 0\] fault_rank: rank 0 resumed at step [0-9]*' "$out" | grep -o '[0-9]*$'; }
-weights() { grep -o '^\[rank 0\] weights [0-9a-f]*' "$out" | tail -1 | cut -d' ' -f4; }
+resumed_steps() { grep -ao '^\[rank 0\] fault_rank: rank 0 resumed at step [0-9]*' "$out" | grep -o '[0-9]*$'; }
+weights() { grep -ao '^\[rank 0\] weights [0-9a-f]*' "$out" | tail -1 | cut -d' ' -f4; }
 
 # scripted_run DIR HOSTS:STEPS...: the world history given from the start, one run per world,
 # each resuming from the last's checkpoint in DIR; echoes the last run's weights.
@@ -183,7 +184,8 @@ PY
     [ $rc -eq 0 ] || fail "exit $rc: $(tail -5 "$out")"
     expect_line "^nano-run: hostB lost \(.*\): the next attempt runs without it$"
     expect_line "^training on 2 ranks$"
-    expect_line "^returned 2 trained True$"
+    # The global batch kept: 2 ranks x 8 samples, as the 4 ranks' 4 each; the rate's target 4 x 0.1.
+    expect_line "^returned 2 batch 8 lr 0.4 trained True$"
     check_nothing_left hostB
     ;;
   esac
@@ -191,4 +193,4 @@ PY
 }
 
 # Shows nano-run's own lines of the elastic run (the log says what was judged).
-show_judgement() { grep -E '^nano-run: (root cause|.* lost|.* answers|going on|worlds|restart)' "$out" | sed 's/^/  | /'; }
+show_judgement() { grep -aE '^nano-run: (root cause|.* lost|.* answers|going on|worlds|restart)' "$out" | sed 's/^/  | /'; }

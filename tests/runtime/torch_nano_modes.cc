@@ -100,6 +100,44 @@ int run_a_balance() {
   return 0;
 }
 
+// A rank of an elastic world that keeps the global batch of a first world of 4 (the test exports
+// NANO_BATCH_WORLD_SIZE=4, as nano-run --batch-policy global does after a shrink): 2 ranks take
+// 16 samples each of a loader written for 8, and auto_lr's target is 4 x the rate.
+class BatchPolicyNano : public nano::TorchNano {
+ public:
+  using TorchNano::TorchNano;
+  torch::nn::Linear model{torch::nn::LinearOptions(1, 1)};
+
+  void train() override {
+    torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.1));
+    setup(model, optimizer);
+    auto rows = torch::linspace(0, 1, 256).unsqueeze(1).repeat({1, 2});
+    auto loader = setup_dataloader(
+        torch::data::datasets::TensorDataset(rows).map(torch::data::transforms::Stack<torch::data::TensorExample>()),
+        8);
+    int64_t batch = 0;
+    for (auto& b : *loader) {
+      batch = std::max<int64_t>(batch, b.data.size(0));
+      optimizer.zero_grad();
+      backward(torch::nn::functional::mse_loss(model(b.data.narrow(1, 0, 1)), b.data.narrow(1, 1, 1)));
+      optimizer.step();
+    }
+    const double lr = static_cast<torch::optim::SGDOptions&>(optimizer.param_groups()[0].options()).lr();
+    if (is_main()) set_result("batch " + std::to_string(batch) + " lr " + std::to_string(lr));
+  }
+};
+
+int run_a_batch_policy() {
+  nano::AutoLrOptions lr;
+  lr.warmup_steps = 2;
+  BatchPolicyNano trainer({.num_processes = 2, .auto_lr = lr, .balance_batches = false});
+  trainer.train();
+  if (!trainer.is_caller()) return 0;
+  const auto report = trainer.result<std::string>();
+  std::cout << "rank 0: " << report << std::endl;
+  return report == "batch 16 lr 0.400000" ? 0 : fail("expected batch 16 lr 0.400000, got " + report);
+}
+
 nano::TorchNanoOptions options_for(const std::string& backend) {
   return {.num_processes = 2, .distributed_backend = backend, .auto_lr = false};
 }
@@ -382,6 +420,7 @@ int main(int argc, char** argv) {
     if (mode == "affinity") return run_affinity();
     if (mode == "a-restart") return run_a_restart();
     if (mode == "a-balance") return run_a_balance();
+    if (mode == "a-batch-policy") return run_a_batch_policy();
     if (mode == "b-equiv") return run_b_equiv(backend);
     if (mode == "b-fail") return run_b_fail();
     if (mode == "b-auto-lr") return run_b_auto_lr();

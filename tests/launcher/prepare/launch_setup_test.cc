@@ -90,6 +90,8 @@ TEST_CASE("check_launch_options: each check of the options alone, naming the set
        "--min-hosts 2 goes on after a lost host by a restart: it needs --max-restarts 1 or more", Setting::kMinHosts},
       {[](LaunchOptions& o) { o.host_lost_after = 0; }, "--host-lost-after must be at least 1, got 0",
        Setting::kHostLostAfter},
+      {[](LaunchOptions& o) { o.batch_policy = "both"; }, "--batch-policy must be per-rank or global, got 'both'",
+       Setting::kBatchPolicy},
       {[](LaunchOptions& o) { o.rejoin = true; },
        "--rejoin takes back hosts that left an elastic world: it needs --min-hosts", Setting::kRejoin},
   };

@@ -1,8 +1,12 @@
 // auto_lr: table tests of the pure ratio, and the applier on real optimizers.
+#include <cstdlib>
+#include <string>
+
 #include <torch/optim/adam.h>
 #include <torch/optim/sgd.h>
 
 #include <nano/auto_lr.h>
+#include <nano/batch_policy.h>
 #include <nano/error.h>
 
 // c10's logging defines a fatal CHECK; doctest's must win, so it comes last.
@@ -93,4 +97,34 @@ TEST_CASE("AutoLr off, or a world of one, leaves the rate alone") {
     b.step();
     CHECK(sgd.param_groups()[0].options().get_lr() == 0.3);
   }
+}
+
+TEST_CASE("per_rank_batch and batch_world_size: the global batch policy of an elastic world") {
+  struct Row {
+    std::size_t batch;
+    int batch_world, world;
+    std::size_t expected;
+  };
+  const Row rows[] = {
+      {32, 3, 3, 32},                                 // the first world: as written
+      {32, 3, 2, 48},                                 // 96 samples a step over 2 ranks
+      {32, 2, 3, 22},                                 // 64 over 3: rounded up (66)
+      {32, 4, 1, 128}, {1, 3, 2, 2}, {32, 0, 2, 32},  // no first world given: as written
+  };
+  for (const Row& r : rows) {
+    CAPTURE(r.batch_world);
+    CAPTURE(r.world);
+    CHECK(nano::per_rank_batch(r.batch, r.batch_world, r.world) == r.expected);
+  }
+  unsetenv("NANO_BATCH_WORLD_SIZE");
+  CHECK(nano::batch_world_size(2) == 2);
+  setenv("NANO_BATCH_WORLD_SIZE", "3", 1);
+  CHECK(nano::batch_world_size(2) == 3);
+  for (const char* bad : {"0", "x", "3x", "-2"}) {
+    setenv("NANO_BATCH_WORLD_SIZE", bad, 1);
+    CHECK_THROWS_WITH_AS(nano::batch_world_size(2),
+                         (std::string("nano: bad NANO_BATCH_WORLD_SIZE=") + bad + ": expected a count >= 1").c_str(),
+                         nano::UsageError);
+  }
+  unsetenv("NANO_BATCH_WORLD_SIZE");
 }
