@@ -34,6 +34,15 @@ inline constexpr const char* kTuneTrial = "NANO_TUNE_TRIAL";
 /// Under `nano-run --timeline` (TorchNanoOptions::timeline): the folder where each rank writes
 /// its timeline records (runtime/timeline/recorder.h), which the launcher merges when the job ends.
 inline constexpr const char* kTimeline = "NANO_TIMELINE";
+/// An elastic launch with rejoin (nano-run --rejoin): "1" asks nano's checkpoints to stop the
+/// ranks at the next checkpoint once kStopAtCheckpointSignal comes (a host came back; the world
+/// grows at that step), with kStoppedAtCheckpointExitCode after the checkpoint is on disk.
+inline constexpr const char* kStopAtCheckpoint = "NANO_STOP_AT_CHECKPOINT";
+/// SIGURG (23 on Linux): its default action is to ignore it, so a program without nano's
+/// checkpoints goes on as if nothing came.
+inline constexpr int kStopAtCheckpointSignal = 23;
+/// EX_TEMPFAIL: every rank of a world that stopped at a checkpoint as asked exits with it.
+inline constexpr int kStoppedAtCheckpointExitCode = 75;
 /// An elastic launch that keeps the global batch (--batch-policy global): the world size of its
 /// first attempt, for which the per-rank batch and the learning rate were chosen; unset otherwise.
 inline constexpr const char* kBatchWorldSize = "NANO_BATCH_WORLD_SIZE";

@@ -6,9 +6,11 @@
 #  1. shrink: at a random step past 20, hostC dies (every process killed, its link down). From the
 #     loss to the smaller world's rank 0 resuming (its checkpoint loaded), and to its first step;
 #     the steps lost (those since the last checkpoint).
-#  2. rejoin (--host-lost-after 1 --rejoin): hostC boots again while the 2 hosts train; rank 0 fails
-#     at step 100 of that attempt (SIGKILL), and the restart takes hostC back. From the failure to
-#     the grown world's resume and first step; the steps lost.
+#  2. rejoin (--host-lost-after 1 --rejoin): hostC boots again while the 2 hosts train; nano-run,
+#     asking the hosts that left every 5 s, finds it answers and asks the ranks to stop at their next
+#     checkpoint, where the world grows back. From hostC's return to the grown world's resume and
+#     first step (the wait for the next ask included); the steps lost (those since the checkpoint
+#     the smaller world stopped at: none).
 # Each run is one elastic job (both events); RUNS of them (default 3), then the ranges.
 # Needs root.
 # Usage: scripts/bench.sh elastic [BUILD_DIR] [RUNS]
@@ -46,12 +48,11 @@ printf '%-4s %-16s %10s %10s %10s %16s %16s\n' run event "at step" resumed "step
 rows=()
 for run in $(seq 1 "$runs"); do
   bash "$tb" up "$state" 3
-  rm -rf "$dir/ckpt" "$dir/pids" "$dir/progress"
-  mkdir -p "$dir/pids"
+  rm -rf "$dir/ckpt" "$dir/progress"
   bash "$tb" run "$state" hostA "$build/bin/nano-run" --hosts hostA:1,hostB:1,hostC:1 --min-hosts 2 --max-restarts 3 \
     --host-lost-after 1 --rejoin --heartbeat-timeout 5 --grace-period 1 \
-    "$build/tests/faults/fault_rank" --steps 220 --checkpoint-dir "$dir/ckpt" --checkpoint-every 10 \
-    --progress "$dir/progress" --pid-dir "$dir/pids" --fault kill@step:100@0@1 > "$dir/out" 2>&1 &
+    "$build/tests/faults/fault_rank" --steps 300 --checkpoint-dir "$dir/ckpt" --checkpoint-every 10 \
+    --progress "$dir/progress" > "$dir/out" 2>&1 &
   job=$!
   # 1. shrink
   kill_at=$((21 + RANDOM % 9))
@@ -67,14 +68,15 @@ for run in $(seq 1 "$runs"); do
     "$(bc -l <<<"$t1 - $t0")" "$(bc -l <<<"$t2 - $t0")")
   echo "$row"
   rows+=("$row")
-  # 2. rejoin: hostC back; rank 0 fails at step 100 of the 2-host attempt
+  # 2. rejoin: hostC back; the 2-host world stops at its next checkpoint once nano-run hears it
   bash "$tb" revive "$state" hostC
   bash "$tb" link "$state" hostC up
-  t0=$(until_true "[ -e '$dir/pids/fault-0.at' ]")
+  t0=$(now)
   t1=$(until_true "[ -n \"\$(resumed 2)\" ]")
   c2=$(resumed 2)
+  stopped=$(grep -ao '^\[rank 0\] nano: stopping at the checkpoint of step [0-9]*' "$dir/out" | grep -o '[0-9]*$')
   t2=$(until_true "[ \$(attempt) = 2 ]")  # rank 0's first step in the 3-host world
-  row=$(printf '%-4s %-16s %10s %10s %10s %16.2f %16.2f' "$run" "rejoin 2->3" 100 "$c2" $((100 - c2)) \
+  row=$(printf '%-4s %-16s %10s %10s %10s %16.2f %16.2f' "$run" "rejoin 2->3" "$stopped" "$c2" $((stopped - c2)) \
     "$(bc -l <<<"$t1 - $t0")" "$(bc -l <<<"$t2 - $t0")")
   echo "$row"
   rows+=("$row")
@@ -84,7 +86,7 @@ for run in $(seq 1 "$runs"); do
   bash "$tb" down "$state"
 done
 echo
-echo "ranges over $runs runs (seconds from the loss or failure):"
+echo "ranges over $runs runs (seconds from the loss, or from the host's return):"
 for event in "shrink 3->2" "rejoin 2->3"; do
   printf '%s\n' "${rows[@]}" | awk -v e="$event" '
     substr($0, 6, 16) ~ e { n++; r = $(NF-1); f = $NF; l = $(NF-2);

@@ -96,7 +96,9 @@ class Checkpointer {
   /// written, this one waits for it: at most one staged copy is ever in flight, and how often and
   /// how long checkpoints waited is said in one line when this object ends. Returns true when it
   /// saved. Collective in the sense that every rank must call it equally often. Throws nano::Error
-  /// (rank 0) once the folder's claim was found taken by another job.
+  /// (rank 0) once the folder's claim was found taken by another job. In an elastic launch with
+  /// rejoin, a checkpoint after nano-run asked the ranks to stop (a host came back) is the last:
+  /// once it is on disk every rank exits with 75 and the world grows again at this step.
   bool step();
   /// Saves now (after the previous write, if one is still under way). The training thread is
   /// held only while the state is copied: each tracked tensor is cloned (an object whose save()
@@ -133,6 +135,7 @@ class Checkpointer {
   void throw_if_lost();
   struct LostClaim;
 
+  void stop_if_asked();
   std::string dir_;
   std::shared_ptr<Communicator> comm_;
   CheckpointOptions options_;

@@ -8,9 +8,14 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <sstream>
+#include <thread>
 
 #include <nano/error.h>
 #include "launcher/launch/elastic.h"
@@ -135,8 +140,46 @@ class ElasticHosts {
         standing_(on_ ? elastic_standing(s.hosts, host_name()) : std::vector<HostStanding>{}) {
     if (on_) worlds_.push_back(world_of(s, 0, ""));
   }
+  ~ElasticHosts() { unwatch(); }
+  ElasticHosts(const ElasticHosts&) = delete;
+  ElasticHosts& operator=(const ElasticHosts&) = delete;
   bool on() const { return on_; }
   const std::vector<WorldChange>& worlds() const { return worlds_; }
+
+  /// With rejoin, while attempt `restarts` of `s` runs and restarts are left: the hosts that left
+  /// are asked every kRejoinAskEvery, on a thread of its own, and once one answers the world is
+  /// asked to stop at its next checkpoint (LaunchOptions::stop_at_checkpoint_when), where the
+  /// restart takes it back (judge()).
+  void watch(Setup& s, int restarts) {
+    std::vector<std::string> left;
+    for (const HostStanding& h : standing_)
+      if (h.left) left.push_back(h.host.host);
+    if (!on_ || !policy_.rejoin || left.empty() || restarts >= s.options.max_restarts) return;
+    answered_ = false;
+    stop_ = false;
+    watcher_ = std::thread([this, left] {
+      std::unique_lock<std::mutex> lock(mutex_);
+      while (!wake_.wait_for(lock, kRejoinAskEvery, [this] { return stop_; })) {
+        lock.unlock();
+        const std::set<std::string> silent = hosts_not_answering(way_, left, current_environment());
+        lock.lock();
+        if (silent.size() < left.size()) {
+          answered_ = true;
+          return;
+        }
+      }
+    });
+    s.options.stop_at_checkpoint_when = [this] { return answered_.load(); };
+  }
+  /// The watch of the attempt that ended, over.
+  void unwatch() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    if (watcher_.joinable()) watcher_.join();
+  }
 
   /// After failed attempt `restarts` of `s`: the next world (nullopt: the same hosts), or
   /// `result` turned into the launch's end when too few hosts are left (then *ended is true).
@@ -193,6 +236,11 @@ class ElasticHosts {
   ProbeWay way_;
   std::vector<HostStanding> standing_;
   std::vector<WorldChange> worlds_;
+  std::thread watcher_;  // asks the hosts that left while a world runs (watch())
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stop_ = false;
+  std::atomic<bool> answered_{false};
 };
 
 }  // namespace
@@ -231,7 +279,15 @@ LaunchResult launch(Setup s) {
       renew_for_restart(s, restarts);
     }
     if (options.max_restarts > 0) router.start_attempt(attempt_name(restarts));
-    result = run_world(s, router, sink);
+    elastic.watch(s, restarts);
+    try {
+      result = run_world(s, router, sink);
+    } catch (...) {
+      elastic.unwatch();
+      throw;
+    }
+    elastic.unwatch();
+    s.options.stop_at_checkpoint_when = nullptr;
     result.attempts = restarts + 1;
     if (!should_restart(result.exit_code, result.interrupted_by, restarts, options.max_restarts)) break;
     if (elastic.on()) {
@@ -242,8 +298,9 @@ LaunchResult launch(Setup s) {
     std::ostringstream delay;
     delay << options.restart_delay.count() / 1000.0;
     router.note("nano-run: restart " + std::to_string(restarts + 1) + " of " + std::to_string(options.max_restarts) +
-                " in " + delay.str() + " s (attempt " + std::to_string(restarts + 1) + " ended with " +
-                std::to_string(result.exit_code) + ")");
+                " in " + delay.str() + " s (attempt " + std::to_string(restarts + 1) +
+                (result.stopped_at_checkpoint ? " stopped at its checkpoint, as asked)"
+                                              : " ended with " + std::to_string(result.exit_code) + ")"));
     if (int sig = wait_before_restart(options.restart_delay, sink)) {
       router.note("nano-run: stopped by " + signal_name(sig) + " before the restart; exit " +
                   std::to_string(128 + sig));

@@ -486,6 +486,8 @@ Setup prepare(const LaunchOptions& o, const std::vector<std::string>& argv, Purp
   inputs.finder = find_installed_library;
   // The ranks' records of a timeline go to its folder (launcher/timeline/timeline_merge.h).
   if (!o.timeline.empty()) s.options.extra_env[contract::kTimeline] = timeline_records_folder(o.timeline);
+  // Rejoin: nano's checkpoints stop the world at a checkpoint when a host comes back.
+  if (o.rejoin) s.options.extra_env[contract::kStopAtCheckpoint] = "1";
   // The first world's size, kept by every later world (prepare_on_hosts copies these options).
   if (o.batch_policy == "global" && !s.options.extra_env.count(contract::kBatchWorldSize))
     s.options.extra_env[contract::kBatchWorldSize] =

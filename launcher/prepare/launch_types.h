@@ -81,6 +81,11 @@ struct LaunchOptions {
   /// stopped as at an interruption (SIGTERM, the grace period, SIGKILL), and how the ranks end
   /// then is no failure (LaunchResult::stopped). A tuning trial ends so once it measured enough.
   std::function<bool()> stop_when;
+  /// Asked with stop_when (an elastic launch with rejoin sets it while a host that left is
+  /// watched): once it returns true, every rank is sent SIGURG, once, and nano's checkpoints stop
+  /// the world at the next checkpoint (core/rank_contract.h, kStopAtCheckpoint); a world that
+  /// ends so is LaunchResult::stopped_at_checkpoint.
+  std::function<bool()> stop_at_checkpoint_when;
   /// Files of the caller's own (an in-program launch's result file) that the job's guardian
   /// removes if the caller dies while a world runs; on any other end the caller removes them.
   std::vector<std::string> caller_files;
@@ -125,6 +130,9 @@ struct LaunchResult {
   int interrupted_by = 0;              ///< the signal the launcher received (SIGINT, SIGTERM, SIGHUP); 0 = none
   int attempts = 1;                    ///< worlds started: 1 + restarts
   bool stopped = false;                ///< LaunchOptions::stop_when ended the world
+  /// The ranks stopped at a checkpoint as LaunchOptions::stop_at_checkpoint_when asked (the
+  /// root cause exited with kStoppedAtCheckpointExitCode after the ask): a planned end.
+  bool stopped_at_checkpoint = false;
   /// The hosts the last attempt lost (its root cause's host, hosts whose shims did not start).
   std::vector<LostHost> lost_hosts;
   /// Every world the launch ran, the first included, when LaunchOptions::min_hosts made it

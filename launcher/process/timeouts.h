@@ -36,6 +36,10 @@ inline constexpr int kShimAcceptsPerWake = 64;
 /// even on a loaded machine.
 inline constexpr std::chrono::seconds kShimsStartWithin{30};
 
+/// An elastic launch with rejoin: how often the hosts that left are asked whether they answer
+/// again while a world runs (each ask: one launch-agent call per host, bounded by kProbeWithin).
+inline constexpr std::chrono::seconds kRejoinAskEvery{5};
+
 /// When a shim's link on nano-run's own host closes before its rank's status came, mpirun ended
 /// that shim, mostly because it lost a daemon on another host (Open MPI 5 notices a cut link on
 /// its own): a host silent for heartbeat_timeout / this is then taken as lost too, so the root

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "core/rank_contract.h"
 #include "launcher/prepare/port.h"
 #include "launcher/prepare/torchrun_env.h"
 #include "launcher/process/signals.h"
@@ -110,7 +111,11 @@ void SupervisionLoop::apply(const Decision& d) {
 void SupervisionLoop::rank_ended(int rank, int code, int sig) {
   const Decision d = supervisor_.rank_exited(rank, code, sig);
   if (rank >= 0 && static_cast<size_t>(rank) < ends_.size()) ends_[static_cast<size_t>(rank)] = describe_end(code, sig);
-  if (d.announce) {
+  const bool planned = stop_asked_ && sig == 0 && code == contract::kStoppedAtCheckpointExitCode;
+  if (d.announce && planned) {
+    router_.note("nano-run: rank " + std::to_string(rank + setup_.rank_offset) +
+                 " stopped at its checkpoint, as asked; so do the others");
+  } else if (d.announce) {
     const std::string what = lost_[static_cast<size_t>(rank)].empty()
                                  ? "rank " + std::to_string(rank + setup_.rank_offset) + " " + describe_end(code, sig)
                                  : describe_lost(rank, shims_.hosts(), lost_, host_name());
@@ -309,6 +314,12 @@ void SupervisionLoop::loop() {
     if (setup_.options.stop_when && !supervisor_.tearing_down() && setup_.options.stop_when()) {
       apply(supervisor_.stop_requested());
     }
+    if (setup_.options.stop_at_checkpoint_when && !stop_asked_ && !supervisor_.tearing_down() &&
+        setup_.options.stop_at_checkpoint_when()) {
+      stop_asked_ = true;
+      router_.note("nano-run: asking the ranks to stop at their next checkpoint, where the world changes");
+      deliver(contract::kStopAtCheckpointSignal);
+    }
     poll_once(timeout);
     drop_strangers();
     heartbeat();
@@ -352,6 +363,13 @@ LaunchResult SupervisionLoop::finish() {
   if (strangers_ > 0)
     router_.note("nano-run: turned away " + std::to_string(strangers_) +
                  " connection(s) to the shims' listener that did not answer the attempt's challenge");
+  // The ranks did what they were asked: a planned end, no failure to report.
+  if (stop_asked_ && facts.root_cause && facts.root_cause->signal == 0 &&
+      facts.root_cause->exit_code == contract::kStoppedAtCheckpointExitCode) {
+    router_.note("nano-run: the ranks stopped at their checkpoint, as asked");
+    result.stopped_at_checkpoint = true;
+    return result;
+  }
   EndReport report = report_end(facts);
   for (const auto& line : report.lines) router_.note(line);
   result.failure = report.failure;

@@ -86,6 +86,7 @@ class SupervisionLoop : private ShimEvents {
   std::vector<Child> children_;
   std::vector<std::unique_ptr<Channel>> channels_;
   int listen_fd_ = -1;
+  bool stop_asked_ = false;         // LaunchOptions::stop_at_checkpoint_when said so; the ranks were sent the signal
   Clock::time_point started_at_{};  // when the starter returned: the shims' start bound counts from it
   size_t strangers_ = 0;            // connections to the listener closed without a hello that answered
   std::optional<Clock::time_point> deadline_;

@@ -33,6 +33,7 @@
 #include "runtime/timeline/step_report.h"
 #include "runtime/training/checkpoint_format.h"
 #include "runtime/training/checkpoint_staging.h"
+#include "runtime/training/checkpoint_stop.h"
 #include "runtime/training/durable_file.h"
 
 namespace nano {
@@ -140,6 +141,7 @@ Checkpointer::Checkpointer(std::string dir, std::shared_ptr<Communicator> comm, 
       last_save_(std::chrono::steady_clock::now()),
       lost_(std::make_shared<LostClaim>()) {
   if (dir_.empty()) throw UsageError("nano: the checkpoint folder is empty");
+  planned_stops_on();  // the signal's handler, before a loader's threads start
   while (dir_.size() > 1 && dir_.back() == '/') dir_.pop_back();
   if (options_.keep < 1)
     throw UsageError("nano: checkpoint keep must be at least 1, got " + std::to_string(options_.keep));
@@ -352,7 +354,22 @@ bool Checkpointer::step() {
   }
   save();
   timeline::checkpoint_since(held);
+  if (planned_stops_on()) stop_if_asked();
   return true;
+}
+
+// A planned stop (runtime/training/checkpoint_stop.h): every rank learns whether any was asked,
+// and all stop together once the checkpoint just saved is on disk.
+void Checkpointer::stop_if_asked() {
+  at::Tensor asked = at::full({1}, stop_asked() ? 1.0 : 0.0, at::kDouble);
+  comm_->all_reduce(asked, ReduceOp::kSum);
+  if (asked.item<double>() <= 0) return;
+  wait();  // rank 0: the checkpoint is durable (throws when the folder was taken)
+  comm_->barrier();
+  if (comm_->rank() == 0)
+    std::cerr << "nano: stopping at the checkpoint of step " << steps_
+              << ", as nano-run asked: the world changes at this step" << std::endl;
+  stop_at_checkpoint();
 }
 
 void Checkpointer::save() {

@@ -4,8 +4,9 @@
 #   elastic_shrink    3 hosts x 1 rank; hostC dies for good mid-run (every process killed, its
 #                     link down): the job finishes on 2 hosts, with the weights of a scripted run
 #                     given the same world history (3 ranks to the checkpoint, then 2)
-#   elastic_rejoin    the same with --host-lost-after 1 --rejoin; hostC boots again, rank 0 fails
-#                     once on the smaller world, and the restart takes hostC back: 3, 2, 3 ranks
+#   elastic_rejoin    the same with --host-lost-after 1 --rejoin; hostC boots again, and the 2 hosts
+#                     stop at their next checkpoint, where the world grows back: 3, 2, 3 ranks, no
+#                     step's work lost, the weights of the scripted run with that history
 #   elastic_too_few   2 hosts, --min-hosts 2: hostB dies; nano-run ends, naming it, with 255
 #   elastic_slow      hostC stopped (SIGSTOP) for less than the heartbeat timeout: never dropped
 #   python_elastic    the Python API: @nano(num_processes=4, hosts="hostA:2,hostB:2", min_hosts=1,
@@ -104,9 +105,10 @@ elastic_case() {
     echo "weights $elastic, as the scripted run's (3 ranks to step $c1, then 2)"
     ;;
   elastic_rejoin)
-    # Rank 0 fails once in attempt 2 (on the smaller world), at step 70: by then hostC is back.
-    start_elastic hostA:1,hostB:1,hostC:1 "$dir" --host-lost-after 1 --rejoin --timeline "$dir/trace.json" -- \
-      --fault kill@step:70@0@1
+    # hostC boots again while the 2 hosts train: nano-run, asking the hosts that left every 5 s,
+    # finds it answers and asks the ranks to stop at their next checkpoint, where the world grows.
+    elastic_steps=200
+    start_elastic hostA:1,hostB:1,hostC:1 "$dir" --host-lost-after 1 --rejoin --timeline "$dir/trace.json" --
     wait_step "$dir" 25
     at=$(cut -d' ' -f1 "$dir/progress")
     kill_host hostC
@@ -117,8 +119,11 @@ elastic_case() {
     show_judgement
     [ $rc -eq 0 ] || fail "exit $rc, expected 0: $(tail -5 "$out")"
     expect_line "^nano-run: $lost_line, in 1 attempt in a row: it leaves the world$"
+    expect_line "^nano-run: asking the ranks to stop at their next checkpoint, where the world changes$"
+    expect_line "^nano-run: the ranks stopped at their checkpoint, as asked$"
     expect_line "^nano-run: hostC answers again: it rejoins the world$"
     expect_line "^nano-run: going on with 3 hosts, 3 ranks \(hostA:1,hostB:1,hostC:1\)$"
+    expect_line "^nano-run: restart 2 of 3 in 0.2 s \(attempt 2 stopped at its checkpoint, as asked\)$"
     expect_line "^nano-run: worlds: attempt 1: hostA,hostB,hostC \(3 ranks\); attempt 2: hostA,hostB \(2 ranks\) after $lost_line; attempt 3: hostA,hostB,hostC \(3 ranks\) after hostC answers again$"
     # The timeline names each attempt's world and marks where it changed.
     /usr/bin/python3 - "$dir/trace.json" <<'PY' || fail "the trace does not mark the worlds"
@@ -134,8 +139,11 @@ PY
     expect_line "^nano-run: timeline: the world changed between attempts; attempt 2 ran on hostA,hostB,hostC \(3 ranks\) after hostC answers again$"
     c1=$(resumed_steps | sed -n 1p)
     c2=$(resumed_steps | sed -n 2p)
+    stopped=$(grep -ao '^\[rank 0\] nano: stopping at the checkpoint of step [0-9]*' "$out" | grep -o '[0-9]*$')
+    # No step's work lost: the grown world resumes at the very step the smaller one stopped.
+    [ -n "$c2" ] && [ "$c2" = "$stopped" ] || fail "stopped at step '$stopped', resumed at '$c2'"
     elastic=$(weights)
-    echo "hostC lost at step $at; 2 hosts from step $c1; hostC back, 3 hosts from step $c2"
+    echo "hostC lost at step $at; 2 hosts from step $c1; hostC back: the 2 hosts stopped at step $stopped, 3 hosts from step $c2"
     check_nothing_left
     reference=$(scripted_run "$dir/scripted" "hostA:1,hostB:1,hostC:1=$c1" "hostA:1,hostB:1=$c2" \
       "hostA:1,hostB:1,hostC:1=$elastic_steps")
