@@ -23,7 +23,7 @@ runs=${2:-3}
 [[ $runs =~ ^[1-9][0-9]*$ ]] || { echo "bench elastic: RUNS must be a whole number >= 1, got '$runs'" >&2; exit 2; }
 here=$PWD
 tb=$here/tests/multihost/testbed.sh
-state=/run/nano-bench-elastic-$$
+state=$(mktemp -d /run/nano-bench-elastic-XXXXXX)
 dir=$(mktemp -d /tmp/nano-bench-elastic-XXXXXX)
 trap 'bash "$tb" down "$state"; rm -rf "$dir"' EXIT
 export NANO_TESTBED=$state OMPI_MCA_plm_rsh_agent=$here/tests/multihost/agent.sh OMPI_MCA_plm_rsh_no_tree_spawn=1

@@ -64,6 +64,10 @@ NextWorld judge_hosts(std::vector<HostStanding>& standing, const std::vector<std
         }
       } else {
         s.lost_in_a_row = 0;
+        if (!in_world && asked.count(name)) {  // it sat out an attempt for not answering; now it does
+          next.lines.push_back("nano-run: " + name + " answers again: back in the world");
+          next.why += (next.why.empty() ? "" : "; ") + name + " answers again";
+        }
       }
     }
     if (!s.left && !silent) next.hosts.push_back(s.host);

@@ -51,8 +51,9 @@ std::vector<HostStanding> elastic_standing(const std::vector<HostSlots>& hosts, 
 /// `standing`. A host of the world, or one out for not answering, is lost in this attempt when
 /// the verdict names it lost or silent, and leaves the world once lost in policy.lost_after
 /// attempts in a row (a host that answers resets its count); a silent host that has not left yet
-/// sits out the next attempt (its ranks could not start). With policy.rejoin, a host that left
-/// and answers (is in `asked` and not silent) comes back. The next world is every host that has
+/// sits out the next attempt (its ranks could not start), and is back in the one after it answers
+/// again. With policy.rejoin, a host that left and answers (is in `asked` and not silent) comes
+/// back too. The next world is every host that has
 /// not left and answers, in the launch's order; `enough` is false when that is fewer than
 /// policy.min_hosts hosts, and then `why` names every host out and why.
 NextWorld judge_hosts(std::vector<HostStanding>& standing, const std::vector<std::string>& world,

@@ -24,6 +24,14 @@ std::vector<std::string> launch_agent(const Environment& env) {
     }
   }
   agent = agent.substr(0, agent.find(':'));  // Open MPI tries a list's agents in turn: the first
+  // The arguments Open MPI adds to the agent (a port, a key) are the probe's too.
+  for (const char* name : {"PRTE_MCA_plm_ssh_args", "OMPI_MCA_plm_rsh_args"}) {
+    const auto it = env.find(name);
+    if (it != env.end() && !it->second.empty()) {
+      agent += " " + it->second;
+      break;
+    }
+  }
   std::vector<std::string> words;
   std::istringstream in(agent);
   for (std::string word; in >> word;) words.push_back(word);
@@ -125,7 +133,10 @@ std::set<std::string> hosts_not_answering(ProbeWay way, const std::vector<std::s
   for (Asking& a : asking) {
     if (!a.done) {
       a.process.group.signal(SIGKILL);
-      waitpid(a.process.pid, nullptr, 0);
+      // Reaped within a bound: a probe stuck where SIGKILL cannot reach it yet (an unreachable
+      // network file system) must not hold the launch; it is reaped with nano-run then.
+      for (int i = 0; i < 20 && waitpid(a.process.pid, nullptr, WNOHANG) == 0; ++i)
+        std::this_thread::sleep_for(kFinalDrainPollInterval);
     }
     if (a.process.stdout_fd >= 0) close(a.process.stdout_fd);
     if (a.process.stderr_fd >= 0) close(a.process.stderr_fd);

@@ -20,7 +20,8 @@ enum class ProbeWay {
 };
 
 /// Pure: Open MPI's launch agent in `env`, split into words: PRTE_MCA_plm_ssh_agent (Open MPI 5),
-/// else OMPI_MCA_plm_rsh_agent (Open MPI 4), else ssh; of a list such as "ssh : rsh", the first.
+/// else OMPI_MCA_plm_rsh_agent (Open MPI 4), else ssh; of a list such as "ssh : rsh", the first;
+/// followed by the arguments Open MPI gives it (PRTE_MCA_plm_ssh_args, OMPI_MCA_plm_rsh_args).
 std::vector<std::string> launch_agent(const Environment& env);
 
 /// Pure: the command that asks `host` whether it answers: the agent with `true` (ssh in batch

@@ -8,18 +8,12 @@
 #include <signal.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
-#include <mutex>
 #include <optional>
-#include <set>
 #include <sstream>
-#include <thread>
 
 #include <nano/error.h>
-#include "launcher/launch/elastic.h"
-#include "launcher/launch/host_probe.h"
+#include "launcher/launch/elastic_hosts.h"
 #include "launcher/mpi/mpi_starter.h"
 #include "launcher/prepare/job_files.h"
 #include "launcher/prepare/launch_setup.h"
@@ -118,130 +112,6 @@ int wait_before_restart(std::chrono::milliseconds delay, StdioSink& sink) {
 }
 
 std::string attempt_name(int restarts) { return "attempt-" + std::to_string(restarts); }
-
-WorldChange world_of(const Setup& s, int attempt, const std::string& why) {
-  WorldChange w;
-  w.attempt = attempt;
-  for (const HostSlots& h : s.hosts) w.hosts.push_back(h.host);
-  w.ranks = s.world_size;
-  w.why = why;
-  return w;
-}
-
-// An elastic launch's hosts between attempts: asks them after a failed attempt, judges them
-// (launcher/launch/elastic.h), says what it decided and plans the next world when it changes.
-class ElasticHosts {
- public:
-  explicit ElasticHosts(const Setup& s)
-      : on_(s.options.min_hosts > 0),
-        policy_{s.options.min_hosts, s.options.host_lost_after, s.options.rejoin},
-        // Hosts nobody named come from a Slurm allocation: Slurm knows which of its nodes are down.
-        way_(s.options.hosts.empty() && s.options.hostfile.empty() ? ProbeWay::kSlurm : ProbeWay::kLaunchAgent),
-        standing_(on_ ? elastic_standing(s.hosts, host_name()) : std::vector<HostStanding>{}) {
-    if (on_) worlds_.push_back(world_of(s, 0, ""));
-  }
-  ~ElasticHosts() { unwatch(); }
-  ElasticHosts(const ElasticHosts&) = delete;
-  ElasticHosts& operator=(const ElasticHosts&) = delete;
-  bool on() const { return on_; }
-  const std::vector<WorldChange>& worlds() const { return worlds_; }
-
-  /// With rejoin, while attempt `restarts` of `s` runs and restarts are left: the hosts that left
-  /// are asked every kRejoinAskEvery, on a thread of its own, and once one answers the world is
-  /// asked to stop at its next checkpoint (LaunchOptions::stop_at_checkpoint_when), where the
-  /// restart takes it back (judge()).
-  void watch(Setup& s, int restarts) {
-    std::vector<std::string> left;
-    for (const HostStanding& h : standing_)
-      if (h.left) left.push_back(h.host.host);
-    if (!on_ || !policy_.rejoin || left.empty() || restarts >= s.options.max_restarts) return;
-    answered_ = false;
-    stop_ = false;
-    watcher_ = std::thread([this, left] {
-      std::unique_lock<std::mutex> lock(mutex_);
-      while (!wake_.wait_for(lock, kRejoinAskEvery, [this] { return stop_; })) {
-        lock.unlock();
-        const std::set<std::string> silent = hosts_not_answering(way_, left, current_environment());
-        lock.lock();
-        if (silent.size() < left.size()) {
-          answered_ = true;
-          return;
-        }
-      }
-    });
-    s.options.stop_at_checkpoint_when = [this] { return answered_.load(); };
-  }
-  /// The watch of the attempt that ended, over.
-  void unwatch() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stop_ = true;
-    }
-    wake_.notify_all();
-    if (watcher_.joinable()) watcher_.join();
-  }
-
-  /// After failed attempt `restarts` of `s`: the next world (nullopt: the same hosts), or
-  /// `result` turned into the launch's end when too few hosts are left (then *ended is true).
-  std::optional<Setup> judge(const Setup& s, int restarts, LaunchResult& result, OutputRouter& router, bool* ended) {
-    *ended = false;
-    const std::vector<std::string> ask = hosts_to_ask(standing_, policy_.rejoin);
-    AttemptVerdict verdict{result.lost_hosts, hosts_not_answering(way_, ask, current_environment())};
-    std::vector<std::string> world;
-    for (const HostSlots& h : s.hosts) world.push_back(h.host);
-    const NextWorld next = judge_hosts(standing_, world, policy_, verdict, {ask.begin(), ask.end()});
-    for (const std::string& line : next.lines) router.note(line);
-    if (!next.enough) {
-      const std::string min_hosts = names_of(s.options.front_end)(Setting::kMinHosts);
-      router.note("nano-run: root cause: " + next.why + ": " + std::to_string(next.hosts.size()) + " host" +
-                  (next.hosts.size() == 1 ? "" : "s") + " left, fewer than " + min_hosts + " " +
-                  std::to_string(policy_.min_hosts) + "; nano-run exits with " + std::to_string(kLostHostExitCode));
-      result.exit_code = kLostHostExitCode;
-      if (result.failure) result.failure->lost = next.why;
-      *ended = true;
-      return std::nullopt;
-    }
-    if (!next.changed) return std::nullopt;
-    Setup planned = prepare_on_hosts(s, next.hosts, restarts + 1);
-    worlds_.push_back(world_of(planned, restarts + 1, next.why));
-    return planned;
-  }
-
-  /// The world of every attempt of `attempts`, for the timeline (TimelineReport::worlds); empty
-  /// when the launch is not elastic.
-  std::vector<std::string> by_attempt(int attempts) const {
-    std::vector<std::string> by;
-    for (int a = 0; on_ && a < attempts; ++a) {
-      const WorldChange* w = &worlds_.front();
-      for (const WorldChange& c : worlds_)
-        if (c.attempt <= a) w = &c;
-      by.push_back(describe_world(*w) + (w->attempt == a && !w->why.empty() ? " after " + w->why : ""));
-    }
-    return by;
-  }
-
-  /// The final report's account of every world, when there was more than one.
-  std::string account() const {
-    if (worlds_.size() < 2) return "";
-    std::string text = "nano-run: worlds:";
-    for (const WorldChange& w : worlds_)
-      text += std::string(w.attempt == 0 ? " " : "; ") + "attempt " + std::to_string(w.attempt + 1) + ": " +
-              describe_world(w) + (w.why.empty() ? "" : " after " + w.why);
-    return text;
-  }
-
- private:
-  bool on_;
-  ElasticPolicy policy_;
-  ProbeWay way_;
-  std::vector<HostStanding> standing_;
-  std::vector<WorldChange> worlds_;
-  std::thread watcher_;  // asks the hosts that left while a world runs (watch())
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  bool stop_ = false;
-  std::atomic<bool> answered_{false};
-};
 
 }  // namespace
 

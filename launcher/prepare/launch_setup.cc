@@ -536,6 +536,10 @@ Setup prepare_on_hosts(const Setup& s, const std::vector<HostSlots>& hosts, int 
   o.hosts = format_hosts(hosts);
   o.hostfile.clear();  // the hosts left, named (a hostfile's or an allocation's as much)
   o.plan.num_processes = total_slots(hosts);
+  // The ranks shown that the smaller world still has.
+  o.output_ranks.erase(
+      std::remove_if(o.output_ranks.begin(), o.output_ranks.end(), [&](int r) { return r >= o.plan.num_processes; }),
+      o.output_ranks.end());
   Setup next = prepare(o, s.argv, Purpose::kLaunch);
   next.notes.clear();  // told at the first attempt
   next.warning.clear();

@@ -29,9 +29,10 @@ inline constexpr std::chrono::seconds kShimHelloWithin{10};
 /// supervision loop, so a flood of connections cannot keep the loop from its ranks.
 inline constexpr int kShimAcceptsPerWake = 64;
 
-/// mpi backend: how long after mpirun started every rank's shim must have said hello, at least
-/// (the heartbeat timeout when that is longer); a rank whose shim has not by then counts as lost
-/// with its host ("its shim did not start"). mpirun waits for a daemon that cannot call back
+/// An elastic launch (LaunchOptions::min_hosts): how long after mpirun started every rank's shim
+/// must have said hello, at least (the heartbeat timeout when that is longer); a rank whose shim
+/// has not by then counts as lost with its host ("its shim did not start"), so that the host can
+/// be judged. mpirun waits for a daemon that cannot call back
 /// (a host whose link is down) without a bound of its own; ssh and a daemon start in seconds
 /// even on a loaded machine.
 inline constexpr std::chrono::seconds kShimsStartWithin{30};

@@ -118,7 +118,7 @@ void SupervisionLoop::rank_ended(int rank, int code, int sig) {
   } else if (d.announce) {
     const std::string what = lost_[static_cast<size_t>(rank)].empty()
                                  ? "rank " + std::to_string(rank + setup_.rank_offset) + " " + describe_end(code, sig)
-                                 : describe_lost(rank, shims_.hosts(), lost_, host_name());
+                                 : describe_lost(rank, hosts_by_rank(), lost_, host_name());
     router_.note("nano-run: " + what +
                  (d.replaces_root_cause
                       ? " (not by nano-run): the root cause; the failure told before was its consequence"
@@ -140,6 +140,16 @@ void SupervisionLoop::lose_rank(int rank, const std::string& why) {
   rank_ended(rank, kLostHostExitCode, 0);
 }
 
+// Where each rank runs: as its shim said, or, for a rank whose shim never said hello, as planned
+// (a host whose shims did not start is named, not the launching host).
+std::vector<std::string> SupervisionLoop::hosts_by_rank() const {
+  std::vector<std::string> hosts = shims_.hosts();
+  for (const HostGroup& g : setup_.groups)
+    for (int r = g.first_rank; r < g.first_rank + g.size && r < setup_.world_size; ++r)
+      if (shims_.heard(r) == Clock::time_point{}) hosts[static_cast<size_t>(r)] = g.host.empty() ? host_name() : g.host;
+  return hosts;
+}
+
 // Every linked rank not heard from for `silence` counts as lost with its host.
 void SupervisionLoop::lose_silent_hosts(std::chrono::milliseconds silence) {
   const auto now = io_.now();
@@ -159,8 +169,9 @@ void SupervisionLoop::heartbeat() {
   const auto now = io_.now();
   if (beat_.beat_due(now)) shims_.send_heartbeats();
   lose_silent_hosts(setup_.options.heartbeat_timeout);
+  // An elastic launch must learn which host cannot start its ranks, where mpirun would wait.
   const auto start_bound = std::max<std::chrono::milliseconds>(setup_.options.heartbeat_timeout, kShimsStartWithin);
-  if (supervisor_.tearing_down() || now - started_at_ <= start_bound) return;
+  if (setup_.options.min_hosts == 0 || supervisor_.tearing_down() || now - started_at_ <= start_bound) return;
   for (int r = 0; r < setup_.world_size; ++r) {
     if (shims_.heard(r) == Clock::time_point{} && !supervisor_.exited(r))
       lose_rank(r, "its shim did not start within " +
@@ -258,6 +269,22 @@ void SupervisionLoop::poll_once(std::chrono::milliseconds timeout) {
   if (listen_fd_ >= 0 && fds[1].revents) accept_shims();
 }
 
+// Once LaunchOptions::stop_at_checkpoint_when says so, every rank is asked to stop at its next
+// checkpoint, and asked again every kRejoinAskEvery: a rank that had not set up its checkpoints
+// yet ignored the signal.
+void SupervisionLoop::ask_to_stop_at_checkpoint() {
+  if (!setup_.options.stop_at_checkpoint_when || supervisor_.tearing_down()) return;
+  if (!stop_asked_) {
+    if (!setup_.options.stop_at_checkpoint_when()) return;
+    stop_asked_ = true;
+    router_.note("nano-run: asking the ranks to stop at their next checkpoint, where the world changes");
+  } else if (io_.now() - last_stop_ask_ < kRejoinAskEvery) {
+    return;
+  }
+  last_stop_ask_ = io_.now();
+  deliver(contract::kStopAtCheckpointSignal);
+}
+
 bool SupervisionLoop::reap() {
   bool any_running = false;
   for (auto& c : children_) {
@@ -314,12 +341,7 @@ void SupervisionLoop::loop() {
     if (setup_.options.stop_when && !supervisor_.tearing_down() && setup_.options.stop_when()) {
       apply(supervisor_.stop_requested());
     }
-    if (setup_.options.stop_at_checkpoint_when && !stop_asked_ && !supervisor_.tearing_down() &&
-        setup_.options.stop_at_checkpoint_when()) {
-      stop_asked_ = true;
-      router_.note("nano-run: asking the ranks to stop at their next checkpoint, where the world changes");
-      deliver(contract::kStopAtCheckpointSignal);
-    }
+    ask_to_stop_at_checkpoint();
     poll_once(timeout);
     drop_strangers();
     heartbeat();
@@ -342,7 +364,7 @@ LaunchResult SupervisionLoop::finish() {
   facts.interrupted_by = result.interrupted_by;
   facts.exit_code = result.exit_code;
   facts.rank_offset = setup_.rank_offset;
-  facts.hosts = shims_.hosts();
+  facts.hosts = hosts_by_rank();
   facts.lost = lost_;
   facts.elastic = setup_.options.min_hosts > 0;
   for (int r = 0; r < setup_.world_size; ++r) facts.started.push_back(shims_.heard(r) != Clock::time_point{});

@@ -61,6 +61,8 @@ class SupervisionLoop : private ShimEvents {
   void lose_rank(int rank, const std::string& why);
   void lose_silent_hosts(std::chrono::milliseconds silence);
   void heartbeat();
+  void ask_to_stop_at_checkpoint();
+  std::vector<std::string> hosts_by_rank() const;
   bool read_channel(Channel& ch);
   void accept_shims();
   void drop_strangers();
@@ -86,9 +88,10 @@ class SupervisionLoop : private ShimEvents {
   std::vector<Child> children_;
   std::vector<std::unique_ptr<Channel>> channels_;
   int listen_fd_ = -1;
-  bool stop_asked_ = false;         // LaunchOptions::stop_at_checkpoint_when said so; the ranks were sent the signal
-  Clock::time_point started_at_{};  // when the starter returned: the shims' start bound counts from it
-  size_t strangers_ = 0;            // connections to the listener closed without a hello that answered
+  bool stop_asked_ = false;            // LaunchOptions::stop_at_checkpoint_when said so; the ranks were sent the signal
+  Clock::time_point last_stop_ask_{};  // when the ranks were last sent the signal
+  Clock::time_point started_at_{};     // when the starter returned: the shims' start bound counts from it
+  size_t strangers_ = 0;               // connections to the listener closed without a hello that answered
   std::optional<Clock::time_point> deadline_;
   std::optional<Clock::time_point> settle_deadline_;  // the root cause may still change until then
 };

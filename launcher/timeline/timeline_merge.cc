@@ -321,6 +321,7 @@ std::string trace_json(const std::vector<RankRecords>& ranks, const TimelineRepo
   const auto world = [&](int attempt) {
     return attempt < static_cast<int>(report.worlds.size()) ? report.worlds[static_cast<size_t>(attempt)] : "";
   };
+  const auto hosts_of = [&](int attempt) { return world(attempt).substr(0, world(attempt).find(" after ")); };
   for (const RankRecords& r : ranks) {
     const int pid = r.attempt + 1;
     if (!attempts[r.attempt]) {
@@ -330,7 +331,7 @@ std::string trace_json(const std::vector<RankRecords>& ranks, const TimelineRepo
                         {"name", "process_name"},
                         {"pid", pid},
                         {"args", {{"name", "attempt " + std::to_string(r.attempt) + (on.empty() ? "" : ": " + on)}}}});
-      if (r.attempt > 0 && !on.empty() && on != world(r.attempt - 1) && !r.steps.empty())
+      if (r.attempt > 0 && !on.empty() && hosts_of(r.attempt) != hosts_of(r.attempt - 1) && !r.steps.empty())
         events.push_back({{"ph", "i"},
                           {"s", "g"},
                           {"name", "world changed: " + on},
@@ -425,7 +426,10 @@ std::vector<std::string> report_lines(const TimelineReport& report, const std::s
     lines.push_back(head + "no straggler: every rank's time per step is within " + percent(kStragglerRatio - 1) +
                     " of the median rank's");
   }
-  if (report.worlds.size() > 1 && report.attempt < static_cast<int>(report.worlds.size()))
+  const auto hosts_of = [](const std::string& w) { return w.substr(0, w.find(" after ")); };
+  const bool changed = std::any_of(report.worlds.begin(), report.worlds.end(),
+                                   [&](const std::string& w) { return hosts_of(w) != hosts_of(report.worlds[0]); });
+  if (changed && report.attempt < static_cast<int>(report.worlds.size()))
     lines.push_back(head + "the world changed between attempts; attempt " + std::to_string(report.attempt) +
                     " ran on " + report.worlds[static_cast<size_t>(report.attempt)]);
   for (const std::string& w : report.warnings) lines.push_back(head + "placement: " + w);

@@ -77,8 +77,8 @@ struct TimelineReport {
   double straggler_ratio = 0, others_wait = 0;
   std::vector<std::string> warnings;  ///< the placement check's
   std::string advice;                 ///< "" = no phase dominates
-  /// An elastic launch's world of each attempt, by attempt ("hostA,hostB (2 ranks) after hostC
-  /// lost (...)" where it changed); empty for a launch whose world never changes.
+  /// An elastic launch's world of each attempt, by attempt ("hostA,hostB (2 ranks)", with " after
+  /// hostC lost (...)" where it changed); empty for a launch that is not elastic.
   std::vector<std::string> worlds;
 };
 

@@ -227,13 +227,7 @@ Recorder* open_recorder() {
            numa_nodes_of(r->cpus) + " " + variable("OMP_NUM_THREADS", "-") + "\n");
   // At a normal exit: the records of a step not ended (a stock program's collectives) and the
   // steps of an interval not yet written.
-  std::atexit([] {
-    Recorder* rec = recorder();
-    std::lock_guard<std::mutex> lock(rec->mutex);
-    rec->write(rec->lines);
-    rec->lines.clear();
-    rec->flush_interval();
-  });
+  std::atexit([] { nano::timeline::flush(); });
   return r;
 }
 
@@ -253,6 +247,15 @@ void record(Event event) {
 }
 
 }  // namespace
+
+void flush() {
+  Recorder* rec = recorder();
+  if (!rec) return;
+  std::lock_guard<std::mutex> lock(rec->mutex);
+  rec->write(rec->lines);
+  rec->lines.clear();
+  rec->flush_interval();
+}
 
 bool on() { return recorder() != nullptr; }
 

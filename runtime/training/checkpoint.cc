@@ -364,8 +364,18 @@ void Checkpointer::stop_if_asked() {
   at::Tensor asked = at::full({1}, stop_asked() ? 1.0 : 0.0, at::kDouble);
   comm_->all_reduce(asked, ReduceOp::kSum);
   if (asked.item<double>() <= 0) return;
-  wait();  // rank 0: the checkpoint is durable (throws when the folder was taken)
-  comm_->barrier();
+  wait();  // rank 0: the write is over (throws when the folder was taken)
+  // Only at a checkpoint that is on disk: a write that failed (a full disk) kept the previous
+  // ones, and stopping now would lose the steps since them.
+  at::Tensor written =
+      at::full({1}, comm_->rank() == 0 && ::access(last_path_.c_str(), F_OK) == 0 ? 1.0 : 0.0, at::kDouble);
+  comm_->broadcast(written, 0);
+  if (written.item<double>() <= 0) {
+    if (comm_->rank() == 0)
+      std::cerr << "nano: not stopping at step " << steps_ << " as nano-run asked: its checkpoint was not written"
+                << std::endl;
+    return;
+  }
   if (comm_->rank() == 0)
     std::cerr << "nano: stopping at the checkpoint of step " << steps_
               << ", as nano-run asked: the world changes at this step" << std::endl;

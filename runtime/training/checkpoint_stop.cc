@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "core/rank_contract.h"
+#include "runtime/timeline/recorder.h"
 
 namespace nano {
 namespace {
@@ -36,6 +37,7 @@ bool planned_stops_on() {
 bool stop_asked() { return asked.load(); }
 
 void stop_at_checkpoint() {
+  timeline::flush();  // what the exit handler would have written
   std::cout.flush();
   std::cerr.flush();
   std::fflush(nullptr);

@@ -13,8 +13,8 @@ bool planned_stops_on();
 /// Whether the signal came to this process.
 bool stop_asked();
 
-/// Flushes the standard streams and ends the process with kStoppedAtCheckpointExitCode at once:
-/// no destructors, which other threads (the communicator's, a loader's) may still be using.
+/// Flushes the timeline's records and the standard streams and ends the process with kStoppedAtCheckpointExitCode at
+/// once: no destructors, which other threads (the communicator's, a loader's) may still be using.
 [[noreturn]] void stop_at_checkpoint();
 
 }  // namespace nano

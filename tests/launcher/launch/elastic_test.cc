@@ -127,6 +127,15 @@ TEST_CASE("judge_hosts: a host that answers again resets its count; with rejoin 
   CHECK(next.why == "hostC answers again");
   CHECK(next.lines == std::vector<std::string>{"nano-run: hostC answers again: it rejoins the world",
                                                "nano-run: going on with 3 hosts, 6 ranks (hostA:2,hostB:2,hostC:2)"});
+  // A host that sat out an attempt for not answering is back once it answers, rejoin or not.
+  std::vector<HostStanding> out = three_hosts();
+  out[2].lost_in_a_row = 1;
+  next = judge_hosts(out, {"hostA", "hostB"}, {2, 2, false}, {{}, {}}, {"hostB", "hostC"});
+  CHECK(names(next.hosts) == std::vector<std::string>{"hostA", "hostB", "hostC"});
+  CHECK(out[2].lost_in_a_row == 0);
+  CHECK(next.why == "hostC answers again");
+  CHECK(next.lines == std::vector<std::string>{"nano-run: hostC answers again: back in the world",
+                                               "nano-run: going on with 3 hosts, 6 ranks (hostA:2,hostB:2,hostC:2)"});
   // Without rejoin it stays out whatever it answers.
   std::vector<HostStanding> kept = three_hosts();
   kept[2].left = true;
@@ -147,6 +156,8 @@ TEST_CASE("launch_agent and probe_command: Open MPI's agent, ssh bounded and in 
         std::vector<std::string>{"/opt/agent.sh", "-x"});
   CHECK(launch_agent({{"OMPI_MCA_plm_rsh_agent", "rsh"}, {"PRTE_MCA_plm_ssh_agent", "/usr/bin/ssh"}}) ==
         std::vector<std::string>{"/usr/bin/ssh"});
+  CHECK(launch_agent({{"OMPI_MCA_plm_rsh_args", "-p 2222 -i key"}}) ==
+        std::vector<std::string>{"ssh", "-p", "2222", "-i", "key"});
   CHECK(probe_command(ProbeWay::kLaunchAgent, {"/usr/bin/ssh"}, "node7", std::chrono::seconds(5)) ==
         std::vector<std::string>{"/usr/bin/ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", "node7", "true"});
   CHECK(probe_command(ProbeWay::kLaunchAgent, {"/opt/agent.sh"}, "node7", std::chrono::seconds(5)) ==
