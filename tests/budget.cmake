@@ -53,6 +53,7 @@ set(NANO_TESTS_MEDIUM
   multihost.interrupt
   multihost.link_cut
   multihost.python_api
+  multihost.python_elastic
   multihost.rank_killed
   multihost.slurm
   multihost.timeline
