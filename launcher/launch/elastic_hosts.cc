@@ -35,8 +35,8 @@ ElasticHosts::~ElasticHosts() { unwatch(); }
 void ElasticHosts::watch(Setup& s, int restarts) {
   std::vector<std::string> left;  // the hosts out of this world: left, or sitting out
   for (const HostStanding& h : standing_) {
-    const bool in_world = std::any_of(s.hosts.begin(), s.hosts.end(),
-                                      [&](const HostSlots& w) { return w.host == h.host.host; });
+    const bool in_world =
+        std::any_of(s.hosts.begin(), s.hosts.end(), [&](const HostSlots& w) { return w.host == h.host.host; });
     if (!in_world && !h.launch_host) left.push_back(h.host.host);
   }
   if (!on_ || !policy_.rejoin || left.empty() || restarts >= s.options.max_restarts) return;
@@ -80,8 +80,9 @@ std::optional<Setup> ElasticHosts::judge(const Setup& s, int restarts, LaunchRes
                              " left, fewer than " + names_of(s.options.front_end)(Setting::kMinHosts) + " " +
                              std::to_string(policy_.min_hosts);
     *ended = true;
-    if (result.lost_hosts.empty()) {
-      // A rank failed on its own: that stays the root cause and the exit code.
+    if (result.failure && result.failure->rank >= 0 && result.failure->lost.empty() && result.lost_hosts.empty() &&
+        !result.stopped_at_checkpoint) {
+      // A rank failed on its own (not with its host, not mpirun): that stays the root cause and code.
       router.note("nano-run: no restart: " + next.why + ": " + left + "; nano-run exits with " +
                   std::to_string(result.exit_code));
       return std::nullopt;
@@ -99,9 +100,9 @@ std::optional<Setup> ElasticHosts::judge(const Setup& s, int restarts, LaunchRes
     return planned;
   } catch (const UsageError& e) {
     // A setting that fits no smaller world (a master address on a lost host): said, and the end.
-    router.note("nano-run: no restart: the world on " + format_hosts(next.hosts) + " cannot be planned: " +
-                worded_text(e.what(), names_of(s.options.front_end)) + "; nano-run exits with " +
-                std::to_string(result.exit_code));
+    router.note("nano-run: no restart: the world on " + format_hosts(next.hosts) +
+                " cannot be planned: " + worded_text(e.what(), names_of(s.options.front_end)) +
+                "; nano-run exits with " + std::to_string(result.exit_code));
     *ended = true;
     return std::nullopt;
   }

@@ -146,7 +146,8 @@ std::vector<std::string> SupervisionLoop::hosts_by_rank() const {
   std::vector<std::string> hosts = shims_.hosts();
   for (const HostGroup& g : setup_.groups)
     for (int r = g.first_rank; r < g.first_rank + g.size && r < setup_.world_size; ++r)
-      if (shims_.heard(r) == Clock::time_point{}) hosts[static_cast<size_t>(r)] = g.host.empty() ? host_name() : g.host;
+      if (shims_.heard(r) == Clock::time_point{})
+        hosts[static_cast<size_t>(r)] = g.launch_host || g.host.empty() ? host_name() : g.host;
   return hosts;
 }
 
