@@ -27,8 +27,9 @@ namespace nano {
 
 /// Starts and supervises the world `prepared` describes (prepare() with Purpose::kLaunch: a dry
 /// run's plan is refused) and starts it again after a failure while restarts are left, each
-/// restart renewing only its job id, secret and picked port. Blocks until all ranks are gone.
-/// Prints tagged rank output and, on failure, the root-cause summary to stderr.
+/// restart renewing only its job id, secret and picked port — or, in an elastic launch
+/// (LaunchOptions::min_hosts), planned again on the hosts that answer (launcher/launch/elastic_hosts.h). Blocks until
+/// all ranks are gone. Prints tagged rank output and, on failure, the root-cause summary to stderr.
 /// SIGINT/SIGTERM/SIGHUP received meanwhile are forwarded to the ranks (handlers restored after).
 LaunchResult launch(Setup prepared);
 

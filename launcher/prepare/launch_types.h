@@ -44,8 +44,8 @@ struct LaunchOptions {
   std::string shim_executable;                   ///< mpi backend: program run as the rank shim ("" = find nano-run)
   std::string mpirun = "mpirun";                 ///< mpi backend: mpirun name or path
   /// After a rank fails (non-zero exit or a signal), tear the world down as usual and start it
-  /// again, this many times at most: same plan, a fresh rendezvous port (unless master_port is
-  /// fixed), NANO_RESTART_COUNT=1, 2, ... in every rank. An interruption of the launcher
+  /// again, this many times at most: same plan (in an elastic launch, the hosts that answer), a fresh rendezvous port
+  /// (unless master_port is fixed), NANO_RESTART_COUNT=1, 2, ... in every rank. An interruption of the launcher
   /// (SIGINT, SIGTERM, SIGHUP) is never restarted. With a log_dir, each attempt's rank logs go
   /// to log_dir/attempt-N/ and summary.log tells every attempt.
   int max_restarts = 0;
