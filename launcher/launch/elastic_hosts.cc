@@ -10,13 +10,19 @@
 namespace nano {
 namespace {
 
+std::vector<std::string> host_names(const std::vector<HostSlots>& hosts) {
+  std::vector<std::string> names;
+  for (const HostSlots& h : hosts) names.push_back(h.host);
+  return names;
+}
+
 WorldChange world_of(const Setup& s, int attempt, const std::string& why) {
-  WorldChange w;
-  w.attempt = attempt;
-  for (const HostSlots& h : s.hosts) w.hosts.push_back(h.host);
-  w.ranks = s.world_size;
-  w.why = why;
-  return w;
+  return {attempt, host_names(s.hosts), s.world_size, why};
+}
+
+// "hostA,hostB (2 ranks)", and why the world became it when told.
+std::string told(const WorldChange& w, bool with_why) {
+  return describe_world(w) + (with_why && !w.why.empty() ? " after " + w.why : "");
 }
 
 }  // namespace
@@ -33,12 +39,11 @@ ElasticHosts::ElasticHosts(const Setup& s)
 ElasticHosts::~ElasticHosts() { unwatch(); }
 
 void ElasticHosts::watch(Setup& s, int restarts) {
+  const std::vector<std::string> world = host_names(s.hosts);
   std::vector<std::string> left;  // the hosts out of this world: left, or sitting out
-  for (const HostStanding& h : standing_) {
-    const bool in_world =
-        std::any_of(s.hosts.begin(), s.hosts.end(), [&](const HostSlots& w) { return w.host == h.host.host; });
-    if (!in_world && !h.launch_host) left.push_back(h.host.host);
-  }
+  for (const HostStanding& h : standing_)
+    if (!h.launch_host && std::find(world.begin(), world.end(), h.host.host) == world.end())
+      left.push_back(h.host.host);
   if (!on_ || !policy_.rejoin || left.empty() || restarts >= s.options.max_restarts) return;
   answered_ = false;
   stop_ = false;
@@ -71,9 +76,7 @@ std::optional<Setup> ElasticHosts::judge(const Setup& s, int restarts, LaunchRes
   *ended = false;
   const std::vector<std::string> ask = hosts_to_ask(standing_, policy_.rejoin);
   AttemptVerdict verdict{result.lost_hosts, hosts_not_answering(way_, ask, current_environment())};
-  std::vector<std::string> world;
-  for (const HostSlots& h : s.hosts) world.push_back(h.host);
-  const NextWorld next = judge_hosts(standing_, world, policy_, verdict, {ask.begin(), ask.end()});
+  const NextWorld next = judge_hosts(standing_, host_names(s.hosts), policy_, verdict, {ask.begin(), ask.end()});
   for (const std::string& line : next.lines) router.note(line);
   if (!next.enough) {
     const std::string left = std::to_string(next.hosts.size()) + " host" + (next.hosts.size() == 1 ? "" : "s") +
@@ -114,7 +117,7 @@ std::vector<std::string> ElasticHosts::by_attempt(int attempts) const {
     const WorldChange* w = &worlds_.front();
     for (const WorldChange& c : worlds_)
       if (c.attempt <= a) w = &c;
-    by.push_back(describe_world(*w) + (w->attempt == a && !w->why.empty() ? " after " + w->why : ""));
+    by.push_back(told(*w, w->attempt == a));
   }
   return by;
 }
@@ -123,8 +126,8 @@ std::string ElasticHosts::account() const {
   if (worlds_.size() < 2) return "";
   std::string text = "nano-run: worlds:";
   for (const WorldChange& w : worlds_)
-    text += std::string(w.attempt == 0 ? " " : "; ") + "attempt " + std::to_string(w.attempt + 1) + ": " +
-            describe_world(w) + (w.why.empty() ? "" : " after " + w.why);
+    text +=
+        std::string(w.attempt == 0 ? " " : "; ") + "attempt " + std::to_string(w.attempt + 1) + ": " + told(w, true);
   return text;
 }
 

@@ -104,6 +104,8 @@ class ShimChannels {
   void unlink(int rank) { shims_[static_cast<size_t>(rank)] = nullptr; }
   /// When a frame last came from `rank`'s shim.
   Clock::time_point heard(int rank) const { return heard_[static_cast<size_t>(rank)]; }
+  /// Whether `rank`'s shim ever said hello (linked now or not).
+  bool said_hello(int rank) const { return heard(rank) != Clock::time_point{}; }
   /// By rank: the host its shim said hello from (this host until then).
   const std::vector<std::string>& hosts() const { return hosts_; }
   /// By rank: its process group on this host (one-host jobs), -1 = not known.

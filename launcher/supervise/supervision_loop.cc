@@ -146,8 +146,7 @@ std::vector<std::string> SupervisionLoop::hosts_by_rank() const {
   std::vector<std::string> hosts = shims_.hosts();
   for (const HostGroup& g : setup_.groups)
     for (int r = g.first_rank; r < g.first_rank + g.size && r < setup_.world_size; ++r)
-      if (shims_.heard(r) == Clock::time_point{})
-        hosts[static_cast<size_t>(r)] = g.launch_host || g.host.empty() ? host_name() : g.host;
+      if (!shims_.said_hello(r)) hosts[static_cast<size_t>(r)] = g.launch_host || g.host.empty() ? host_name() : g.host;
   return hosts;
 }
 
@@ -174,7 +173,7 @@ void SupervisionLoop::heartbeat() {
   const auto start_bound = std::max<std::chrono::milliseconds>(setup_.options.heartbeat_timeout, kShimsStartWithin);
   if (setup_.options.min_hosts == 0 || supervisor_.tearing_down() || now - started_at_ <= start_bound) return;
   for (int r = 0; r < setup_.world_size; ++r) {
-    if (shims_.heard(r) == Clock::time_point{} && !supervisor_.exited(r))
+    if (!shims_.said_hello(r) && !supervisor_.exited(r))
       lose_rank(r, "its shim did not start within " +
                        std::to_string(std::chrono::duration_cast<std::chrono::seconds>(start_bound).count()) + " s");
   }
@@ -368,7 +367,7 @@ LaunchResult SupervisionLoop::finish() {
   facts.hosts = hosts_by_rank();
   facts.lost = lost_;
   facts.elastic = setup_.options.min_hosts > 0;
-  for (int r = 0; r < setup_.world_size; ++r) facts.started.push_back(shims_.heard(r) != Clock::time_point{});
+  for (int r = 0; r < setup_.world_size; ++r) facts.started.push_back(shims_.said_hello(r));
   facts.ends = ends_;
   facts.this_host = host_name();
   facts.restart_follows =
