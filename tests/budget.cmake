@@ -64,6 +64,8 @@ set(NANO_TESTS_MEDIUM
   python.api.options
   python.api.resume
   python.api.shared_tensors
+  python.lite.auto_lr
+  python.lite.use_ipex
   python.torch_backend.collectives_3
   python.torch_backend.ddp_3_4_ranks
   python.torch_backend.ddp_comm_hooks

@@ -145,3 +145,6 @@ _timeline.watch_stock_optimizers()  # with nano-run --timeline on torch 2: the p
 
 # BigDL-Nano's Python API (torch_nano.py). Imported last: it uses the backend registered above.
 from .torch_nano import RankFailedError, TorchNano, nano  # noqa: E402
+
+# Lightning's seed_everything, which BigDL-Nano's tutorials import from pytorch_lightning.
+seed_everything = TorchNano.seed_everything

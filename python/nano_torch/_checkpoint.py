@@ -317,7 +317,7 @@ class Checkpointer:
         if rank == 0:
             files["state.pt"] = _save({"steps": step, "models": [m.state_dict() for m in self.models],
                                        "optimizers": [o.state_dict() for o in self.optimizers],
-                                       "auto_lr": [getattr(o, "_nano_auto_lr_state", None) for o in self.optimizers]},
+                                       "auto_lr": [o.warmup_state() for o in self.optimizers]},
                                       os.path.join(part, "state.pt"))
         files[f"rank-{rank}.pt"] = _save({"generators": _generators(),
                                           "loaders": [loader.position() for loader in self.loaders]},
@@ -468,7 +468,7 @@ class Checkpointer:
         for optimizer, optimizer_state, auto_lr in zip(self.optimizers, state["optimizers"], state["auto_lr"]):
             optimizer.load_state_dict(optimizer_state)
             if auto_lr is not None:
-                optimizer._nano_auto_lr_state.update(auto_lr)
+                optimizer.load_warmup_state(auto_lr)
         for loader, position in zip(self.loaders, saved["loaders"]):
             loader.resume_at(*position)
         self._generators = saved["generators"]

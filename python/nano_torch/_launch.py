@@ -63,17 +63,10 @@ def shipped(payload):
 
 
 def states_of(objects):
-    """{path: state_dict} of shipped objects, in a form that crosses processes. An optimizer's
-    rates with auto_lr's warm-up factor divided out: the caller's own rates, so that another call
-    warms up from them again rather than from N times them."""
-    states = {}
-    for path, obj in objects.items():
-        state = obj.state_dict()
-        applied = getattr(obj, "_nano_auto_lr_state", {}).get("applied", 1.0)
-        if isinstance(obj, torch.optim.Optimizer) and applied != 1.0:
-            state["param_groups"] = [dict(g, lr=g["lr"] / applied) for g in state["param_groups"]]
-        states[path] = state
-    return states
+    """{path: state_dict} of shipped objects, in a form that crosses processes. An optimizer's hold
+    the user's own rates (auto_lr's factor applies only inside step()), so another call warms up
+    from them again."""
+    return {path: obj.state_dict() for path, obj in objects.items()}
 
 
 def load_states(objects, states):

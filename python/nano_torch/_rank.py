@@ -18,12 +18,12 @@ import torch
 import torch.distributed as dist
 
 from . import _handoff, _launch, _tensor_wire
+from ._optimizer import unwrapped
 
 
 def _world(options):
-    from ._setup import World
-    return World(rank=int(os.environ["RANK"]), world_size=int(os.environ["WORLD_SIZE"]),
-                 local_rank=int(os.environ.get("LOCAL_RANK", "0")), options=options)
+    from ._setup import world_from_environment
+    return world_from_environment(options)
 
 
 def run_payload(payload, world):
@@ -32,7 +32,7 @@ def run_payload(payload, world):
         target = payload["target"]
         target._nano_world = world
         return payload["train"](target, *payload["args"], **payload["kwargs"])
-    from .torch_nano import call_decorated
+    from ._decorator import call_decorated
     return call_decorated(payload["function"], payload["args"], payload["kwargs"], world)
 
 
@@ -130,8 +130,8 @@ def main(job, backend, timeout_seconds):
         value = run_payload(payload, world)
         result = None
         if world.rank == 0:
-            for path, obj in objects.items():
-                if value is obj or getattr(value, "_nano_module", None) is obj:
+            for path, obj in objects.items():  # the caller gets its own object back, trained
+                if value is obj or getattr(value, "_nano_module", None) is obj or unwrapped(value) is obj:
                     value = ("nano_torch.shipped", path)
             result = {"value": value, "states": _launch.states_of(objects)}
         if writer != 0:  # rank 0 is on another host than the caller: its result travels to the writer

@@ -1,4 +1,5 @@
-"""BigDL-Nano's Python API on nano: the TorchNano class and the @nano decorator.
+"""BigDL-Nano's Python API on nano: the TorchNano class (BigDL-Nano 2.4's, a LightningLite 1.6
+subclass) and the @nano decorator (_decorator.py).
 
     from nano_torch import TorchNano, nano
 
@@ -9,9 +10,6 @@
             self.backward(loss)
 
     MyNano(num_processes=2).train()      # rank 0's return value
-
-    @nano(num_processes=2)
-    def training_loop(model, optimizer, train_loader, num_epochs, loss_func): ...
 
 Each call runs its training in num_processes ranks started, pinned and supervised by nano's
 launcher (the one nano-run uses), the training shipped by value (cloudpickle), so functions and
@@ -25,44 +23,32 @@ import random
 import torch
 import torch.distributed as dist
 
-from . import _launch, _options, _setup
+from . import _ipex, _launch, _loader, _model, _options, _setup
+from ._decorator import nano  # noqa: F401 - nano_torch.torch_nano.nano, where it was
 
 RankFailedError = _launch.RankFailedError
 
 
-def _outer_world(options):
-    """The world of an outer launcher (nano-run, torchrun, mpirun) this process is a rank of."""
-    if "RANK" not in os.environ and "OMPI_COMM_WORLD_SIZE" in os.environ:
-        # A plain mpirun: torch's variables from Open MPI's; the address must come from the user.
-        if "MASTER_ADDR" not in os.environ or "MASTER_PORT" not in os.environ:
-            raise RuntimeError("nano_torch: under mpirun without nano-run, set MASTER_ADDR and MASTER_PORT for the "
-                               "ranks to meet (or start the program with nano-run, which sets them)")
-        os.environ.update(RANK=os.environ["OMPI_COMM_WORLD_RANK"], WORLD_SIZE=os.environ["OMPI_COMM_WORLD_SIZE"],
-                          LOCAL_RANK=os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK", "0"))
-    if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
-        return None
-    world = _setup.World(rank=int(os.environ["RANK"]), world_size=int(os.environ["WORLD_SIZE"]),
-                         local_rank=int(os.environ.get("LOCAL_RANK", "0")), options=options)
-    if world.world_size > 1 and not dist.is_initialized():
-        from . import BACKEND  # noqa: F401 - registers "nano" and "nano://"
-        dist.init_process_group(options.process_group_backend, timeout=options.timeout)
-    return world
-
-
-def _single(options):
-    return _setup.World(rank=0, world_size=1, local_rank=0, options=options)
-
-
 class TorchNano:
-    """BigDL-Nano's TorchNano: subclass it, write train() with self.setup() and
-    self.backward(), and call train() on an instance."""
+    """BigDL-Nano's TorchNano: subclass it, write train() with self.setup() and self.backward(),
+    and call train() on an instance. The keywords are BigDL-Nano's, LightningLite's (accelerator,
+    strategy, devices, num_nodes, plugins, gpus, tpu_cores: what a CPU job can do) and nano's own
+    (docs/python-api.md)."""
 
-    def __init__(self, num_processes=1, use_ipex=False, distributed_backend="subprocess", process_group_backend=None,
-                 precision=32, cpu_for_each_process=None, channels_last=False, auto_lr=True, **nano_options):
-        self._nano_options = _options.options_of(num_processes, use_ipex, distributed_backend, process_group_backend,
-                                                 precision, cpu_for_each_process, channels_last, auto_lr,
-                                                 **nano_options)
+    def __init__(self, num_processes=None, use_ipex=False, distributed_backend="subprocess", process_group_backend=None,
+                 precision=32, cpu_for_each_process=None, channels_last=False, auto_lr=True, *args, **kwargs):
+        options = _options.options_of(num_processes, use_ipex, distributed_backend, process_group_backend, precision,
+                                      cpu_for_each_process, channels_last, auto_lr, lite_args=args, **kwargs)
+        _options.tell(options.notes)
+        self._nano_options = options
         self._nano_world = None
+        # BigDL-Nano's attributes, as it set them
+        self.num_processes = options.num_processes
+        self.use_ipex = use_ipex
+        self.dtype = _ipex.dtype(options)
+        self.cpu_for_each_process = cpu_for_each_process
+        self.channels_last = channels_last
+        self.auto_lr = auto_lr
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -73,84 +59,114 @@ class TorchNano:
         """The training; override it. It runs in every rank."""
         raise NotImplementedError("nano_torch: a TorchNano subclass defines train()")
 
+    def run(self, *args, **kwargs):
+        """LightningLite's entry point, which BigDL-Nano kept only for compatibility: does nothing."""
+
     def __getstate__(self):
         state = dict(self.__dict__)
         state["_nano_world"] = None  # a world belongs to one process
         return state
 
-    # ---- inside train() ----
-    @property
-    def _world(self):
-        if self._nano_world is None:
-            raise RuntimeError("nano_torch: TorchNano's setup(), backward() and the rank properties work "
-                               "inside train()")
-        return self._nano_world
+    # ---- where this process is (Lightning's properties): in train() the rank's, outside it this
+    # process's own (an outer launcher's rank, or the caller alone) ----
+    def _here(self):
+        if self._nano_world is not None:
+            return self._nano_world
+        if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+            return _setup.world_from_environment(self._nano_options)
+        return _setup.single_world(self._nano_options)
 
     @property
     def global_rank(self):
-        return self._world.rank
+        return self._here().rank
 
     @property
     def local_rank(self):
-        return self._world.local_rank
+        return self._here().local_rank
+
+    @property
+    def node_rank(self):
+        return self._here().node_rank
 
     @property
     def world_size(self):
-        return self._world.world_size
+        return self._here().world_size
 
     @property
     def is_global_zero(self):
-        return self._world.rank == 0
+        return self._here().rank == 0
 
-    def setup(self, model, optimizer, *dataloaders):
+    @property
+    def device(self):
+        """The device the ranks train on: the CPU."""
+        return torch.device("cpu")
+
+    @property
+    def _world(self):
+        if self._nano_world is None:
+            raise RuntimeError("nano_torch: TorchNano's setup() and setup_dataloaders() work inside train()")
+        return self._nano_world
+
+    # ---- inside train() ----
+    def setup(self, model, optimizer, *dataloaders, move_to_device=True):
         """The model in DDP (and the precision, memory format), the optimizer(s) with auto_lr,
         each loader sharded: (model, optimizer) or (model, optimizer, loader) or
-        (model, optimizer, [loaders]); optimizer may be a list, and comes back as one."""
-        world = self._world
-        optimizers = list(optimizer) if isinstance(optimizer, (list, tuple)) else [optimizer]
-        if world.options.use_ipex:
-            import intel_extension_for_pytorch as ipex
-            model, optimizers[0] = ipex.optimize(model, optimizer=optimizers[0])
-        wrapped = _setup.setup_model(model, world)
-        optimizers = [_setup.setup_optimizer(o, world) for o in optimizers]
-        out_optimizer = optimizers if isinstance(optimizer, (list, tuple)) else optimizers[0]
+        (model, optimizer, [loaders]); optimizer may be a list, and comes back as one.
+        move_to_device: accepted as Lightning's; the model stays on the CPU either way."""
+        many = not isinstance(optimizer, torch.optim.Optimizer)
+        optimizers = list(optimizer) if many else [optimizer]
+        if not all(isinstance(o, torch.optim.Optimizer) for o in optimizers):
+            raise TypeError("nano_torch: setup() takes a torch optimizer or a list of them, got "
+                            f"{type(optimizer).__name__}")
+        wrapped, optimizers = _setup.setup(model, optimizers, self._world)
+        out_optimizer = optimizers if many else optimizers[0]
         if not dataloaders:
             return wrapped, out_optimizer
-        loaders = self.setup_dataloaders(*dataloaders)
-        return wrapped, out_optimizer, loaders
+        return wrapped, out_optimizer, self.setup_dataloaders(*dataloaders, move_to_device=move_to_device)
 
-    def setup_dataloaders(self, *dataloaders):
-        """Each loader sharded across the ranks; one loader, or a list of them."""
-        loaders = [_setup.setup_loader(d, self._world) for d in dataloaders]
+    def setup_dataloaders(self, *dataloaders, replace_sampler=True, move_to_device=True):
+        """Each loader sharded across the ranks; one loader, or a list of them. replace_sampler=False
+        keeps a loader as it is (every rank draws from all of it); move_to_device: accepted, the
+        batches are on the CPU."""
+        loaders = [_loader.setup_loader(d, self._world, replace_sampler) for d in dataloaders]
         return loaders[0] if len(loaders) == 1 else loaders
 
-    def backward(self, tensor, *args, **kwargs):
+    def backward(self, tensor, *args, model=None, **kwargs):
+        """loss.backward(); model= (Lightning's, for DeepSpeed) is accepted and needs nothing here."""
         tensor.backward(*args, **kwargs)
 
     def autocast(self):
         """The context of the options' precision (CPU autocast to bfloat16 for "bf16")."""
-        return _setup.autocast(self._world.options)
+        return _model.autocast(self._nano_options)
+
+    def to_device(self, obj):
+        """`obj` (a module, a tensor or a collection of tensors) on the CPU, where the ranks train."""
+        if isinstance(obj, torch.nn.Module):
+            return obj.to(self.device)
+        return _model.apply_to_tensors(obj, lambda t: t.to(self.device))
 
     def print(self, *args, **kwargs):
-        if self._world.rank == 0:
+        """print() on the first rank of each host (Lightning's: local rank 0)."""
+        if self.local_rank == 0:
             print(*args, **kwargs)
 
     def barrier(self, name=None):
-        if self._world.distributed:
+        if self._here().distributed:
             dist.barrier()
 
-    def all_gather(self, tensor):
-        """Every rank's `tensor`, stacked along a new first dimension (rank order)."""
-        if not self._world.distributed:
-            return tensor.unsqueeze(0)
-        tensor = tensor.contiguous()
-        parts = [torch.empty_like(tensor) for _ in range(self._world.world_size)]
-        dist.all_gather(parts, tensor)
-        return torch.stack(parts)
+    def all_gather(self, data, group=None, sync_grads=False):
+        """Every rank's `data` (a tensor, a number, or a collection of them), each tensor stacked
+        along a new first dimension in rank order: (world_size, ...). In a world of one, `data`
+        itself (numbers as tensors), as Lightning hands it back."""
+        data = _numbers_as_tensors(data)
+        if not self._here().distributed:
+            return data
+        group = group if group is not None else dist.group.WORLD
+        return _model.apply_to_tensors(data, functools.partial(_gathered, group=group, sync_grads=sync_grads))
 
     def broadcast(self, obj, src=0):
         """Rank `src`'s `obj` (any picklable object) on every rank."""
-        if not self._world.distributed:
+        if not self._here().distributed:
             return obj
         box = [obj]
         dist.broadcast_object_list(box, src=src)
@@ -158,14 +174,29 @@ class TorchNano:
 
     def save(self, content, filepath):
         """torch.save on rank 0 only."""
-        if self._world.rank == 0:
+        if self.global_rank == 0:
             torch.save(content, filepath)
 
     def load(self, filepath):
         return torch.load(filepath)
 
-    def seed_everything(self, seed):
-        """The same seed for Python's, NumPy's (where installed) and torch's generators."""
+    @staticmethod
+    def seed_everything(seed=None, workers=None):
+        """Python's, NumPy's (where installed) and torch's generators seeded with `seed`; without
+        one, PL_GLOBAL_SEED's or a fresh one (said in one line), as Lightning's. Returns the seed.
+        `workers` is accepted: torch seeds each DataLoader worker from it already."""
+        if seed is None:
+            text = os.environ.get("PL_GLOBAL_SEED")
+            if text is None:
+                seed = random.randint(0, 2**32 - 1)
+                _options.tell([f"seed_everything(): no seed given, using {seed}"])
+            else:
+                seed = int(text)
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise TypeError(f"nano_torch: seed_everything() takes an int seed, got {seed!r}")
+        if not 0 <= seed < 2**32:
+            raise ValueError(f"nano_torch: seed_everything() takes a seed in [0, 2**32), got {seed}")
+        os.environ["PL_GLOBAL_SEED"] = str(seed)
         random.seed(seed)
         torch.manual_seed(seed)
         try:
@@ -176,15 +207,35 @@ class TorchNano:
         return seed
 
 
+def _numbers_as_tensors(data):
+    if isinstance(data, (bool, int, float)):
+        return torch.tensor(data)
+    if isinstance(data, tuple) and hasattr(data, "_fields"):
+        return type(data)(*(_numbers_as_tensors(d) for d in data))
+    if isinstance(data, (list, tuple)):
+        return type(data)(_numbers_as_tensors(d) for d in data)
+    if isinstance(data, dict):
+        return type(data)((k, _numbers_as_tensors(v)) for k, v in data.items())
+    return data
+
+
+def _gathered(tensor, group, sync_grads):
+    tensor = tensor.contiguous()
+    if sync_grads:  # the gradient flows back to every rank's input
+        import torch.distributed.nn.functional as distributed_functional
+        return torch.stack(distributed_functional.all_gather(tensor, group=group))
+    parts = [torch.empty_like(tensor) for _ in range(dist.get_world_size(group))]
+    dist.all_gather(parts, tensor, group=group)
+    return torch.stack(parts)
+
+
 def _launching(train):
     @functools.wraps(train)
     def train_in_ranks(self, *args, **kwargs):
         if self._nano_world is not None:  # inside a rank already
             return train(self, *args, **kwargs)
         options = self._nano_options
-        world = _outer_world(options)
-        if world is None and options.num_processes == 1:
-            world = _single(options)
+        world = _setup.world_for_call(options)
         if world is not None:
             self._nano_world = world
             try:
@@ -196,69 +247,3 @@ def _launching(train):
 
     train_in_ranks._nano_launching = True
     return train_in_ranks
-
-
-def _roles(args, kwargs):
-    """Pure: where the model, the optimizers and the DataLoaders are among a call's arguments:
-    ([model path], [optimizer paths], [loader paths]), a path being ("arg", i) or ("kwarg", k)."""
-    models, optimizers, loaders = [], [], []
-    for path, value in [(("arg", i), v) for i, v in enumerate(args)] + [(("kwarg", k), v) for k, v in kwargs.items()]:
-        if _setup.is_model(value):
-            models.append(path)
-        elif isinstance(value, torch.optim.Optimizer):
-            optimizers.append(path)
-        elif isinstance(value, torch.utils.data.DataLoader):
-            loaders.append(path)
-    return models, optimizers, loaders
-
-
-def _check_roles(function, args, kwargs):
-    models, optimizers, loaders = _roles(args, kwargs)
-    if len(models) != 1:
-        raise TypeError(f"nano_torch: @nano needs exactly one model (a torch.nn.Module with parameters, not a "
-                        f"loss) among the arguments of {function.__qualname__}, found {len(models)}")
-    return models, optimizers, loaders
-
-
-def call_decorated(function, args, kwargs, world):
-    """Calls `function` with its model, optimizers and loaders set up for `world`."""
-    models, optimizers, loaders = _check_roles(function, args, kwargs)
-    args, kwargs = list(args), dict(kwargs)
-
-    def replace(path, make):
-        if path[0] == "arg":
-            args[path[1]] = make(args[path[1]])
-        else:
-            kwargs[path[1]] = make(kwargs[path[1]])
-
-    replace(models[0], lambda m: _setup.setup_model(m, world))
-    for path in optimizers:
-        replace(path, lambda o: _setup.setup_optimizer(o, world))
-    for path in loaders:
-        replace(path, lambda d: _setup.setup_loader(d, world))
-    return function(*args, **kwargs)
-
-
-def nano(num_processes=1, use_ipex=False, distributed_backend="subprocess", process_group_backend=None, precision=32,
-         cpu_for_each_process=None, channels_last=False, auto_lr=True, **nano_options):
-    """BigDL-Nano's @nano: runs the decorated training function in num_processes ranks, its one
-    model, its optimizers and its DataLoaders (found among the arguments by type, positional or
-    keyword) set up as TorchNano.setup() does; returns rank 0's value."""
-    options = _options.options_of(num_processes, use_ipex, distributed_backend, process_group_backend, precision,
-                                  cpu_for_each_process, channels_last, auto_lr, **nano_options)
-
-    def decorator(function):
-        @functools.wraps(function)
-        def in_ranks(*args, **kwargs):
-            _check_roles(function, args, kwargs)
-            world = _outer_world(options)
-            if world is None and options.num_processes == 1:
-                world = _single(options)
-            if world is not None:
-                return call_decorated(function, args, kwargs, world)
-            payload = {"kind": "function", "function": function, "args": args, "kwargs": kwargs}
-            return _launch.launch(payload, function.__qualname__, options)
-
-        return in_ranks
-
-    return decorator

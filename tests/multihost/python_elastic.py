@@ -33,7 +33,8 @@ def train(model, optimizer, loader):
             steps += 1
             if steps == limit:
                 break
-    return world, batch, optimizer.param_groups[0]["lr"]
+    # The rate the next step runs at: the user's (param_groups) times the warm-up's factor (auto_lr).
+    return world, batch, optimizer.param_groups[0]["lr"] * optimizer.cur_lr_ratio
 
 
 torch.manual_seed(0)
