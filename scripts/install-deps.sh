@@ -23,6 +23,8 @@ packages=(
   # The Python API (nano_torch.TorchNano, @nano): the training shipped by value to the ranks; the
   # examples' progress bars, models and notebook, and the notebook's test (a real Jupyter kernel).
   python3-cloudpickle python3-tqdm python3-torchvision jupyter-nbconvert python3-ipykernel python3-venv
+  # BigDL-Nano's own tests, run as BigDL-Nano ran them (tests/python/bigdl).
+  python3-pytest
   # An optimised BLAS for the Linear layers of libtorch and python3-torch (Debian's default
   # alternative is the single-threaded reference BLAS); the OpenMP build follows OMP_NUM_THREADS.
   libopenblas0-openmp

@@ -64,6 +64,8 @@ set(NANO_TESTS_MEDIUM
   python.api.options
   python.api.resume
   python.api.shared_tensors
+  python.bigdl.port
+  python.bigdl.tutorials
   python.lite.auto_lr
   python.lite.use_ipex
   python.torch_backend.collectives_3
