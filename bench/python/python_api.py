@@ -4,7 +4,9 @@
 1. img/s of the seed's training loop (pytorch_ddp.py's models, optimizers, batch and timing: LeNet
    on Fashion-MNIST, ResNet-18 on 3x32x32) as one process on all cores, as TorchNano(num_processes=2),
    as @nano(num_processes=2), and as the stock DDP script under `nano-run -n 2` on the nano backend.
-   Goal: the API >= 0.97x the stock script in every model.
+   Goal: the API >= 0.97x the stock script in every model. What DDP's find_unused_parameters=True
+   (BigDL-Nano's, the API's default) costs: TorchNano with find_unused_parameters=False, and on
+   the model with an unused layer beside it (which needs True).
 2. Launch overhead: a job that only meets its peers (init, barrier), started by `nano-run -n 2`
    and by an @nano call from a running caller (torch imported); and, in the training runs above,
    the time from the call to rank 0's first step and from its last step to the call's return.
@@ -112,11 +114,23 @@ def role(a):
             return loop(model, optimizer, loader, a.warmup, a.steps, barrier, dist.get_world_size())
         got = training(model, optimizer, loader)
     else:
+        if a.spare:  # a 64x64 layer beside the model, unused: DDP needs find_unused_parameters=True for it
+            class WithSpare(torch.nn.Module):
+                def __init__(self, inner):
+                    super().__init__()
+                    self.inner, self.spare = inner, torch.nn.Linear(64, 64)
+
+                def forward(self, x):
+                    return self.inner(x)
+
+            model = WithSpare(model)
+            optimizer = type(optimizer)(model.parameters(), **optimizer.defaults)
+
         class Lite(TorchNano):
             def train(self):
                 m, o, d = self.setup(model, optimizer, loader)
                 return loop(m, o, d, a.warmup, a.steps, barrier, self.world_size)
-        got = Lite(num_processes=2, auto_lr=False).train()
+        got = Lite(num_processes=2, auto_lr=False, find_unused_parameters=a.find_unused == 1).train()
     returned = time.time()
     print("nano-result: " + json.dumps({"images_per_sec": got["images_per_sec"],
                                         "to_first_step": got["first_step"] - started,
@@ -184,12 +198,16 @@ def driver(a):
                      "--steps", str(steps), "--dist-backend", "nano"]
             record((model, "stock DDP, nano-run -n 2"), result_of(subprocess.run(
                 stock, env=env, capture_output=True, text=True, timeout=900))["images_per_sec"])
-            for name, r in (("TorchNano(num_processes=2)", "lite"), ("@nano(num_processes=2)", "decorator")):
-                got = result_of(subprocess.run(me + ["--role", r] + common, env=env, capture_output=True,
+            for name, r, extra in (("TorchNano(num_processes=2)", "lite", []),
+                                   ("@nano(num_processes=2)", "decorator", []),
+                                   ("TorchNano, find_unused_parameters=False", "lite", ["--find-unused", "0"]),
+                                   ("TorchNano, an unused layer beside the model", "lite", ["--spare"])):
+                got = result_of(subprocess.run(me + ["--role", r] + common + extra, env=env, capture_output=True,
                                                text=True, timeout=900))
                 record((model, name), got["images_per_sec"])
-                record(("overhead", f"{name}: call to rank 0's first step, s"), got["to_first_step"])
-                record(("overhead", f"{name}: rank 0's last step to return, s"), got["after_last_step"])
+                if not extra:
+                    record(("overhead", f"{name}: call to rank 0's first step, s"), got["to_first_step"])
+                    record(("overhead", f"{name}: rank 0's last step to return, s"), got["after_last_step"])
             record((model, "one process, all cores"), result_of(subprocess.run(
                 me + ["--role", "single"] + common, env=dict(env, OMP_NUM_THREADS=str(os.cpu_count())),
                 capture_output=True, text=True, timeout=900))["images_per_sec"])
@@ -239,6 +257,8 @@ def main():
     p.add_argument("--resnet-steps", type=int, default=6)
     p.add_argument("--ranks", type=int, default=2)
     p.add_argument("--gb", type=float, default=1.0)
+    p.add_argument("--find-unused", type=int, choices=[0, 1], default=1)
+    p.add_argument("--spare", action="store_true")
     a = p.parse_args()
     if a.role:
         role(a)

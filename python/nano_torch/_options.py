@@ -96,7 +96,7 @@ def precision_of(value, notes):
     made it there."""
     if isinstance(value, bool) or not isinstance(value, (int, str)):
         raise TypeError(f"nano: precision must be 32, 64 or 'bf16', got {value!r}")
-    text = str(value)
+    text = {"32-true": "32", "64-true": "64", "bf16-mixed": "bf16"}.get(str(value), str(value))  # Lightning 2's names
     if text in ("16", "16-mixed"):
         notes.append(f"precision={value!r} is float16 autocast, which CPUs do not run: bf16 instead (precision='bf16'), "
                      "as Lightning did on a CPU")

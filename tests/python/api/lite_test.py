@@ -71,7 +71,8 @@ def tables(tmp):
         except kind as e:
             check(named in str(e), f"{given}: {e!r} does not name {named!r}")
     for value, want, noted in [(32, "32", False), ("32", "32", False), (64, "64", False), ("bf16", "bf16", False),
-                               (16, "bf16", True), ("16", "bf16", True), ("16-mixed", "bf16", True)]:
+                               (16, "bf16", True), ("16", "bf16", True), ("16-mixed", "bf16", True),
+                               ("bf16-mixed", "bf16", False), ("32-true", "32", False)]:
         told = []
         got = _options.precision_of(value, told)
         check(got == want and bool(told) == noted, f"precision {value!r}: {got}, noted {told}")
@@ -87,7 +88,7 @@ def tables(tmp):
             raise harness.Failure(f"distributed_backend {value!r} was accepted")
         except kind as e:
             check(repr(value) in str(e) or "str" in str(e), f"{value!r}: {e} does not name it")
-    print("tables: warm-up ratios, 5 keyword sets accepted, 11 refused, 7 precisions, 11 distributed_backends")
+    print("tables: warm-up ratios, 5 keyword sets accepted, 11 refused, 9 precisions, 11 distributed_backends")
 
 
 def surface(tmp):
