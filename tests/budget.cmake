@@ -124,6 +124,10 @@ set(NANO_TESTS_ONE_LEG
   # hierarchical sums run in multihost.train there), a busy port (the launcher's check), a rank
   # killed (the fault suite and the lost host and cut link run there), the timeline's shipping.
   multihost.env3 multihost.fashion multihost.busy_port multihost.rank_killed multihost.timeline
+  # BigDL-Nano's tutorials: what they use of nano_torch (use_ipex, bf16, channels_last, @nano, 2
+  # ranks) runs on both legs in python.lite.* and python.bigdl.port; they add torchvision's
+  # datasets and models, and 80 s on Debian 13.
+  python.bigdl.tutorials
 )
 
 # nano_test_budget_labels(TEST OUT): the labels of TEST into OUT; remembers that TEST exists.

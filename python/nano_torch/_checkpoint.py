@@ -459,10 +459,11 @@ class Checkpointer:
         state = torch.load(io.BytesIO(state_bytes), weights_only=_weights_only())
         saved = torch.load(io.BytesIO(rank_bytes), weights_only=_weights_only())
         del state_bytes, rank_bytes
-        if len(state["models"]) != len(self.models) or len(saved["loaders"]) != len(self.loaders):
-            raise RuntimeError(f"nano_torch: the checkpoint {path} holds {len(state['models'])} models and "
-                               f"{len(saved['loaders'])} loaders, this training set up {len(self.models)} and "
-                               f"{len(self.loaders)}")
+        held = (len(state["models"]), len(state["optimizers"]), len(saved["loaders"]))
+        if held != (len(self.models), len(self.optimizers), len(self.loaders)):
+            raise RuntimeError(f"nano_torch: the checkpoint {path} holds {held[0]} models, {held[1]} optimizers and "
+                               f"{held[2]} loaders, this training set up {len(self.models)}, {len(self.optimizers)} "
+                               f"and {len(self.loaders)}")
         for model, model_state in zip(self.models, state["models"]):
             model.load_state_dict(model_state)
         for optimizer, optimizer_state, auto_lr in zip(self.optimizers, state["optimizers"], state["auto_lr"]):

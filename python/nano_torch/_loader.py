@@ -67,8 +67,10 @@ class ShardedLoader:
             raise ValueError("nano_torch: with checkpoint_dir a set-up DataLoader needs num_workers=0 (a resumed "
                              f"run repeats its batches exactly only then), got num_workers={loader.num_workers}")
         if shardable and (world.world_size > 1 or checkpoints):
+            # Seeded as Lightning's Lite seeded it: seed_everything()'s seed (PL_GLOBAL_SEED), else 0.
             self.sampler = DistributedSampler(loader.dataset, num_replicas=world.world_size, rank=world.rank,
-                                              shuffle=isinstance(loader.sampler, RandomSampler))
+                                              shuffle=isinstance(loader.sampler, RandomSampler),
+                                              seed=int(os.environ.get("PL_GLOBAL_SEED", "0")))
             self._sampler = _Resumable(self.sampler)
             batch_size = per_rank_batch(loader.batch_size, batch_world_size(world.world_size), world.world_size)
             self.loader = DataLoader(loader.dataset, **self._settings(loader, batch_size))
@@ -131,6 +133,8 @@ class ShardedLoader:
             self._iterating = False
 
     def __getattr__(self, name):
+        if name == "loader":  # not set yet (a copy being made): no loader to ask
+            raise AttributeError(name)
         return getattr(self.loader, name)
 
 

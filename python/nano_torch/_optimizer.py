@@ -12,8 +12,10 @@ rates were chosen for (nano::auto_lr_ratio's schedule); setting up an optimizer 
 fresh warm-up, as BigDL's did.
 
 The wrapper holds no optimizer state of its own: param_groups, state and defaults are the user's
-optimizer's (read and written through), and every method that touches them runs on the user's
-optimizer, so the two never drift apart (load_state_dict on either changes both)."""
+optimizer's (read and written through), every method that touches them runs on the user's
+optimizer, and an attribute set on the wrapper is set on the user's optimizer (but for what
+schedulers patch on the object they are given), so the two never drift apart. Pickled or
+deep-copied, a set-up optimizer is the user's optimizer."""
 import torch
 
 from . import _timeline
@@ -23,7 +25,10 @@ _classes = {}  # the user's optimizer class -> its nano subclass
 
 def warmup_ratio(step, ratio, max_step):
     """Pure: the factor of the rates at warm-up step `step` (0 for the first step()), towards
-    `ratio` over `max_step` steps, written as BigDL-Nano computed it."""
+    `ratio` over `max_step` steps, written as BigDL-Nano computed it (max_step 0: no warm-up at all,
+    the factor stays 1, as BigDL-Nano's did)."""
+    if max_step <= 0:
+        return 1.0
     return (ratio - 1) * min(step, max_step) / max_step + 1
 
 
@@ -54,7 +59,8 @@ class NanoOptimizer:
             return self._call_step(closure)
         rates = [group["lr"] for group in self.param_groups]
         for group in self.param_groups:
-            group["lr"] = group["lr"] * self.cur_lr_ratio
+            if group["lr"] is not None:  # an optimizer that finds its own rate (lr=None) is left to it
+                group["lr"] = group["lr"] * self.cur_lr_ratio
         try:
             out = self._call_step(closure)
         finally:
@@ -93,7 +99,7 @@ class NanoOptimizer:
         if applied != 1.0:
             for group in self.param_groups:
                 group["lr"] = group["lr"] / applied
-        self.cur_step = min(int(state["step"]), self.max_step)
+        self.cur_step = min(int(state["step"]), max(self.max_step, 0))
         self.cur_lr_ratio = warmup_ratio(self.cur_step, self.max_lr_ratio or 1, self.max_step)
 
     def __getattr__(self, name):
@@ -102,12 +108,25 @@ class NanoOptimizer:
             raise AttributeError(name)
         return getattr(self._optimizer, name)
 
+    def __setattr__(self, name, value):
+        # The wrapper's own attributes, and what schedulers patch on the optimizer they are given
+        # (its step and their counters), stay here; anything else is the user's optimizer's, so its
+        # own methods see what was set.
+        if name in _OWN or name in _PATCHED_BY_SCHEDULERS or name in self.__dict__:
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self._optimizer, name, value)
+
     def __reduce_ex__(self, protocol):
         # Pickled (or deep-copied) as the user's optimizer: the wrapper belongs to one setup().
-        return self._optimizer.__reduce_ex__(protocol)
+        return unwrapped, (self._optimizer,)
 
     def __repr__(self):
         return repr(self._optimizer)
+
+
+_OWN = ("_optimizer", "_nano_distributed", "auto_lr", "max_lr_ratio", "cur_step", "max_step", "cur_lr_ratio")
+_PATCHED_BY_SCHEDULERS = ("step", "_step_count", "_opt_called")  # torch 1.13's and 2.x's LR schedulers
 
 
 def wrap(optimizer, auto_lr, max_lr_ratio, max_step, distributed):

@@ -192,7 +192,7 @@ def options_of(num_processes=None, use_ipex=False, distributed_backend="subproce
     if use_ipex and _ipex.why_missing():
         notes.append(_ipex.missing_line(precision))
     output_ranks = keywords.pop("output_ranks", (0,))
-    output_ranks = () if output_ranks is None else tuple(output_ranks)
+    output_ranks = () if output_ranks is None else _ints("output_ranks", output_ranks)
     timeout = keywords.pop("timeout", 1800)
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float, datetime.timedelta)):
         raise TypeError(f"nano: timeout must be seconds or a timedelta, got {timeout!r}")
@@ -209,7 +209,8 @@ def options_of(num_processes=None, use_ipex=False, distributed_backend="subproce
     launch["distributed_backend"] = backend
     launch["precision"] = precision
     if cpu_for_each_process is not None:
-        launch["cpu_for_each_process"] = [list(cpus) for cpus in cpu_for_each_process]
+        launch["cpu_for_each_process"] = [list(cpus) for cpus in _int_lists("cpu_for_each_process",
+                                                                            cpu_for_each_process)]
     checkpoint = {}
     if launch.get("checkpoint_dir"):
         steps, seconds = launch.get("checkpoint_every_steps", 0), launch.get("checkpoint_every_seconds", 0)
@@ -225,6 +226,22 @@ def options_of(num_processes=None, use_ipex=False, distributed_backend="subproce
     if hasattr(_C, "check_launch") and not under_launcher():  # absent from the build for a pip torch alone
         _C.check_launch(launch, list(output_ranks), [sys.executable])
     return options
+
+
+def _ints(name, value):
+    """`value` (a list of ints) as a tuple, or a TypeError naming the option."""
+    try:
+        return tuple(value)
+    except TypeError:
+        raise TypeError(f"nano: {name} must be a list of ints, got {value!r}") from None
+
+
+def _int_lists(name, value):
+    """`value` (a list of lists of ints) as a tuple of tuples, or a TypeError naming the option."""
+    try:
+        return tuple(tuple(item) for item in value)
+    except TypeError:
+        raise TypeError(f"nano: {name} must be a list of lists of ints, got {value!r}") from None
 
 
 def _flag(name, value):

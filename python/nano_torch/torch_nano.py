@@ -114,10 +114,9 @@ class TorchNano:
         (model, optimizer, [loaders]); optimizer may be a list, and comes back as one.
         move_to_device: accepted as Lightning's; the model stays on the CPU either way."""
         many = not isinstance(optimizer, torch.optim.Optimizer)
-        optimizers = list(optimizer) if many else [optimizer]
+        optimizers = list(optimizer) if isinstance(optimizer, (list, tuple)) else [optimizer]
         if not all(isinstance(o, torch.optim.Optimizer) for o in optimizers):
-            raise TypeError("nano_torch: setup() takes a torch optimizer or a list of them, got "
-                            f"{type(optimizer).__name__}")
+            raise TypeError(f"nano_torch: setup() takes a torch optimizer or a list of them, got {optimizer!r}")
         wrapped, optimizers = _setup.setup(model, optimizers, self._world)
         out_optimizer = optimizers if many else optimizers[0]
         if not dataloaders:

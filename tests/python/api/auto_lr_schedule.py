@@ -1,7 +1,8 @@
 """auto_lr at N ranks against BigDL-Nano's schedule: the rate each step() runs at (recorded inside the
 user's optimizer's step), the rate param_groups and state_dict() hold outside it, with a scheduler
-that sets the rate outright (LambdaLR, OneCycleLR, CyclicLR, made before or after setup()), with
-max_step set by the user, and after setting up again. Prints one JSON line of rank 0's records.
+that sets the rate outright (LambdaLR, OneCycleLR, CyclicLR) or changes it (StepLR,
+ReduceLROnPlateau, SequentialLR), made before or after setup(), with max_step set by the user, and
+after setting up again. Prints one JSON line of rank 0's records.
 Usage: auto_lr_schedule.py N"""
 import json
 import sys
@@ -28,6 +29,15 @@ class Recording(torch.optim.SGD):
 
 
 def schedulers(name, optimizer):
+    """The user's scheduler `name` over `optimizer` (None: none)."""
+    if name == "step":
+        return torch.optim.lr_scheduler.StepLR(optimizer, step_size=3, gamma=0.5)
+    if name == "plateau":  # told the same loss each step: halves the rate after 2 steps without progress
+        return torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer, factor=0.5, patience=1)
+    if name == "sequential":
+        return torch.optim.lr_scheduler.SequentialLR(optimizer, [
+            torch.optim.lr_scheduler.LinearLR(optimizer, start_factor=0.5, total_iters=4),
+            torch.optim.lr_scheduler.ExponentialLR(optimizer, gamma=0.9)], milestones=[4])
     if name == "lambda":
         return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0 + step)
     if name == "onecycle":
@@ -35,6 +45,13 @@ def schedulers(name, optimizer):
     if name == "cyclic":
         return torch.optim.lr_scheduler.CyclicLR(optimizer, base_lr=0.1, max_lr=1.0, step_size_up=3)
     return None
+
+
+def step_scheduler(scheduler):
+    if isinstance(scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
+        scheduler.step(1.0)
+    elif scheduler is not None:
+        scheduler.step()
 
 
 class Schedule(TorchNano):
@@ -57,17 +74,22 @@ class Schedule(TorchNano):
             optimizer.step()
             outside.append(optimizer.param_groups[0]["lr"])
             saved.append(optimizer.state_dict()["param_groups"][0]["lr"])
-            if scheduler is not None:
-                scheduler.step()
-        again = self.setup(torch.nn.Linear(3, 1), optimizer.optimizer)[1]
-        return {"inside": optimizer.optimizer.rates, "outside": outside, "saved": saved,
+            step_scheduler(scheduler)
+        # Set up again (BigDL-Nano's test_torch_nano_load_state_dict): a fresh warm-up, whose first
+        # step runs at the user's rate itself.
+        model, again = self.setup(model.module, optimizer.optimizer)
+        self.backward(torch.nn.functional.mse_loss(model(x), y))
+        again.step()
+        return {"inside": optimizer.optimizer.rates[:STEPS], "outside": outside, "saved": saved,
                 "ratio": optimizer.cur_lr_ratio, "steps": optimizer.cur_step,
-                "again": [again.cur_step, again.cur_lr_ratio], "isinstance": isinstance(optimizer, torch.optim.SGD)}
+                "again": [again.optimizer.rates[-1] / again.param_groups[0]["lr"], again.cur_step],
+                "isinstance": isinstance(optimizer, torch.optim.SGD)}
 
 
 if __name__ == "__main__":
     got = {}
     for name, when, max_step in [("none", "", None), ("none", "", 4), ("lambda", "before", 1000),
-                                 ("lambda", "after", 5), ("onecycle", "after", 6), ("cyclic", "before", 6)]:
+                                 ("lambda", "after", 5), ("onecycle", "after", 6), ("cyclic", "before", 6),
+                                 ("step", "after", 6), ("plateau", "before", 6), ("sequential", "after", 6)]:
         got[f"{name}-{when}-{max_step}"] = Schedule(num_processes=N).train(name, when, max_step)
     print(json.dumps(got))

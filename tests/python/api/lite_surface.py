@@ -1,7 +1,10 @@
 """TorchNano's whole surface (BigDL-Nano's attributes, LightningLite's properties and methods) at N
 ranks, as a BigDL-Nano user writes it; prints one JSON line of what rank 0 and the caller saw.
 Usage: lite_surface.py N"""
+import copy
+import io
 import json
+import pickle
 import sys
 
 import torch
@@ -47,6 +50,22 @@ class Lite(TorchNano):
             self.backward(loss, model=model)
             optimizer.step()
         seen["trained_with_unused"] = True
+        # after the steps: BigDL-Nano's warm-up advanced; the wrapper pickles, copies and saves as
+        # the user's optimizer; what is set on it or loaded into it is the user's optimizer's
+        seen["after_steps"] = [optimizer.cur_step, optimizer.cur_lr_ratio, optimizer.param_groups[0]["lr"]]
+        saved = io.BytesIO()
+        torch.save({"optimizer": optimizer}, saved)
+        seen["copies"] = [type(pickle.loads(pickle.dumps(optimizer))).__name__,
+                          type(copy.deepcopy(optimizer)).__name__,
+                          type(torch.load(io.BytesIO(saved.getvalue()), weights_only=False)["optimizer"]).__name__]
+        optimizer.custom_flag = 3
+        state = optimizer.state_dict()
+        state["param_groups"][0]["lr"] = 0.25
+        optimizer.load_state_dict(state)
+        optimizer.add_param_group({"params": [torch.nn.Parameter(torch.zeros(1))], "lr": 0.5})
+        inner = optimizer.optimizer
+        seen["through"] = [getattr(inner, "custom_flag", None), inner.param_groups[0]["lr"], len(inner.param_groups),
+                           optimizer.param_groups is inner.param_groups]
         seen["gather_tensor"] = list(self.all_gather(torch.tensor([self.global_rank, 7])).shape)
         seen["gather_number"] = self.all_gather(3).tolist()
         gathered = self.all_gather({"a": torch.ones(2), "b": [torch.zeros(1)]})

@@ -12,14 +12,16 @@ Usage: lite_test.py BUILD_DIR CASE
                    setup_dataloaders(replace_sampler=, move_to_device=), backward(model=),
                    all_gather of tensors, numbers and collections (a world of one hands back its
                    input; sync_grads carries the gradient), seed_everything() without a seed, the
-                   set-up optimizer's attributes and class, a model with an unused parameter at 2
+                   set-up optimizer's attributes (before and after steps) and class, what is set on it,
+                   loaded into it or added to it reaching the user's optimizer, the set-up optimizer
+                   pickled, deep-copied and saved as the user's, a model with an unused parameter at 2
                    ranks (find_unused_parameters), LightningLite's keywords (strategy ignored with one
                    line), @nano with them
   auto_lr          auto_lr_schedule.py at 2 ranks against BigDL-Nano's schedule computed from its
                    formula: the rate inside each step, the user's rate in param_groups and
-                   state_dict() after it, LambdaLR/OneCycleLR/CyclicLR made before or after setup()
-                   composing with the warm-up, max_step set by the user, a fresh warm-up on a second
-                   setup()
+                   state_dict() after it, LambdaLR/OneCycleLR/CyclicLR/StepLR/ReduceLROnPlateau/
+                   SequentialLR made before or after setup() composing with the warm-up, max_step set
+                   by the user, a fresh warm-up on a second setup()
   use_ipex         use_ipex=True with bf16 at 2 ranks, TorchNano with two optimizers and @nano: without
                    IPEX it trains and says so once; with a stand-in IPEX (fake_ipex/) ipex.optimize is
                    called in every rank after the DDP wrapping, in place, with bfloat16, once per
@@ -27,8 +29,9 @@ Usage: lite_test.py BUILD_DIR CASE
   inert_decorator  a module with @nano at its top, imported again by every rank: 2 ranks of one core
                    each under @nano(num_processes=2) (the ranks check nothing against their core and
                    start nothing), and 4 ranks sharing 2 cores (oversubscribed)
-  precision        bf16: the model's output is float32 and a loss against float32 targets trains;
-                   precision=16 trains as bf16 and says so in one line
+  precision        bf16: the user's forward gets bfloat16 inputs under CPU autocast (its layers compute
+                   in bfloat16), the model hands back float32 and a loss against float32 targets
+                   trains; precision=16 trains as bf16 and says so in one line
 """
 import json
 import math
@@ -107,6 +110,11 @@ def surface(tmp):
         check(opt["isinstance_sgd"] and opt["is_user_optimizer"] == "SGD" and opt["max_step"] == 1000
               and opt["cur_step"] == 0 and opt["cur_lr_ratio"] == 1.0 and opt["max_lr_ratio"] == n
               and opt["auto_lr"] is True, f"the set-up optimizer's attributes: {opt}")
+        steps = 4 // n if n > 1 else 0  # BigDL-Nano's warm-up stands still where there is nothing to scale (N = 1)
+        check(got["after_steps"] == [steps, (n - 1) * steps / 1000 + 1, 0.1],
+              f"after {4 // n} steps the warm-up's step, factor and the user's rate: {got['after_steps']}")
+        check(got["copies"] == ["SGD"] * 3, f"pickled, deep-copied, saved: {got['copies']}")
+        check(got["through"] == [3, 0.25, 2, True], f"set on, loaded into, added to the wrapper: {got['through']}")
         check(got["gather_tensor"] == ([2] if n == 1 else [n, 2]), f"all_gather(tensor): {got['gather_tensor']}")
         check(got["gather_number"] == (3 if n == 1 else [3] * n), f"all_gather(3): {got['gather_number']}")
         check(got["gather_dict"] == ([[2], [1]] if n == 1 else [[n, 2], [n, 1]]), f"dict: {got['gather_dict']}")
@@ -137,8 +145,7 @@ def bigdl_schedule(name, when, max_step, steps, ratio):
         if cur_step < (max_step or 1000):
             cur_step += 1
             cur_ratio = (ratio - 1.0) * cur_step / (max_step or 1000) + 1
-        if scheduler is not None:
-            scheduler.step()
+        program.step_scheduler(scheduler)
     return user, inside
 
 
@@ -156,11 +163,12 @@ def auto_lr(tmp):
         check(all(math.isclose(a, b, rel_tol=1e-12) for a, b in zip(record["outside"], user))
               and record["saved"] == record["outside"], f"{key}: param_groups/state_dict hold {record['outside']}, "
               f"{record['saved']}, not the user's rates {user}")
-        check(record["again"] == [0, 1.0], f"{key}: a second setup() starts at {record['again']}")
+        check(record["again"] == [1.0, 1], f"{key}: a second setup()'s first step ran at {record['again'][0]} times "
+              f"the rate (a fresh warm-up: 1), its warm-up at step {record['again'][1]}")
         check(record["isinstance"], f"{key}: the set-up optimizer is not an SGD")
         print(f"{key}: inside step() {[round(r, 4) for r in record['inside'][:6]]}..., state_dict "
               f"{[round(r, 4) for r in record['saved'][:6]]}...: BigDL-Nano's")
-    print(f"auto_lr ({seconds:.1f} s): 6 schedules of 12 steps at 2 ranks equal BigDL-Nano's")
+    print(f"auto_lr ({seconds:.1f} s): {len(got)} schedules of 12 steps at 2 ranks equal BigDL-Nano's")
 
 
 IPEX_LINE = "nano_torch: use_ipex=True: intel_extension_for_pytorch is not installed"
@@ -207,6 +215,14 @@ PRECISION = """
 import json, torch
 from torch.utils.data import DataLoader, TensorDataset
 from nano_torch import nano
+class Seen(torch.nn.Module):  # what the user's forward is given, and under which autocast
+    def __init__(self):
+        super().__init__()
+        self.fc, self.seen = torch.nn.Linear(4, 1), set()
+    def forward(self, x):
+        inner = self.fc(x)
+        self.seen.add(f"in {x.dtype}, autocast {torch.is_autocast_cpu_enabled()}, inner {inner.dtype}")
+        return inner
 @nano(num_processes=2, precision=PRECISION)
 def train(model, optimizer, loader):
     dtypes = set()
@@ -216,12 +232,12 @@ def train(model, optimizer, loader):
         dtypes.add(str(out.dtype))
         torch.nn.functional.mse_loss(out, y).backward()
         optimizer.step()
-    return sorted(dtypes)
-net = torch.nn.Linear(4, 1)
-before = net.weight.detach().clone()
-got = train(net, torch.optim.SGD(net.parameters(), lr=0.1),
-            DataLoader(TensorDataset(torch.randn(16, 4), torch.randn(16, 1)), batch_size=4))
-print(json.dumps({"out": got, "trained": not torch.equal(before, net.weight.detach())}))
+    return sorted(dtypes), sorted(model.seen)
+net = Seen()
+before = net.fc.weight.detach().clone()
+out, seen = train(net, torch.optim.SGD(net.parameters(), lr=0.1),
+                  DataLoader(TensorDataset(torch.randn(16, 4), torch.randn(16, 1)), batch_size=4))
+print(json.dumps({"out": out, "seen": seen, "trained": not torch.equal(before, net.fc.weight.detach())}))
 """
 
 
@@ -232,7 +248,8 @@ def precision(tmp):
         got = last_json(out, err)
         said = [line for line in err.splitlines() if "precision=16 is float16 autocast" in line]
         print(f"precision={value} ({seconds:.1f} s): {got}" + (f"; {said[0]}" if said else ""))
-        check(got == {"out": ["torch.float32"], "trained": True}, f"precision={value}: {got}")
+        check(got == {"out": ["torch.float32"], "trained": True,
+                      "seen": ["in torch.bfloat16, autocast True, inner torch.bfloat16"]}, f"precision={value}: {got}")
         check(len(said) == (value == "16"), f"precision={value}: the line about 16: {said}")
 
 
