@@ -183,9 +183,21 @@ def tutorials(tmp):
 def in_private_tmp():
     """The tutorials case runs again in a mount namespace of its own whose /tmp is a new tmpfs: their
     fixed /tmp/data is this test's, and nothing of another user's /tmp is read or written. The
-    namespace goes with the case's last process."""
+    repository and the build folder, where they lie under /tmp (a CI clone), are bound into the new
+    /tmp at their own paths. The namespace goes with the case's last process."""
     if os.environ.get("NANO_BIGDL_PRIVATE_TMP") == "1":
+        keep = []
+        for path in sorted({os.path.realpath(os.path.join(HERE, "..", "..", "..")), os.path.realpath(BUILD)}):
+            if path.startswith("/tmp/") and not any(path.startswith(k + "/") for k in keep):
+                keep.append(path)
+        # Each held open before the new /tmp hides it: its descriptor still reaches it.
+        held = {path: os.open(path, os.O_PATH | os.O_DIRECTORY) for path in keep}
         subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2g,mode=1777", "tmpfs", "/tmp"], check=True)
+        for path, fd in held.items():
+            os.makedirs(path, mode=0o700)
+            # --no-canonicalize: the descriptor as it is, not the path it names (the new /tmp's)
+            subprocess.run(["mount", "--no-canonicalize", "--bind", f"/proc/{os.getpid()}/fd/{fd}", path], check=True)
+            os.close(fd)
         return None
     code, out = run(["unshare", "--mount", "--propagation", "private", PYTHON, os.path.abspath(__file__), BUILD, CASE],
                     dict(os.environ, NANO_BIGDL_PRIVATE_TMP="1"), timeout=900)
