@@ -16,8 +16,6 @@ optimizer's (read and written through), every method that touches them runs on t
 optimizer, and an attribute set on the wrapper is set on the user's optimizer (but for what
 schedulers patch on the object they are given), so the two never drift apart. Pickled or
 deep-copied, a set-up optimizer is the user's optimizer."""
-import torch
-
 from . import _timeline
 
 _classes = {}  # the user's optimizer class -> its nano subclass
@@ -98,7 +96,8 @@ class NanoOptimizer:
         applied = state.get("applied", 1.0)
         if applied != 1.0:
             for group in self.param_groups:
-                group["lr"] = group["lr"] / applied
+                if group["lr"] is not None:
+                    group["lr"] = group["lr"] / applied
         self.cur_step = min(int(state["step"]), max(self.max_step, 0))
         self.cur_lr_ratio = warmup_ratio(self.cur_step, self.max_lr_ratio or 1, self.max_step)
 
@@ -146,7 +145,3 @@ def wrap(optimizer, auto_lr, max_lr_ratio, max_step, distributed):
 def unwrapped(optimizer):
     """The user's optimizer behind a set-up one (itself otherwise)."""
     return optimizer._optimizer if isinstance(optimizer, NanoOptimizer) else optimizer
-
-
-def is_optimizer(value):
-    return isinstance(value, torch.optim.Optimizer)

@@ -55,7 +55,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 
 from harness import (BUILD, CALLERS, HERE, PYDIR, PYTHON, Failure, check, environment, last_json,  # noqa: F401
