@@ -9,15 +9,6 @@ import importlib
 import torch
 
 
-def why_missing():
-    """None when IPEX imports here; else why it does not ("ModuleNotFoundError: ...")."""
-    try:
-        importlib.import_module("intel_extension_for_pytorch")
-        return None
-    except Exception as e:  # noqa: BLE001 - any failure to import is the reason we give
-        return f"{type(e).__name__}: {e}"
-
-
 def missing_line(precision):
     """The one line use_ipex=True prints where IPEX does not import."""
     instead = "stock PyTorch's CPU kernels (oneDNN)" + (" and torch.autocast for bf16" if precision == "bf16" else "")

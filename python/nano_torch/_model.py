@@ -15,26 +15,33 @@ from . import _timeline
 DTYPES = {"32": torch.float32, "64": torch.float64, "bf16": torch.bfloat16}
 
 
-def apply_to_tensors(obj, function):
-    """`function` applied to every tensor in `obj` (a tensor, or lists, tuples, named tuples and
-    dicts of them, nested); anything else as it is."""
-    if isinstance(obj, torch.Tensor):
+def apply_to(obj, kinds, function):
+    """`function` applied to every value of `kinds` in `obj` (such a value, or lists, tuples, named
+    tuples and dicts of them, nested); anything else as it is."""
+    if isinstance(obj, kinds):
         return function(obj)
     if isinstance(obj, tuple) and hasattr(obj, "_fields"):  # a named tuple
-        return type(obj)(*(apply_to_tensors(item, function) for item in obj))
+        return type(obj)(*(apply_to(item, kinds, function) for item in obj))
     if isinstance(obj, (list, tuple)):
-        return type(obj)(apply_to_tensors(item, function) for item in obj)
+        return type(obj)(apply_to(item, kinds, function) for item in obj)
     if isinstance(obj, dict):
-        return type(obj)((key, apply_to_tensors(value, function)) for key, value in obj.items())
+        return type(obj)((key, apply_to(value, kinds, function)) for key, value in obj.items())
     return obj
 
 
-def _floats_to(dtype):
-    return lambda t: t.to(dtype) if t.is_floating_point() and t.dtype != dtype else t
+def apply_to_tensors(obj, function):
+    """`function` applied to every tensor in `obj` (see apply_to)."""
+    return apply_to(obj, torch.Tensor, function)
 
 
-def _channels_last(t):
-    return t.contiguous(memory_format=torch.channels_last) if t.dim() == 4 else t
+def _formatted(dtype, channels_last):
+    """One tensor as the options want it: floating ones in `dtype` (None: as they are), 4-D ones
+    channels-last with channels_last."""
+    def format_tensor(t):
+        if dtype is not None and t.is_floating_point() and t.dtype != dtype:
+            t = t.to(dtype)
+        return t.contiguous(memory_format=torch.channels_last) if channels_last and t.dim() == 4 else t
+    return format_tensor
 
 
 def autocast(options):
@@ -60,14 +67,11 @@ class NanoModule(torch.nn.Module):
     def forward(self, *args, **kwargs):
         _timeline.forward_begin(self)
         options = self._nano_options
-        dtype = DTYPES[options.precision]
-        args, kwargs = apply_to_tensors((args, kwargs), _floats_to(dtype))
-        if options.channels_last:
-            args, kwargs = apply_to_tensors((args, kwargs), _channels_last)
+        args, kwargs = apply_to_tensors((args, kwargs), _formatted(DTYPES[options.precision], options.channels_last))
         with autocast(options):
             out = self._forward_module(*args, **kwargs)
         if options.precision != "64":
-            out = apply_to_tensors(out, _floats_to(torch.float32))
+            out = apply_to_tensors(out, _formatted(torch.float32, False))
         return out
 
     def state_dict(self, *args, **kwargs):
@@ -95,8 +99,7 @@ def format_module(module, options):
 def format_batch(batch, options):
     """A loader's batch as the model and the loss expect it: at precision 64 its floating tensors
     (targets included) in float64; with channels_last its 4-D tensors channels-last."""
-    if options.precision == "64":
-        batch = apply_to_tensors(batch, _floats_to(torch.float64))
-    if options.channels_last:
-        batch = apply_to_tensors(batch, _channels_last)
-    return batch
+    if options.precision != "64" and not options.channels_last:
+        return batch
+    dtype = torch.float64 if options.precision == "64" else None
+    return apply_to_tensors(batch, _formatted(dtype, options.channels_last))

@@ -98,8 +98,8 @@ def precision_of(value, notes):
         raise TypeError(f"nano: precision must be 32, 64 or 'bf16', got {value!r}")
     text = {"32-true": "32", "64-true": "64", "bf16-mixed": "bf16"}.get(str(value), str(value))  # Lightning 2's names
     if text in ("16", "16-mixed"):
-        notes.append(f"precision={value!r} is float16 autocast, which CPUs do not run: bf16 instead (precision='bf16'), "
-                     "as Lightning did on a CPU")
+        notes.append(f"precision={value!r} is float16 autocast, which CPUs do not run: bf16 instead "
+                     "(precision='bf16'), as Lightning did on a CPU")
         return "bf16"
     return text  # checked by the extension with the C++ API's words
 
@@ -187,9 +187,7 @@ def options_of(num_processes=None, use_ipex=False, distributed_backend="subproce
     lite_keywords(num_processes, lite, notes)
     backend, find_unused = distributed_backend_of(distributed_backend, notes)
     precision = precision_of(precision, notes)
-    if not isinstance(use_ipex, bool):
-        raise TypeError(f"nano: use_ipex must be a bool, got {use_ipex!r}")
-    if use_ipex and _ipex.why_missing():
+    if _flag("use_ipex", use_ipex) and _importable("intel_extension_for_pytorch"):
         notes.append(_ipex.missing_line(precision))
     output_ranks = keywords.pop("output_ranks", (0,))
     output_ranks = () if output_ranks is None else _ints("output_ranks", output_ranks)

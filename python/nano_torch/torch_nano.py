@@ -157,7 +157,7 @@ class TorchNano:
         """Every rank's `data` (a tensor, a number, or a collection of them), each tensor stacked
         along a new first dimension in rank order: (world_size, ...). In a world of one, `data`
         itself (numbers as tensors), as Lightning hands it back."""
-        data = _numbers_as_tensors(data)
+        data = _model.apply_to(data, (bool, int, float), torch.tensor)  # numbers as tensors, as Lightning's
         if not self._here().distributed:
             return data
         group = group if group is not None else dist.group.WORLD
@@ -204,18 +204,6 @@ class TorchNano:
         except ImportError:
             pass
         return seed
-
-
-def _numbers_as_tensors(data):
-    if isinstance(data, (bool, int, float)):
-        return torch.tensor(data)
-    if isinstance(data, tuple) and hasattr(data, "_fields"):
-        return type(data)(*(_numbers_as_tensors(d) for d in data))
-    if isinstance(data, (list, tuple)):
-        return type(data)(_numbers_as_tensors(d) for d in data)
-    if isinstance(data, dict):
-        return type(data)((k, _numbers_as_tensors(v)) for k, v in data.items())
-    return data
 
 
 def _gathered(tensor, group, sync_grads):
