@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include <nano/error.h>
-#include "core/sha256.h"
+#include "core/mac.h"
 
 namespace nano {
 namespace {
@@ -67,12 +67,7 @@ std::string answer_challenge(const std::string& secret, const std::string& purpo
 
 bool is_right_answer(const std::string& answer, const std::string& secret, const std::string& purpose,
                      const std::string& challenge) {
-  const std::string right = answer_challenge(secret, purpose, challenge);
-  if (answer.size() != right.size()) return false;
-  // Every byte is looked at, whatever the first difference: the time taken tells nothing.
-  unsigned char differ = 0;
-  for (size_t i = 0; i < right.size(); ++i) differ |= static_cast<unsigned char>(answer[i] ^ right[i]);
-  return differ == 0;
+  return equal_in_constant_time(answer, answer_challenge(secret, purpose, challenge));
 }
 
 std::string job_secret_from_environment() {

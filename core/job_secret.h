@@ -24,7 +24,7 @@ std::string make_job_secret();
 /// A new challenge: 16 random bytes from the kernel.
 std::string make_challenge();
 
-/// Pure: the answer to `challenge` by one who knows `secret`: HMAC-SHA256 (core/sha256.h) over
+/// Pure: the answer to `challenge` by one who knows `secret`: HMAC-SHA256 (core/mac.h) over
 /// `purpose`, a NUL and the challenge (32 bytes). `purpose` names the listener and the side ("shim-link",
 /// "store-client", "store-server"), so an answer given to one never serves at another.
 std::string answer_challenge(const std::string& secret, const std::string& purpose, const std::string& challenge);

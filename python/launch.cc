@@ -56,6 +56,7 @@ const std::map<std::string, Setter>& setters() {
       {"checkpoint_every_steps", &assign<&O::checkpoint_every_steps>},
       {"checkpoint_every_seconds", &assign<&O::checkpoint_every_seconds>},
       {"checkpoint_keep", &assign<&O::checkpoint_keep>},
+      {"checkpoint_shared_folder", &assign<&O::checkpoint_shared_folder>},
 #define NANO_PYTHON_SETTER(id, key, flag, field, member, metavar, docs, help) {#field, &assign<&O::field>},
       NANO_SHARED_SETTINGS(NANO_PYTHON_SETTER)
 #undef NANO_PYTHON_SETTER

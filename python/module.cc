@@ -13,6 +13,8 @@
 #endif
 #include "python/backend_executors.h"
 #include "python/torch_backend.h"
+#include "runtime/checkpoint_files/checkpoint_folder.h"
+#include "runtime/checkpoint_files/checkpoint_stop.h"
 #include "runtime/folder_claim/folder_claim.h"
 #include "runtime/rendezvous/rendezvous.h"
 #include "runtime/timeline/recorder.h"
@@ -67,6 +69,97 @@ void bind_folder_claim(py::module_& m) {
       .def("check", &nano::FolderClaim::check, py::call_guard<py::gil_scoped_release>(),
            "RuntimeError naming the folder once its live claim is no longer this job's.");
   m.def("checkpoint_job_id", &nano::checkpoint_job_id, "This process's job identity for folder claims.");
+}
+
+// The one checkpoint engine (runtime/checkpoint_files/checkpoint_folder.h): the Python API hands
+// it what torch.save wrote and gets back verified bytes; the format, the seal, the key, which
+// files count and pruning are all the C++ engine's.
+void bind_checkpoint_folder(py::module_& m) {
+  using Folder = nano::CheckpointFolder;
+  py::class_<Folder>(m, "CheckpointFolder", "A checkpoint folder of the Python API (checkpoint_folder.h).")
+      .def(py::init([](const std::string& dir, bool writer, bool shared) {
+             try {
+               return std::make_unique<Folder>(dir, nano::kPythonCheckpoints,
+                                               writer ? Folder::Role::kWriter : Folder::Role::kReader, shared);
+             } catch (const nano::UsageError& e) {
+               throw py::value_error(e.what());
+             }
+           }),
+           py::arg("dir"), py::arg("writer"), py::arg("shared"), py::call_guard<py::gil_scoped_release>(),
+           "Opens `dir` (a writer makes it 0700 with its key); ValueError when it is not this user's alone and "
+           "`shared` is false, RuntimeError when its key is not the user's private file or is missing.")
+      .def_property_readonly("dir", &Folder::dir)
+      .def(
+          "choose",
+          [](Folder& f) {
+            nano::CheckpointChoice c;
+            {
+              py::gil_scoped_release release;
+              c = f.choose();
+            }
+            py::dict d;
+            d["name"] = c.name;
+            d["seal"] = c.seal;
+            d["step"] = c.step;
+            d["world"] = c.world;
+            d["refused"] = c.refused;
+            return d;
+          },
+          "The newest whole checkpoint (name, seal, step, world; name '' when none, refused: why not start at "
+          "all); what does not count is named in one line.")
+      .def(
+          "write",
+          [](Folder& f, int64_t step, int world, const std::string& torch, const py::buffer& payload) {
+            const py::buffer_info b = payload.request();
+            py::gil_scoped_release release;
+            return f.write(step, world, torch, b.ptr, static_cast<size_t>(b.size * b.itemsize));
+          },
+          py::arg("step"), py::arg("world"), py::arg("torch"), py::arg("payload"),
+          "Writes a sealed checkpoint of `payload` (a bytes-like object) durably; its file name.")
+      .def(
+          "prune",
+          [](Folder& f, int keep, nano::FolderClaim* claim) {
+            py::gil_scoped_release release;
+            return f.prune(keep, [claim] {
+              if (claim) claim->check();
+            });
+          },
+          py::arg("keep"), py::arg("claim"),
+          "Deletes checkpoints beyond the `keep` newest that verify (the claim checked first); the names deleted.")
+      .def("remove_temporaries", &Folder::remove_temporaries, py::call_guard<py::gil_scoped_release>())
+      .def(
+          "read",
+          [](Folder& f, const std::string& name, const std::string& seal) {
+            // Read straight into the bytes object handed back: a large state is held once.
+            py::object out;
+            char* into = nullptr;
+            f.read_verified(name, seal, [&](size_t n) {
+              out = py::reinterpret_steal<py::object>(PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(n)));
+              if (!out) throw py::error_already_set();
+              into = PyBytes_AS_STRING(out.ptr());
+              return into;
+            });
+            return out;
+          },
+          py::arg("name"), py::arg("seal"),
+          "The payload of checkpoint `name`, verified as it is read (RuntimeError naming it when its seal does "
+          "not hold, or it is not the one sealed `seal`).");
+  m.def(
+      "check_checkpoint_settings",
+      [](int64_t every_steps, double every_seconds, int keep) {
+        try {
+          nano::check_checkpoint_settings(every_steps, every_seconds, keep);
+        } catch (const nano::UsageError& e) {
+          throw py::value_error(e.what());
+        }
+      },
+      py::arg("every_steps"), py::arg("every_seconds"), py::arg("keep"),
+      "ValueError naming the checkpoint setting that is out of range.");
+  m.def("planned_stops_on", &nano::planned_stops_on,
+        "Whether the launcher asked for a stop at the next checkpoint when a host comes back (--rejoin).");
+  m.def("stop_asked", &nano::stop_asked, "Whether that stop was asked of this process.");
+  m.def("stop_at_checkpoint", &nano::stop_at_checkpoint,
+        "Ends the process at once with the planned stop's exit code (flush Python's streams first).");
 }
 
 }  // namespace
@@ -124,6 +217,7 @@ PYBIND11_MODULE(_C, m) {
   m.attr("launch_setting_fields") = py::tuple(fields);
   bind_timeline(m);
   bind_folder_claim(m);
+  bind_checkpoint_folder(m);
 #ifndef NANO_TORCH_WITHOUT_LAUNCH
   nano::python::bind_launch(m);
 #endif

@@ -77,7 +77,7 @@ void CallerLaunch::launch() {
     }
     std::unique_ptr<FolderClaim> claim;
     if (!options_.checkpoint_dir.empty()) {
-      prepare_checkpoint_dir(options_.checkpoint_dir);
+      prepare_checkpoint_dir(options_.checkpoint_dir, options_.checkpoint_shared_folder);
       if (!in_tuning_trial()) claim = std::make_unique<FolderClaim>(options_.checkpoint_dir);
     }
     if (precision_ == Precision::kBfloat16) warn_if_slow_bf16();

@@ -17,6 +17,8 @@ packages=(
   libtorch-dev libgloo-dev libcli11-dev libhwloc-dev hwloc nlohmann-json3-dev
   libopenmpi-dev openmpi-bin doctest-dev libjemalloc2 "$perftools"
   python3-torch dataset-fashion-mnist zlib1g-dev gnuplot-nox
+  # Hashes and MACs (the job secret's challenges, sealed checkpoints): OpenSSL's libcrypto.
+  libssl-dev
   # The `nano` backend of torch.distributed (python): a pybind11 extension built
   # against python3-torch, with the same pybind11 that Debian built torch with.
   pybind11-dev python3-dev

@@ -30,8 +30,9 @@ SOURCES = ["python/module.cc", "python/torch_backend.cc", "python/torch_backend_
            "runtime/collectives/collective_signature.cc", "runtime/collectives/gloo_binding.cc",
            "runtime/collectives/host_layout.cc", "runtime/collectives/serial_executor.cc",
            "runtime/collectives/shm_collectives.cc", "runtime/collectives/shm_rendezvous.cc",
-           "runtime/collectives/wire_ring.cc", "runtime/folder_claim/folder_claim.cc", "core/cpulist.cc",
-           "core/job_secret.cc", "core/sha256.cc", "core/parse.cc"]
+           "runtime/collectives/wire_ring.cc", "runtime/folder_claim/folder_claim.cc", "runtime/checkpoint_files/checkpoint_format.cc",
+           "runtime/checkpoint_files/checkpoint_folder.cc", "runtime/checkpoint_files/checkpoint_stop.cc", "core/cpulist.cc",
+           "core/job_secret.cc", "core/mac.cc", "core/parse.cc"]
 
 
 def main():
@@ -49,7 +50,7 @@ def main():
         cpp_extension.load(name="_C", sources=[os.path.join(ROOT, s) for s in SOURCES],
                            extra_include_paths=[ROOT, os.path.join(ROOT, "include")],
                            extra_cflags=["-O3", "-std=c++17", "-DNANO_TORCH_WITHOUT_LAUNCH"],
-                           build_directory=work, is_python_module=False, verbose=False)
+                           extra_ldflags=["-lcrypto"], build_directory=work, is_python_module=False, verbose=False)
         built = glob.glob(os.path.join(work, "_C*.so"))
         if len(built) != 1:
             sys.exit(f"build_nano_torch.py: expected one _C*.so in {work}, found {built}")

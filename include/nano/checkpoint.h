@@ -11,15 +11,19 @@
 //     ckpt.step();
 //   }
 //
-// A file holds a header (format, step, world size, libtorch version, payload size, FNV-1a-64
-// checksum of the payload) and libtorch's archive of every tracked object, plus the step count
-// and each rank's default CPU generator state. Rank 0 copies the state (the only part that holds
-// training), then serialises, checksums and writes it in the background: a temporary file in the
-// same folder, fsync, rename, fsync of the folder; the newest `keep` files that verify stay, and a
-// file that does not verify is never deleted nor counted among them. restore(): rank 0 takes the
-// newest file that verifies (the damaged ones are named in one line and left in place), every
-// rank loads that one, and every tracked object is checked before any is changed: nothing is
-// half-loaded. Rank 0 holds the folder's claim (one live owner per folder) and checks it before
+// A file holds a header (format, step, world size, API, libtorch version, payload size, the id of
+// the folder's key and an HMAC-SHA256 seal under that key) and libtorch's archive of every tracked
+// object, plus the step count and each rank's default CPU generator state. Rank 0 copies the state
+// (the only part that holds training), then serialises, seals and writes it in the background: a
+// temporary file in the same folder, fsync, a rename that never replaces anything, fsync of the
+// folder; the newest `keep` files that verify stay. Only a file whose seal verifies under the
+// folder's key (.nano-key, made by the first writer, 0600) and whose step agrees with its name is
+// ever loaded, counted toward `keep` or the reason another is deleted; links, planted, damaged or
+// forged files are named in one line and left in place (runtime/checkpoint_files/checkpoint_folder.h).
+// restore(): rank 0 takes the newest file that verifies, every rank loads that one, and every
+// tracked object is checked before any is changed: nothing is half-loaded. A checkpoint of N ranks
+// resumes on M: the state is the same on every rank, and rank r takes saved rank r mod N's
+// generator. Rank 0 holds the folder's claim (one live owner per folder) and checks it before
 // every write and every prune: a job that lost it to another ends with one line naming the folder.
 #include <torch/data/samplers/base.h>
 #include <torch/nn/module.h>
@@ -39,7 +43,7 @@ namespace nano {
 class Communicator;
 class AutoLr;
 class FolderClaim;
-class CheckpointVerdicts;
+class CheckpointFolder;
 class SerialExecutor;
 class Completion;
 
@@ -47,12 +51,16 @@ struct CheckpointOptions {
   int64_t every_steps = 0;   ///< save every this many step() calls (0 = not by steps)
   double every_seconds = 0;  ///< save at the first step() this long after the last save (0 = not by time)
   int keep = 2;              ///< checkpoints kept: the newest that verify (damaged files are never counted)
+  /// The folder is shared on purpose: used even when it is another user's or writable by others
+  /// (who can then plant and remove files there; nano still loads and counts only sealed ones).
+  bool shared_folder = false;
 };
 
 class Checkpointer {
  public:
-  /// `dir` is created when missing (rank 0). Throws UsageError naming `dir` when it cannot be
-  /// made or written, and for bad options. Rank 0 claims `dir` for this job (a `.nano-owner.N`
+  /// `dir` is created when missing (rank 0, mode 0700). Throws UsageError naming `dir` when it
+  /// cannot be made or written, is another user's or writable by others (unless
+  /// options.shared_folder), and for bad options. Rank 0 claims `dir` for this job (a `.nano-owner.N`
   /// file whose heartbeat counter moves while it lives): another job's live claim is a UsageError
   /// naming its host, pid and start; a claim whose owner is gone (a dead process of this host, or
   /// one of another host whose heartbeat stood still while watched for 30 s) is taken over with
@@ -133,7 +141,7 @@ class Checkpointer {
   void wait_writer();
   bool writer_busy() const;
   void throw_if_lost();
-  struct LostClaim;
+  struct WriterReport;
 
   void stop_if_asked();
   std::string dir_;
@@ -147,10 +155,11 @@ class Checkpointer {
   int64_t steps_ = 0;
   std::chrono::steady_clock::time_point last_save_;
   std::string last_path_;
+  bool last_written_ = false;  // the last save's file is on disk (rank 0, known once the writer is waited for)
   std::shared_ptr<FolderClaim> claim_;            // rank 0: this job owns dir_ (declared before writer_: outlives it)
-  std::shared_ptr<CheckpointVerdicts> verdicts_;  // rank 0: which files verify, each read once
+  std::shared_ptr<CheckpointFolder> folder_;  // its files, opened once (rank 0 writes, every rank reads)
   std::function<void()> claim_check_;             // rank 0: throws when the folder is no longer this job's
-  std::shared_ptr<LostClaim> lost_;               // set by the writer when the folder was taken
+  std::shared_ptr<WriterReport> report_;          // set by the writer: what it wrote, or that the folder was taken
   // Rank 0's background writer: one thread for the object's life (made by the first save), so a
   // save does not pay for starting a thread; `written_` is the last write's completion.
   std::unique_ptr<SerialExecutor> writer_;
@@ -167,19 +176,21 @@ class Checkpointer {
 void save_optimizer(torch::optim::Optimizer& optimizer, torch::serialize::OutputArchive& archive);
 void load_optimizer(torch::optim::Optimizer& optimizer, torch::serialize::InputArchive& archive);
 
-/// Makes `dir` (and its parents) when missing and checks that files can be made in it. Throws
+/// Makes `dir` (and its parents; `dir` itself 0700) when missing, with its key, and checks that
+/// files can be made in it and that it is this user's alone (unless `shared`). Throws
 /// UsageError naming `dir` and why ("nano: cannot write into checkpoint folder /x: Permission
 /// denied"), and when another job owns it ("nano: checkpoint folder /x is in use by job J (host
 /// h, pid 12, since ...): ..."; a folder has one live owner, see Checkpointer). Programs call it before starting
 /// anything, so a bad folder costs no training. In a tuning trial (NANO_TUNE_TRIAL=1, `nano-run --tune`) it makes and
 /// checks nothing.
-void prepare_checkpoint_dir(const std::string& dir);
+void prepare_checkpoint_dir(const std::string& dir, bool shared = false);
 
 /// The checkpoint file name of `step` ("ckpt-000000000500.nano").
 std::string checkpoint_file_name(int64_t step);
 
-/// Verifies a checkpoint file; returns "" when it is whole, else why not ("truncated: 100 of 4096
-/// payload bytes", "checksum mismatch", "not a nano checkpoint").
+/// Verifies a checkpoint file of the C++ API under its folder's key; returns "" when it is whole
+/// and sealed, else why not ("truncated: 100 of 4096 payload bytes", "its seal does not verify
+/// (damaged or forged)", "a symbolic link", "its header says step 7").
 std::string verify_checkpoint(const std::string& path);
 
 }  // namespace nano

@@ -77,6 +77,9 @@ struct TorchNanoOptions {
   /// checkpoint_dir set and neither frequency: every 300 s.
   double checkpoint_every_seconds = 0;
   int checkpoint_keep = 2;  ///< checkpoints kept (the newest)
+  /// The checkpoint folder is shared on purpose: used even when it is another user's or others may
+  /// write it (CheckpointOptions::shared_folder). Otherwise such a folder is refused in one line.
+  bool checkpoint_shared_folder = false;
   /// BigDL-Nano's `precision` (<nano/precision.h>): "32" (default); "64" (the model and the
   /// floating tensors of nano's loaders' batches in float64); "bf16": mixed precision, the
   /// ranks' training code after setup() runs under CPU autocast to bfloat16 (the forward and the

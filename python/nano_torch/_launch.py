@@ -205,7 +205,7 @@ def launch(payload, what, options):
         if options.checkpoint and os.environ.get("NANO_TUNE_TRIAL") != "1":  # a trial leaves the folder alone
             # The caller owns the checkpoint folder for the whole launch, restarts included, as
             # nano::TorchNano's does; its ranks carry its job identity, so rank 0 finds the claim its own.
-            os.makedirs(options.checkpoint["dir"], exist_ok=True)
+            _C.CheckpointFolder(options.checkpoint["dir"], True, options.checkpoint["shared"])  # made 0700, keyed
             claim = _C.FolderClaim(options.checkpoint["dir"])
             env["NANO_CHECKPOINT_JOB"] = _C.checkpoint_job_id()
         if one_host:

@@ -32,14 +32,34 @@ def per_rank_batch(batch_size, batch_world, world_size):
     return -(-batch_size * batch_world // world_size)
 
 
+def _rest_of_epoch(sampler, consumed):
+    """This rank's share of what DistributedSampler `sampler`'s epoch has left once its first
+    `consumed` samples (in the epoch's order over all ranks) were trained on in a world of another
+    size: the rest of the order, dealt anew over this world as DistributedSampler deals it."""
+    whole = DistributedSampler(sampler.dataset, num_replicas=1, rank=0, shuffle=sampler.shuffle, seed=sampler.seed)
+    whole.set_epoch(sampler.epoch)
+    rest = list(whole)[consumed:]
+    world = sampler.num_replicas
+    if sampler.drop_last:
+        rest = rest[:len(rest) // world * world]
+    elif rest and len(rest) % world:
+        pad = world - len(rest) % world
+        rest += (rest * (pad // len(rest) + 1))[:pad]
+    return rest[sampler.rank::world]
+
+
 class _Resumable(torch.utils.data.Sampler):
-    """A sampler that starts its next pass `skip` indices in (a resumed epoch), once."""
+    """A sampler that starts its next pass `skip` indices in (a resumed epoch of the same world),
+    or hands out `rest` (a resumed epoch of another world), once."""
 
     def __init__(self, sampler):
-        self.sampler, self.skip = sampler, 0
+        self.sampler, self.skip, self.rest = sampler, 0, None
 
     def __iter__(self):
         skip, self.skip = self.skip, 0
+        rest, self.rest = self.rest, None
+        if rest is not None:
+            return iter(rest)
         return itertools.islice(iter(self.sampler), skip, None)
 
     def __len__(self):
@@ -55,8 +75,9 @@ class ShardedLoader:
         self._world = world
         self._epoch = 0  # epochs begun
         self._position = 0  # batches of the current epoch handed out
+        self._before = 0  # samples of the current epoch trained on by another world, before this run
         self._iterating = False
-        self._resume = (0, 0)
+        self._resume = (0, 0, world.world_size)
         self.sampler = None
         self.loader = loader
         checkpoints = world.checkpoints()
@@ -90,11 +111,16 @@ class ShardedLoader:
         return kwargs
 
     def position(self):
-        """(epoch, batch): where a resumed run goes on; the next epoch's start when not iterating."""
-        return (self._epoch - 1, self._position) if self._iterating else (self._epoch, 0)
+        """(epoch, samples, world): where a resumed run goes on: the epoch, how many samples of its
+        order every rank together has trained on (the next epoch's start when not iterating), and
+        the world size that did."""
+        world = self._world.world_size
+        if not self._iterating:
+            return (self._epoch, 0, world)
+        return (self._epoch - 1, self._before + self._position * self.loader.batch_size * world, world)
 
-    def resume_at(self, epoch, position):
-        self._resume = (epoch, position)
+    def resume_at(self, epoch, samples, world):
+        self._resume = (epoch, samples, world)
 
     def __len__(self):
         return len(self.loader)
@@ -103,22 +129,32 @@ class ShardedLoader:
         checkpoints = self._world.checkpointer
         if checkpoints:
             checkpoints.resume()
-        epoch, self._position = self._epoch, 0
+        epoch, self._position, self._before = self._epoch, 0, 0
         self._epoch += 1
         if epoch < self._resume[0]:
             return  # finished before the checkpoint: runs empty
-        if epoch == self._resume[0] and self._resume[1]:
-            self._position = self._resume[1]
-            self._sampler.skip = self._position * self.loader.batch_size
         if self.sampler is not None:
             self.sampler.set_epoch(epoch)
+        count = len(self.loader)
+        resumed_at, samples, saved_world = self._resume
+        if epoch == resumed_at and samples:
+            step = self.loader.batch_size * self._world.world_size
+            if saved_world == self._world.world_size and samples % step == 0:
+                # The same world: each rank skips its own share, exactly as the saved run went on.
+                self._position = samples // step
+                self._sampler.skip = self._position * self.loader.batch_size
+            else:
+                self._before = samples
+                self._sampler.rest = _rest_of_epoch(self.sampler, samples)
+                whole, part = divmod(len(self._sampler.rest), self.loader.batch_size)
+                count = whole + (1 if part and not self.loader.drop_last else 0)
         self._iterating = True
         try:
             batches = iter(self.loader)
             while True:
                 # Before the fetch: a checkpoint then holds the generators that the batch's own
                 # draws (an augmentation in the dataset) start from.
-                if checkpoints and self._position < len(self.loader):
+                if checkpoints and self._position < count:
                     checkpoints.before_batch(self)
                 _timeline.data_begin()
                 try:

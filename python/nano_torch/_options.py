@@ -17,7 +17,8 @@ from . import _ipex
 
 # Keywords that are nano::TorchNanoOptions' fields, passed on as they are: the launch settings that
 # every front end honours, whose list the extension holds (_C.launch_setting_fields), and these.
-_CHECKPOINT_KEYS = ("checkpoint_dir", "checkpoint_every_steps", "checkpoint_every_seconds", "checkpoint_keep")
+_CHECKPOINT_KEYS = ("checkpoint_dir", "checkpoint_every_steps", "checkpoint_every_seconds", "checkpoint_keep",
+                    "checkpoint_shared_folder")
 _PYTHON_KEYS = ("output_ranks", "timeout", "auto_lr_warmup_steps", "find_unused_parameters")
 # LightningLite.__init__'s keywords (precision is BigDL-Nano's own), in its positional order.
 LITE_KEYS = ("accelerator", "strategy", "devices", "num_nodes", "plugins", "gpus", "tpu_cores")
@@ -215,7 +216,8 @@ def options_of(num_processes=None, use_ipex=False, distributed_backend="subproce
         checkpoint = {"dir": os.path.abspath(launch["checkpoint_dir"]), "every_steps": steps,
                       # nano::TorchNanoOptions' default: with neither frequency, every 300 s
                       "every_seconds": 300.0 if not steps and not seconds else seconds,
-                      "keep": launch.get("checkpoint_keep", 2)}
+                      "keep": launch.get("checkpoint_keep", 2),
+                      "shared": launch.get("checkpoint_shared_folder", False)}
     options = Options(num_processes=num_processes, launch=launch, checkpoint=checkpoint,
                       process_group_backend=_pg_backend(process_group_backend), precision=precision,
                       channels_last=_flag("channels_last", channels_last), auto_lr=_flag("auto_lr", auto_lr),

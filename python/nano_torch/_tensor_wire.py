@@ -25,3 +25,12 @@ def all_gather_fixed(data, world_size):
     out = [torch.empty_like(mine) for _ in range(world_size)]
     dist.all_gather(out, mine)
     return [t.numpy().tobytes() for t in out]
+
+
+def all_gather_bytes(data, world_size):
+    """Every rank's `data` (bytes of any length), in rank order."""
+    sizes = all_gather_fixed(len(data).to_bytes(8, "little"), world_size)
+    sizes = [int.from_bytes(s, "little") for s in sizes]
+    longest = max(sizes)
+    padded = all_gather_fixed(data + bytes(longest - len(data)), world_size) if longest else [b""] * world_size
+    return [item[:size] for item, size in zip(padded, sizes)]

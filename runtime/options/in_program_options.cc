@@ -6,21 +6,18 @@
 #include <nano/in_program.h>
 #include "core/setting.h"
 #include "core/setting_list.h"
+#include "runtime/checkpoint_files/checkpoint_folder.h"
 
 namespace nano {
 
 CheckpointOptions checkpoint_options_of(const TorchNanoOptions& o) {
-  if (o.checkpoint_every_steps < 0)
-    throw UsageError("nano: checkpoint_every_steps must be >= 0, got " + std::to_string(o.checkpoint_every_steps));
-  if (!(o.checkpoint_every_seconds >= 0))
-    throw UsageError("nano: checkpoint_every_seconds must be >= 0, got " + std::to_string(o.checkpoint_every_seconds));
-  if (o.checkpoint_keep < 1)
-    throw UsageError("nano: checkpoint_keep must be at least 1, got " + std::to_string(o.checkpoint_keep));
+  check_checkpoint_settings(o.checkpoint_every_steps, o.checkpoint_every_seconds, o.checkpoint_keep);
   CheckpointOptions c;
   c.every_steps = o.checkpoint_every_steps;
   c.every_seconds =
       o.checkpoint_every_steps == 0 && o.checkpoint_every_seconds == 0 ? 300.0 : o.checkpoint_every_seconds;
   c.keep = o.checkpoint_keep;
+  c.shared_folder = o.checkpoint_shared_folder;
   return c;
 }
 

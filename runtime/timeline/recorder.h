@@ -74,7 +74,7 @@ void collective_since(int64_t start, std::size_t bytes, const std::string& descr
 /// The timeline's clock (0 when the timeline is off, so callers may skip the system call).
 int64_t now_ns();
 /// Writes the records held back, as the exit handler does: for a process that ends without exit
-/// handlers (a planned stop at a checkpoint, runtime/training/checkpoint_stop.h). Nothing when off.
+/// handlers (a planned stop at a checkpoint, runtime/checkpoint_files/checkpoint_stop.h). Nothing when off.
 void flush();
 
 }  // namespace nano::timeline

@@ -83,7 +83,7 @@ struct AutoCheckpoint::State {
 
 AutoCheckpoint::AutoCheckpoint(std::string dir, std::shared_ptr<Communicator> comm, CheckpointOptions options)
     : state_(std::make_shared<State>()) {
-  prepare_checkpoint_dir(dir);
+  prepare_checkpoint_dir(dir, options.shared_folder);
   state_->dir = std::move(dir);
   state_->comm = std::move(comm);
   state_->options = options;

@@ -6,7 +6,6 @@
 #include <torch/serialize/output-archive.h>
 #include <torch/version.h>
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -27,20 +26,17 @@
 #include <nano/error.h>
 #include "core/job_secret.h"
 #include "runtime/collectives/serial_executor.h"
+#include "runtime/checkpoint_files/checkpoint_folder.h"
 #include "runtime/folder_claim/folder_claim.h"
 #include "runtime/rendezvous/rendezvous.h"  // first_line
 #include "runtime/timeline/recorder.h"
 #include "runtime/timeline/step_report.h"
-#include "runtime/training/checkpoint_format.h"
 #include "runtime/training/checkpoint_staging.h"
-#include "runtime/training/checkpoint_stop.h"
-#include "runtime/training/durable_file.h"
+#include "runtime/checkpoint_files/checkpoint_stop.h"
 
 namespace nano {
 
 namespace {
-
-std::string errno_text() { return strerror(errno); }
 
 // The folder was taken by another job: what the writer hands the training thread, apart from a
 // write that failed (a full disk), after which training goes on.
@@ -49,48 +45,36 @@ class ClaimLost : public Error {
   using Error::Error;
 };
 
-// A damaged file where a checkpoint is about to be written (a resumed run saving a step again):
-// renamed aside, said in one line, never replaced unseen.
-void set_aside_if_damaged(const std::string& path, CheckpointVerdicts& verdicts) {
-  struct stat st {};
-  if (lstat(path.c_str(), &st) != 0) return;
-  const std::string why = verdicts.why_not(path);
-  if (why.empty()) return;
-  const std::string aside = path + ".damaged-" + hex_of(make_challenge()).substr(0, 8);
-  if (rename(path.c_str(), aside.c_str()) == 0)
-    std::cerr << "nano: checkpoint " << path << " is damaged (" << why << "): kept as " << aside
-              << ", and this run's checkpoint of that step written in its place" << std::endl;
-}
-
 }  // namespace
 
-/// Why this job may no longer write into its folder, set by the writer, read by the training
-/// thread (which ends the job with it).
-struct Checkpointer::LostClaim {
+/// What the writer tells the training thread: the file it wrote (its name may not be the one
+/// due, when that was taken), and why this job may no longer write into its folder (which ends
+/// the job).
+struct Checkpointer::WriterReport {
   std::mutex mutex;
-  std::string why;
-  void set(const std::string& text) {
+  std::string lost, written;
+  void set_lost(const std::string& text) {
     std::lock_guard<std::mutex> lock(mutex);
-    if (why.empty()) why = text;
+    if (lost.empty()) lost = text;
   }
-  std::string get() {
+  std::string get_lost() {
     std::lock_guard<std::mutex> lock(mutex);
-    return why;
+    return lost;
+  }
+  void set_written(const std::string& path) {
+    std::lock_guard<std::mutex> lock(mutex);
+    written = path;
+  }
+  std::string take_written() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return std::exchange(written, "");
   }
 };
 
-void prepare_checkpoint_dir(const std::string& dir) {
+void prepare_checkpoint_dir(const std::string& dir, bool shared) {
   if (dir.empty()) throw UsageError("nano: the checkpoint folder is empty");
   if (in_tuning_trial()) return;  // a trial makes nothing of the user's (nor writes there)
-  std::error_code failed;
-  std::filesystem::create_directories(dir, failed);
-  struct stat st {};
-  if (failed && stat(dir.c_str(), &st) != 0)
-    throw UsageError("nano: cannot create checkpoint folder " + dir + ": " + failed.message());
-  if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-    throw UsageError("nano: checkpoint folder " + dir + " is not a folder");
-  if (access(dir.c_str(), W_OK | X_OK) != 0)
-    throw UsageError("nano: cannot write into checkpoint folder " + dir + ": " + errno_text());
+  CheckpointFolder(dir, kCppCheckpoints, CheckpointFolder::Role::kWriter, shared);  // made, private, keyed
   check_folder_claim(dir);  // another job's live folder: refused before anything trains
 }
 
@@ -139,20 +123,16 @@ Checkpointer::Checkpointer(std::string dir, std::shared_ptr<Communicator> comm, 
       comm_(std::move(comm)),
       options_(options),
       last_save_(std::chrono::steady_clock::now()),
-      lost_(std::make_shared<LostClaim>()) {
+      report_(std::make_shared<WriterReport>()) {
   if (dir_.empty()) throw UsageError("nano: the checkpoint folder is empty");
   planned_stops_on();  // the signal's handler, before a loader's threads start
   while (dir_.size() > 1 && dir_.back() == '/') dir_.pop_back();
-  if (options_.keep < 1)
-    throw UsageError("nano: checkpoint keep must be at least 1, got " + std::to_string(options_.keep));
-  if (options_.every_steps < 0)
-    throw UsageError("nano: checkpoint every_steps must be >= 0, got " + std::to_string(options_.every_steps));
-  if (!(options_.every_seconds >= 0))
-    throw UsageError("nano: checkpoint every_seconds must be >= 0, got " + std::to_string(options_.every_seconds));
-  if (comm_->rank() == 0) verdicts_ = std::make_shared<CheckpointVerdicts>();  // restore() reads, also in a trial
+  check_checkpoint_settings(options_.every_steps, options_.every_seconds, options_.keep);
   // A tuning trial leaves the user's folder as it is: not made, not cleaned, never written.
   if (comm_->rank() == 0 && !in_tuning_trial()) {
-    prepare_checkpoint_dir(dir_);
+    folder_ = std::make_shared<CheckpointFolder>(dir_, kCppCheckpoints, CheckpointFolder::Role::kWriter,
+                                                 options_.shared_folder);
+    check_folder_claim(dir_);  // refused before anything is made
     claim_ = std::make_shared<FolderClaim>(dir_);  // before touching what may be another job's
     // Checked by the writer before every write and prune, by the job's identity: the launching
     // process of an in-program launch may hold the claim for this rank.
@@ -166,17 +146,13 @@ Checkpointer::Checkpointer(std::string dir, std::shared_ptr<Communicator> comm, 
       }
     };
     // Temporaries of a writer that was killed mid-write: never a checkpoint, only space.
-    if (DIR* d = opendir(dir_.c_str())) {
-      while (dirent* e = readdir(d))
-        if (std::string(e->d_name).rfind(".tmp-", 0) == 0) unlink((dir_ + "/" + e->d_name).c_str());
-      closedir(d);
-    }
+    folder_->remove_temporaries();
   }
 }
 
 Checkpointer::~Checkpointer() {
   wait_writer();  // then the claim goes, with the last write done
-  if (const std::string why = lost_->get(); !why.empty()) std::cerr << why << std::endl;
+  if (const std::string why = report_->get_lost(); !why.empty()) std::cerr << why << std::endl;
   if (waited_ > 0 && comm_->rank() == 0) {
     char seconds[32];
     std::snprintf(seconds, sizeof seconds, "%.1f", waited_seconds_);
@@ -194,6 +170,10 @@ void Checkpointer::wait() {
 void Checkpointer::wait_writer() {
   if (written_) written_->wait();  // the write catches its own errors: this only waits
   written_.reset();
+  if (std::string path = report_->take_written(); !path.empty()) {
+    last_path_ = std::move(path);
+    last_written_ = true;
+  }
 }
 
 bool Checkpointer::writer_busy() const { return writing_->load(); }
@@ -326,7 +306,7 @@ Checkpointer& Checkpointer::track(const std::string& name, torch::Tensor& tensor
 }
 
 void Checkpointer::throw_if_lost() {
-  if (const std::string why = lost_->get(); !why.empty()) throw Error(why);
+  if (const std::string why = report_->get_lost(); !why.empty()) throw Error(why);
 }
 
 bool Checkpointer::step() {
@@ -358,7 +338,7 @@ bool Checkpointer::step() {
   return true;
 }
 
-// A planned stop (runtime/training/checkpoint_stop.h): every rank learns whether any was asked,
+// A planned stop (runtime/checkpoint_files/checkpoint_stop.h): every rank learns whether any was asked,
 // and all stop together once the checkpoint just saved is on disk.
 void Checkpointer::stop_if_asked() {
   at::Tensor asked = at::full({1}, stop_asked() ? 1.0 : 0.0, at::kDouble);
@@ -367,8 +347,7 @@ void Checkpointer::stop_if_asked() {
   wait();  // rank 0: the write is over (throws when the folder was taken)
   // Only at a checkpoint that is on disk: a write that failed (a full disk) kept the previous
   // ones, and stopping now would lose the steps since them.
-  at::Tensor written =
-      at::full({1}, comm_->rank() == 0 && ::access(last_path_.c_str(), F_OK) == 0 ? 1.0 : 0.0, at::kDouble);
+  at::Tensor written = at::full({1}, comm_->rank() == 0 && last_written_ ? 1.0 : 0.0, at::kDouble);
   comm_->broadcast(written, 0);
   if (written.item<double>() <= 0) {
     if (comm_->rank() == 0)
@@ -397,6 +376,7 @@ void Checkpointer::save() {
   last_save_ = std::chrono::steady_clock::now();
   const std::string path = dir_ + "/" + checkpoint_file_name(steps_);
   last_path_ = path;
+  last_written_ = false;
   if (comm_->rank() != 0 || in_tuning_trial()) return;
   throw_if_lost();
 
@@ -420,9 +400,9 @@ void Checkpointer::save() {
       sched_setscheduler(0, SCHED_BATCH, &none);
     });
   }
-  written_ = writer_->submit([dir = dir_, path, staged = std::move(staged), labels = std::move(labels), rng,
-                              step = steps_, world = comm_->size(), keep = options_.keep, writing = writing_,
-                              verdicts = verdicts_, claim = claim_check_, lost = lost_]() mutable {
+  written_ = writer_->submit([staged = std::move(staged), labels = std::move(labels), rng, step = steps_,
+                              world = comm_->size(), keep = options_.keep, writing = writing_, folder = folder_,
+                              claim = claim_check_, report = report_]() mutable {
     try {
       torch::serialize::OutputArchive archive;
       for (auto& [name, write] : staged) {
@@ -440,19 +420,12 @@ void Checkpointer::save() {
       // The folder is still this job's before anything is written into it or deleted from it:
       // a job that lost its claim stops writing (the training thread ends the job).
       if (claim) claim();
-      set_aside_if_damaged(path, *verdicts);
-      write_durable(dir, path, checkpoint_header(step, world, TORCH_VERSION, body) + body);
-      verdicts->written(path);
-      std::vector<CheckpointFile> files;
-      for (const auto& [s, file] : list_checkpoints(dir)) files.push_back({s, file, verdicts->why_not(file).empty()});
-      const std::vector<std::string> old = checkpoints_to_prune(files, keep);
-      if (!old.empty()) {
-        if (claim) claim();
-        for (const std::string& file : old) unlink(file.c_str());
-        sync_folder(dir);
-      }
+      const std::string name = folder->write(step, world, TORCH_VERSION, body.data(), body.size());
+      report->set_written(folder->dir() + "/" + name);
+      folder->prune(keep, claim);
+      folder->tell(folder->scan());  // what the folder holds besides: each named once
     } catch (const ClaimLost& e) {
-      lost->set(e.what());
+      report->set_lost(e.what());
     } catch (const std::exception& e) {
       std::cerr << e.what() << "; the previous checkpoints are kept and training goes on" << std::endl;
     }
@@ -462,52 +435,49 @@ void Checkpointer::save() {
 
 std::optional<int64_t> Checkpointer::restore() {
   wait_writer();
-  int64_t step = -1;
+  // Rank 0 chooses (every file looked at once, the rest named in one line and left alone); every
+  // rank opens that file by name and checks it is the one whose seal rank 0 verified (a stale
+  // copy on a cached file system is refused rather than resumed from).
+  CheckpointChoice choice;
   if (comm_->rank() == 0) {
-    // Every file is looked at once, here: the newest whole one is resumed from, and the damaged
-    // ones are named in one line and left alone (pruning never counts nor deletes them).
-    std::vector<std::string> damaged;
-    for (const auto& [s, path] : list_checkpoints(dir_)) {
-      const std::string why = verdicts_->why_not(path);
-      if (!why.empty())
-        damaged.push_back(path.substr(path.rfind('/') + 1) + " (" + why + ")");
-      else if (step < 0)
-        step = s;
+    if (!folder_) {  // a tuning trial: only reads, and a folder that is not there holds nothing
+      try {
+        folder_ = std::make_shared<CheckpointFolder>(dir_, kCppCheckpoints, CheckpointFolder::Role::kReader,
+                                                     options_.shared_folder);
+      } catch (const UsageError&) {
+      }
     }
-    if (!damaged.empty()) {
-      std::string names;
-      for (const auto& d : damaged) names += (names.empty() ? "" : ", ") + d;
-      std::cerr << "nano: " << damaged.size() << " damaged checkpoint file" << (damaged.size() == 1 ? "" : "s")
-                << " in " << dir_ << ", left in place and never counted as kept: " << names << std::endl;
-    }
-    // Said apart from the damaged files: a run that trains from scratch over a folder of
-    // checkpoints is a surprise worth one line of its own.
-    if (step < 0 && !damaged.empty())
-      std::cerr << "nano: no usable checkpoint in " << dir_ << " (" << damaged.size() << " damaged, skipped)"
-                << ": training starts from step 0" << std::endl;
+    if (folder_) choice = folder_->choose();
   }
-  // The step and its header's checksum: a rank that sees another file under that name (a stale
-  // copy on a cached file system) refuses it rather than resume from other state than rank 0.
-  uint64_t sum = 0;
-  if (comm_->rank() == 0 && step >= 0) sum = CheckpointReader(dir_ + "/" + checkpoint_file_name(step)).header().sum;
-  at::Tensor chosen = at::empty({2}, at::kLong);
-  chosen[0] = step;
-  chosen[1] = static_cast<int64_t>(sum);
+  constexpr int64_t kNameAt = 0, kSealAt = 48, kRefusedAt = 112, kChoiceBytes = 113;
+  at::Tensor chosen = at::zeros({kChoiceBytes}, at::kByte);
+  auto* c = chosen.data_ptr<uint8_t>();
+  std::copy(choice.name.begin(), choice.name.end(), c + kNameAt);
+  std::copy(choice.seal.begin(), choice.seal.end(), c + kSealAt);
+  c[kRefusedAt] = choice.refused.empty() ? 0 : 1;
   comm_->broadcast(chosen, 0);
-  step = chosen[0].item<int64_t>();
-  sum = static_cast<uint64_t>(chosen[1].item<int64_t>());
-  if (step < 0) return std::nullopt;
-  const std::string path = dir_ + "/" + checkpoint_file_name(step);
+  c = chosen.data_ptr<uint8_t>();
+  if (c[kRefusedAt]) {
+    throw Error(comm_->rank() == 0 ? choice.refused
+                                   : "nano: rank 0 refused checkpoint folder " + dir_ + " (its line says why)");
+  }
+  const std::string name(reinterpret_cast<const char*>(c + kNameAt));
+  const std::string seal(reinterpret_cast<const char*>(c + kSealAt), 64);
+  if (name.empty()) return std::nullopt;
+  const std::string path = dir_ + "/" + name;
   std::unique_ptr<CheckpointReader> reader;
   try {
-    reader = std::make_unique<CheckpointReader>(path);
+    if (!folder_)
+      folder_ = std::make_shared<CheckpointFolder>(dir_, kCppCheckpoints, CheckpointFolder::Role::kReader,
+                                                   options_.shared_folder);
+    reader = folder_->open(name);
   } catch (const Error& e) {
-    throw Error("nano: rank " + std::to_string(comm_->rank()) + " " + e.what() +
+    throw Error("nano: rank " + std::to_string(comm_->rank()) + " " + first_line(e.what()) +
                 " (every rank must see the checkpoint folder)");
   }
-  if (reader->header().sum != sum)
+  if (reader->header().seal != seal)
     throw Error("nano: rank " + std::to_string(comm_->rank()) + " reads another checkpoint " + path +
-                " than rank 0 (its checksum differs): every rank must see the same checkpoint folder");
+                " than rank 0 (its seal differs): every rank must see the same checkpoint folder");
   std::vector<std::function<void()>> apply;
   at::Tensor rng, steps;
   try {
@@ -548,6 +518,18 @@ std::optional<int64_t> Checkpointer::restore() {
   steps_ = steps.item<int64_t>();
   last_save_ = std::chrono::steady_clock::now();
   return steps_;
+}
+
+std::string verify_checkpoint(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
+  try {
+    // Only read: the folder's mode is the writer's concern.
+    return CheckpointFolder(dir, kCppCheckpoints, CheckpointFolder::Role::kReader, true)
+        .why_not(path.substr(slash == std::string::npos ? 0 : slash + 1));
+  } catch (const Error& e) {
+    return e.what();
+  }
 }
 
 }  // namespace nano

@@ -44,11 +44,13 @@ LAYERS = {
     "runtime/collectives": ["runtime/rendezvous", "runtime/timeline"],
     "runtime/communicators": ["runtime/collectives"],
     "runtime/folder_claim": ["core"],
-    "runtime/options": ["include/nano", "core"],
-    "runtime/training": ["runtime/communicators", "runtime/folder_claim"],
+    "runtime/checkpoint_files": ["runtime/timeline"],
+    "runtime/options": ["include/nano", "runtime/checkpoint_files"],
+    "runtime/training": ["runtime/communicators", "runtime/folder_claim", "runtime/checkpoint_files"],
     "runtime": ["runtime/training", "runtime/options", "launcher/tune"],
     # The extension links neither training/ nor runtime/ (they are not position independent).
-    "python": ["runtime/collectives", "runtime/options", "runtime/folder_claim", "launcher/tune"],
+    "python": ["runtime/collectives", "runtime/options", "runtime/folder_claim", "runtime/checkpoint_files",
+               "launcher/tune"],
     "bench/programs": ["runtime"],
 }
 # Single headers a folder may include without standing on their folder: the launch options name

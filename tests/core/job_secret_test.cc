@@ -1,5 +1,5 @@
 #include "core/job_secret.h"
-#include "core/sha256.h"
+#include "core/mac.h"
 
 #include <doctest/doctest.h>
 
@@ -21,7 +21,7 @@ TEST_CASE("a job's secret: 64 hex digits from the kernel, new every time") {
 
 namespace {
 
-std::string hex(const std::array<uint8_t, 32>& digest) { return hex_of(std::string(digest.begin(), digest.end())); }
+std::string hex(const Digest& digest) { return hex_of(std::string(digest.begin(), digest.end())); }
 
 }  // namespace
 

@@ -28,10 +28,12 @@ Usage: api_test.py BUILD_DIR CASE
                  start again, resume from step 8 and end with the weights of an uninterrupted run,
                  bit for bit (dropout, shuffling, momentum and auto_lr included); 2 checkpoints kept;
                  the caller's optimizer gets its own rate back (auto_lr's factor divided out). The
-                 killed run's folder holds two damaged checkpoints of higher steps (garbage, a
-                 manifest that does not verify): named in one line, left in place, never counted;
-                 then its newest checkpoint is damaged too and a third run falls back to the one
-                 before it and still ends bit-identical; a run of 3 ranks is refused that folder
+                 killed run's folder was planted with garbage, a forged header and links at higher
+                 steps and at its first checkpoint's name: each named in one line, left as it was,
+                 never followed nor counted (the first checkpoint written beside its link); then
+                 its newest checkpoint is damaged and a third run falls back to the one before it
+                 and still ends bit-identical; 3 ranks resume the 2 ranks' checkpoint and finish
+                 the epoch's rest; a folder of the first format is refused in one line
   handoff        what the caller and its ranks hand each other (_handoff.py) without a launch: a seal
                  made with another key, for another purpose, or cut short is refused naming the
                  file; a job folder or file that is a link, another's or open to others is refused;
@@ -48,6 +50,7 @@ Usage: api_test.py BUILD_DIR CASE
   notebook       the @nano notebook executed by a real Jupyter kernel (nbconvert --execute): its
                  loop, defined in a cell, trains in 2 ranks and the notebook's model is trained
 """
+import hashlib
 import json
 import os
 import re
@@ -254,31 +257,47 @@ def bad_options(tmp):
     check(not os.listdir(tmp), f"bad options left {os.listdir(tmp)} in TMPDIR")
 
 
-def plant_damaged(folder):
-    """Two damaged checkpoints of higher steps than the run reaches: garbage, and a manifest that
-    another key sealed (or none at all)."""
-    for step, manifest in ((90000, None), (90001, '{"format": "nano_torch-checkpoint 1", "files": {}, "mac": "00"}')):
-        os.makedirs(os.path.join(folder, f"step-{step}"))
-        with open(os.path.join(folder, f"step-{step}", "state.pt"), "wb") as f:
-            f.write(os.urandom(3000))
-        if manifest:
-            with open(os.path.join(folder, f"step-{step}", "manifest.json"), "w") as f:
-                f.write(manifest)
+def ckpt(step):
+    return f"ckpt-{step:012d}.nano"
+
+
+def plant(folder, target):
+    """What someone who can write the checkpoint folder plants before the run: garbage and a forged
+    header at higher steps, two links at higher steps and one at the name of the run's first
+    checkpoint (step 4), all towards `target`, a file of theirs. The folder exists, with its key (an
+    empty folder would get its key from the run, but not beside a file that looks sealed)."""
+    sys.path.insert(0, PYDIR)
+    from nano_torch import _C  # noqa: E402 - the build's package
+    _C.CheckpointFolder(folder, True, False)
+    with open(os.path.join(folder, ".nano-key")) as f:  # its id is in every header: no secret
+        key_id = hashlib.sha256(b"nano-checkpoint-key\0" + bytes.fromhex(f.read())).hexdigest()[:16]
+    with open(os.path.join(folder, ckpt(90000)), "wb") as f:
+        f.write(os.urandom(3000))
+    with open(os.path.join(folder, ckpt(90001)), "w") as f:
+        f.write(f"nano-checkpoint 2\nstep 90001\nworld 2\napi python\ntorch 2.6.0\nbytes 4\nkey {key_id}\n"
+                "hmac-sha256 " + "a" * 64 + "\n\nevil")
+    for step in (999999, 999998, 4):
+        os.symlink(target, os.path.join(folder, ckpt(step)))
+    return [ckpt(90000), ckpt(90001), ckpt(999998), ckpt(999999)]
 
 
 def resume(tmp):
     weights = {}
     folder = os.path.join(tmp, "checkpoints-killed")
+    target = os.path.join(tmp, "theirs")
+    with open(target, "w") as f:
+        f.write("theirs")
+    planted = []
     for mode in ("whole", "killed", "fallback"):
         if mode == "whole":
             code, out, err, seconds = run([os.path.join(HERE, "train_resume.py"), mode,
                                            os.path.join(tmp, "checkpoints-whole")], tmp, timeout=180)
         else:
             if mode == "killed":
-                plant_damaged(folder)
+                planted = plant(folder, target)
             else:  # the newest checkpoint damaged: the run falls back to the one before it
-                with open(os.path.join(folder, "step-16", "state.pt"), "r+b") as f:
-                    f.truncate(100)
+                with open(os.path.join(folder, ckpt(16)), "r+b") as f:
+                    f.truncate(400)  # past its header: "truncated"
             code, out, err, seconds = run([os.path.join(HERE, "train_resume.py"),
                                            "killed" if mode == "killed" else "whole", folder], tmp, timeout=180)
         check(code == 0, f"{mode}: exit {code}: {err[-1500:]}")
@@ -287,36 +306,59 @@ def resume(tmp):
               f"checkpoints {got['checkpoints']}")
         weights[mode] = got["weights"]
         check(abs(got["caller_lr"] - 0.05) < 1e-12, f"{mode}: the caller's rate is {got['caller_lr']}, not 0.05")
-        damaged = "nano_torch: 2 damaged checkpoints in " + folder + ", left in place and never counted as kept: "
+        ours = sorted(set(got["checkpoints"]) - set(planted) - {ckpt(4)})
         if mode == "whole":
-            check(got["checkpoints"] == ["step-12", "step-16"], f"{mode}: the folder holds {got['checkpoints']}")
+            check(ours == [ckpt(12), ckpt(16)], f"{mode}: the folder holds {got['checkpoints']}")
             shutil.rmtree(os.path.join(tmp, "checkpoints-whole"))
         elif mode == "killed":
-            check(got["checkpoints"] == ["step-12", "step-16", "step-90000", "step-90001"],
+            # Every planted entry as it was (the links still links), the run's newest two beside them.
+            check(ours == [ckpt(12), ckpt(16)] and set(planted) | {ckpt(4)} <= set(got["checkpoints"]),
                   f"{mode}: the folder holds {got['checkpoints']}")
+            check(all(os.path.islink(os.path.join(folder, n)) for n in (ckpt(4), ckpt(999998), ckpt(999999))),
+                  "a planted link was replaced")
+            check(open(target).read() == "theirs", "a checkpoint was written through a planted link")
             check(got["attempt"] == "1" and got["steps_this_attempt"] == 10, f"the second attempt: {got}")
-            check("resumed from" in out and "step-8 (step 8)" in out, f"no resumption line: {out[-600:]!r}")
-            check(damaged + "step-90001 (its manifest's seal does not verify (not made by a job of this folder)), "
-                  "step-90000 (no manifest (not written by this nano_torch))" in out,
-                  f"no line naming the damaged checkpoints: {out[-800:]!r}")
+            check(f"resumed from {folder}/ckpt-000000000008" in out, f"no resumption from step 8: {out[-600:]!r}")
+            named = (f"nano: 5 entries of checkpoint folder {folder} never loaded, counted as kept or deleted: "
+                     f"{ckpt(999999)} (a symbolic link), {ckpt(999998)} (a symbolic link), {ckpt(90001)} (its seal does "
+                     f"not verify (damaged or forged)), {ckpt(90000)} (not a nano checkpoint), "
+                     f"{ckpt(4)} (a symbolic link)")
+            check(named in err, f"no line naming the planted entries: {err[-1500:]!r}")
+            check(f"nano: {folder}/{ckpt(4)} was there already (a symbolic link): this checkpoint is written beside "
+                  "it, as ckpt-000000000004." in err, f"no line on the checkpoint written beside the link: {err[-1500:]!r}")
         else:
-            check("step-12 (step 12)" in out, f"no fallback to step 12: {out[-800:]!r}")
-            check("nano_torch: 3 damaged checkpoints in " + folder in out and "step-16 (state.pt is damaged or "
-                  "missing)" in out, f"no line naming the damaged step-16: {out[-800:]!r}")
-            kept = [n for n in got["checkpoints"] if n.startswith("step-16.damaged-")]
-            check(len(kept) == 1 and [n for n in got["checkpoints"] if n not in kept] ==
-                  ["step-12", "step-16", "step-90000", "step-90001"], f"{mode}: the folder holds {got['checkpoints']}")
-    # Another world size: a whole checkpoint of 2 ranks is refused by 3 in one line, never trained
-    # over from step 0 (which would then prune it away).
+            check(f"resumed from {folder}/{ckpt(12)} (step 12)" in out, f"no fallback to step 12: {out[-800:]!r}")
+            check(f"{ckpt(16)} (truncated: " in err, f"no line naming the damaged step 16: {err[-1500:]!r}")
+            # The damaged one stays; this run's step 16 is written beside it.
+            beside = [n for n in got["checkpoints"] if n.startswith("ckpt-000000000016.") and n != ckpt(16)]
+            check(ckpt(16) in got["checkpoints"] and len(beside) == 1 and ckpt(12) in got["checkpoints"],
+                  f"{mode}: the folder holds {got['checkpoints']}")
+    # Another world size: the 2 ranks' checkpoint of step 16 resumes on 3, which deal the rest of
+    # the epoch anew (32 samples: 11 each, 2 batches of 8 a rank) and finish.
     code, out, err, seconds = run([os.path.join(HERE, "train_resume.py"), "three", folder], tmp, timeout=120)
-    check(code != 0 and "nano_torch: checkpoint " + folder + "/step-16 was written by 2 ranks and this run has 3: "
-          "resume with 2, or use another checkpoint_dir" in out + err, f"three ranks: exit {code}: {(out + err)[-800:]}")
+    check(code == 0, f"three ranks: exit {code}: {(out + err)[-1500:]}")
+    got = last_json(out, err)
+    check(re.search(r"resumed from \S+/ckpt-000000000016\.[0-9a-f]{8}\.nano \(step 16, written by 2 ranks, this "
+                    r"run has 3\)", out) and got["steps_this_attempt"] == 2, f"three ranks: {got} {out[-600:]!r}")
+    print(f"three ranks ({seconds:.1f} s): resumed the 2 ranks' step 16, {got['steps_this_attempt']} steps left")
+    # A folder of nano_torch's first format (step-S folders) is refused in one line, never trained
+    # over from step 0.
+    old = os.path.join(tmp, "old-format")
+    os.makedirs(os.path.join(old, "step-8"), mode=0o700)
+    os.chmod(old, 0o700)
+    code, out, err, seconds = run([os.path.join(HERE, "train_resume.py"), "whole", old], tmp, timeout=120)
+    check(code != 0 and f"nano: checkpoint folder {old} holds checkpoints of an earlier, unsealed format (step-8) "
+          "and none of this one: this nano does not read them" in err, f"old format: exit {code}: {err[-1500:]}")
+    check(sorted(os.listdir(old)) == [".nano-key", "step-8"] or sorted(n for n in os.listdir(old)
+          if not n.startswith(".nano-owner")) == [".nano-key", "step-8"], f"old format: {os.listdir(old)}")
     shutil.rmtree(folder)
+    shutil.rmtree(old)
+    os.unlink(target)
     for mode in ("killed", "fallback"):
         differ = sum(a != b for a, b in zip(weights["whole"], weights[mode]))
         check(differ == 0, f"{mode}: {differ} of {len(weights['whole'])} weights differ from the uninterrupted run's")
-    print(f"all {len(weights['whole'])} weights bit-identical to the uninterrupted run's, after a kill and after "
-          "a damaged checkpoint")
+    print(f"all {len(weights['whole'])} weights bit-identical to the uninterrupted run's, after a kill among planted "
+          "links and forgeries, and after a damaged checkpoint")
 
 
 ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))

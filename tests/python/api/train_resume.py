@@ -15,7 +15,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from nano_torch import nano
 
 MODE, FOLDER = sys.argv[1], sys.argv[2]
-RANKS = 3 if MODE == "three" else 2  # "three": resume a 2-rank folder with 3 ranks (refused)
+RANKS = 3 if MODE == "three" else 2  # "three": resume a 2-rank folder with 3 ranks
 
 
 @nano(num_processes=RANKS, checkpoint_dir=FOLDER, checkpoint_every_steps=4, max_restarts=1 if RANKS == 2 else 0,

@@ -1,4 +1,4 @@
-#include "runtime/training/checkpoint_stop.h"
+#include "runtime/checkpoint_files/checkpoint_stop.h"
 
 #include <signal.h>
 

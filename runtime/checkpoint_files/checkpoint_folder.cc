@@ -1,0 +1,479 @@
+#include "runtime/checkpoint_files/checkpoint_folder.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <iostream>
+#include <thread>
+
+#include <nano/error.h>
+#include "core/job_secret.h"
+
+namespace nano {
+
+namespace {
+
+constexpr const char* kKeyFile = ".nano-key";
+constexpr const char* kTemporaryPrefix = ".tmp-";
+constexpr const char* kOldPythonPrefix = "step-";  // nano_torch's format 1: a folder per checkpoint
+
+std::string errno_text() { return strerror(errno); }
+
+std::string mode_text(mode_t mode) {
+  char text[8];
+  snprintf(text, sizeof text, "%04o", static_cast<unsigned>(mode & 07777));
+  return text;
+}
+
+// Never through a link; a read never blocks (a FIFO is refused by the caller's fstat).
+int open_at(int dir, const std::string& name, int flags, mode_t mode = 0) {
+  const int extra = (flags & O_ACCMODE) == O_RDONLY ? O_NONBLOCK : 0;
+  return openat(dir, name.c_str(), flags | extra | O_NOFOLLOW | O_CLOEXEC, mode);
+}
+
+// The step of a folder nano_torch's format 1 wrote (step-<digits>), nullopt for any other name.
+std::optional<int64_t> old_python_step(const std::string& name) {
+  const std::string digits = name.substr(0, 5) == kOldPythonPrefix ? name.substr(5) : "";
+  if (digits.empty() || digits.size() > 18 || digits.find_first_not_of("0123456789") != std::string::npos)
+    return std::nullopt;
+  return std::stoll(digits);
+}
+
+std::vector<std::string> names_in(int dir) {
+  std::vector<std::string> names;
+  const int copy = dup(dir);
+  if (copy < 0) return names;
+  DIR* d = fdopendir(copy);
+  if (!d) {
+    close(copy);
+    return names;
+  }
+  rewinddir(d);  // the handle is shared by every listing
+  while (dirent* e = readdir(d)) names.emplace_back(e->d_name);
+  closedir(d);
+  return names;
+}
+
+void write_all(int fd, const char* p, size_t n, off_t at) {
+  while (n > 0) {
+    const ssize_t w = pwrite(fd, p, n, at);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) throw Error(w < 0 ? errno_text() : "short write");
+    p += w;
+    at += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
+// Moves `from` to `to` in folder `dir` only if `to` is free: false when it is taken.
+bool move_if_free(int dir, const std::string& from, const std::string& to) {
+  if (renameat2(dir, from.c_str(), dir, to.c_str(), RENAME_NOREPLACE) == 0) return true;
+  if (errno == EEXIST) return false;
+  if (errno != EINVAL && errno != ENOSYS) throw Error(errno_text());
+  // A file system without RENAME_NOREPLACE: link() fails on a taken name as well.
+  if (linkat(dir, from.c_str(), dir, to.c_str(), 0) != 0) {
+    if (errno == EEXIST) return false;
+    throw Error(errno_text());
+  }
+  unlinkat(dir, from.c_str(), 0);
+  return true;
+}
+
+}  // namespace
+
+std::string why_not_private_folder(uid_t uid, mode_t mode, uid_t me, bool shared) {
+  if (shared) return "";
+  if (uid != me) return "belongs to uid " + std::to_string(uid) + ", not to this user";
+  if (mode & (S_IWGRP | S_IWOTH)) return "is writable by others (mode " + mode_text(mode) + ")";
+  return "";
+}
+
+void check_checkpoint_settings(int64_t every_steps, double every_seconds, int keep) {
+  if (every_steps < 0)
+    throw UsageError("nano: checkpoint_every_steps must be >= 0, got " + std::to_string(every_steps));
+  if (!(every_seconds >= 0))
+    throw UsageError("nano: checkpoint_every_seconds must be >= 0, got " + std::to_string(every_seconds));
+  if (keep < 1) throw UsageError("nano: checkpoint_keep must be at least 1, got " + std::to_string(keep));
+}
+
+CheckpointFolder::CheckpointFolder(const std::string& dir, const std::string& api, Role role, bool shared)
+    : dir_(dir), api_(api) {
+  if (dir_.empty()) throw UsageError("nano: the checkpoint folder is empty");
+  while (dir_.size() > 1 && dir_.back() == '/') dir_.pop_back();
+  if (role == Role::kWriter) {
+    // The parents as the user's umask says; the folder itself private.
+    const std::filesystem::path parent = std::filesystem::path(dir_).parent_path();
+    std::error_code failed;
+    if (!parent.empty()) std::filesystem::create_directories(parent, failed);
+    if (mkdir(dir_.c_str(), 0700) != 0 && errno != EEXIST)
+      throw UsageError("nano: cannot create checkpoint folder " + dir_ + ": " + errno_text());
+  }
+  fd_ = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd_ < 0) {
+    if (errno == ENOTDIR) throw UsageError("nano: checkpoint folder " + dir_ + " is not a folder");
+    throw UsageError("nano: cannot open checkpoint folder " + dir_ + ": " + errno_text());
+  }
+  try {
+    struct stat st {};
+    fstat(fd_, &st);
+    const std::string why = why_not_private_folder(st.st_uid, st.st_mode, geteuid(), shared);
+    if (!why.empty())
+      throw UsageError("nano: checkpoint folder " + dir_ + " " + why +
+                       ": whoever can write it can plant or remove checkpoints; make it yours alone (chmod go-w), "
+                       "or set checkpoint_shared_folder if it is shared on purpose");
+    if (role == Role::kWriter && faccessat(fd_, ".", W_OK | X_OK, AT_EACCESS) != 0)
+      throw UsageError("nano: cannot write into checkpoint folder " + dir_ + ": " + errno_text());
+    read_or_make_key(role);
+  } catch (...) {
+    close(fd_);
+    throw;
+  }
+}
+
+CheckpointFolder::~CheckpointFolder() { close(fd_); }
+
+void CheckpointFolder::read_or_make_key(Role role) {
+  const std::string path = dir_ + "/" + kKeyFile;
+  int fd = open_at(fd_, kKeyFile, O_RDONLY);
+  if (fd < 0 && errno == ENOENT) {
+    if (role == Role::kReader)
+      throw UsageError("nano: checkpoint folder " + dir_ + " has no key " + kKeyFile +
+                       " (rank 0 makes it): every rank must see the checkpoint folder");
+    // Sealed checkpoints without their key would never verify again: no new key over them.
+    for (const std::string& name : names_in(fd_)) {
+      if (!checkpoint_step_of(name)) continue;
+      // Only this user's files: one planted by another user cannot keep the folder from its key.
+      struct stat st {};
+      if (fstatat(fd_, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid())
+        continue;
+      const int f = open_at(fd_, name, O_RDONLY);
+      if (f < 0) continue;
+      bool sealed = false;
+      try {
+        sealed = CheckpointReader(f, name).header().format == 2;
+      } catch (const Error&) {
+        // not a whole checkpoint file: nothing a key would unlock
+      }
+      if (sealed)
+        throw Error("nano: checkpoint folder " + dir_ + " holds sealed checkpoints (" + name + ") but no key " +
+                    kKeyFile + ": it was deleted or moved, and nano makes no new key over them (they would "
+                    "never verify again): put the key back, or use another folder");
+    }
+    const int made = open_at(fd_, kKeyFile, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    if (made >= 0) {
+      const std::string key = make_job_secret();  // 32 random bytes as 64 hex digits
+      try {
+        write_all(made, key.data(), key.size(), 0);
+        if (fsync(made) != 0) throw Error(errno_text());
+      } catch (const Error& e) {
+        close(made);
+        unlinkat(fd_, kKeyFile, 0);
+        throw Error("nano: cannot write checkpoint folder key " + path + ": " + e.what());
+      }
+      close(made);
+      fsync(fd_);
+    }
+    fd = open_at(fd_, kKeyFile, O_RDONLY);  // ours, or the one a racing writer made first
+  }
+  if (fd < 0) {
+    const std::string why = errno == ELOOP ? "a symbolic link" : errno_text();
+    throw Error("nano: cannot read checkpoint folder key " + path + ": " + why);
+  }
+  struct stat st {};
+  fstat(fd, &st);
+  std::string text(65, '\0');
+  const ssize_t n = S_ISREG(st.st_mode) ? pread(fd, text.data(), text.size(), 0) : -1;
+  close(fd);
+  if (!S_ISREG(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077) != 0)
+    throw Error("nano: checkpoint folder key " + path + " is not this user's private file (owner uid " +
+                std::to_string(st.st_uid) + ", mode " + mode_text(st.st_mode) + "): refusing the folder");
+  text.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  while (!text.empty() && text.back() == '\n') text.pop_back();
+  const auto key = bytes_of_hex(text);
+  if (!key || key->size() != 32) throw Error("nano: checkpoint folder key " + path + " is damaged");
+  key_ = *key;
+}
+
+std::string CheckpointFolder::verdict(const std::string& name, CheckpointEntry& entry) {
+  struct stat st {};
+  if (fstatat(fd_, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return "gone";
+  const Identity id{st.st_dev, st.st_ino, st.st_size,
+                    static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000LL + st.st_ctim.tv_nsec};
+  if (const auto it = known_.find(name); it != known_.end() && it->second.first == id) {
+    entry = it->second.second;
+    return entry.why_not;
+  }
+  entry.modified_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec;
+  const auto judge = [&]() -> std::string {
+    if (const auto step = old_python_step(name)) {
+      entry.old_format = S_ISDIR(st.st_mode);
+      return entry.old_format ? "a checkpoint of nano_torch's format 1, which this nano does not read"
+                              : "not a checkpoint";
+    }
+    if (S_ISLNK(st.st_mode)) return "a symbolic link";
+    if (S_ISDIR(st.st_mode)) return "a folder";
+    if (!S_ISREG(st.st_mode)) return "not a regular file";
+    if (st.st_uid != geteuid()) return "owned by uid " + std::to_string(st.st_uid) + ", not this user";
+    const int fd = open_at(fd_, name, O_RDONLY);
+    if (fd < 0) return "unreadable: " + errno_text();
+    std::unique_ptr<CheckpointReader> reader;
+    try {
+      struct stat opened {};
+      fstat(fd, &opened);
+      if (opened.st_dev != st.st_dev || opened.st_ino != st.st_ino) {
+        close(fd);
+        return "replaced while it was read";
+      }
+      reader = std::make_unique<CheckpointReader>(fd, name);
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      return what.substr(what.find(": ") + 2);
+    }
+    const CheckpointHeader& h = reader->header();
+    entry.world = h.world;
+    entry.seal = h.seal;
+    if (h.format == 1) {
+      entry.old_format = true;
+      return "format 1, unsealed: written by an earlier nano, never loaded";
+    }
+    if (h.step != entry.step) return "its header says step " + std::to_string(h.step);
+    if (h.api != api_) return "a checkpoint of the " + std::string(h.api == kPythonCheckpoints ? "Python" : "C++") + " API";
+    if (h.key != checkpoint_key_id(key_)) {
+      entry.other_key = true;
+      return "sealed by another key than the folder's (key " + h.key + ")";
+    }
+    return reader->why_not_sealed(key_);
+  };
+  entry.why_not = judge();
+  // Remembered only while it is the file that was judged.
+  struct stat after {};
+  if (fstatat(fd_, name.c_str(), &after, AT_SYMLINK_NOFOLLOW) == 0 && after.st_ino == st.st_ino &&
+      after.st_ctim.tv_sec == st.st_ctim.tv_sec && after.st_ctim.tv_nsec == st.st_ctim.tv_nsec)
+    known_[name] = {id, entry};
+  return entry.why_not;
+}
+
+std::vector<CheckpointEntry> CheckpointFolder::scan() {
+  std::vector<CheckpointEntry> out;
+  for (const std::string& name : names_in(fd_)) {
+    auto step = checkpoint_step_of(name);
+    if (!step) step = old_python_step(name);
+    if (!step) continue;
+    CheckpointEntry entry;
+    entry.name = name;
+    entry.step = *step;
+    verdict(name, entry);
+    out.push_back(entry);
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    if (a.step != b.step) return a.step > b.step;
+    return a.modified_ns != b.modified_ns ? a.modified_ns > b.modified_ns : a.name < b.name;
+  });
+  return out;
+}
+
+void CheckpointFolder::tell(const std::vector<CheckpointEntry>& entries) {
+  std::string names;
+  int count = 0;
+  for (const CheckpointEntry& e : entries) {
+    if (e.why_not.empty() || e.why_not == "gone" || !told_.insert(e.name).second) continue;
+    names += (names.empty() ? "" : ", ") + e.name + " (" + e.why_not + ")";
+    ++count;
+  }
+  if (count > 0)
+    std::cerr << "nano: " << count << (count == 1 ? " entry" : " entries") << " of checkpoint folder " << dir_
+              << " never loaded, counted as kept or deleted: " << names << std::endl;
+}
+
+CheckpointChoice choose_checkpoint(const std::vector<CheckpointEntry>& entries, const std::string& dir) {
+  CheckpointChoice c;
+  std::string old, other;
+  int damaged = 0;
+  for (const CheckpointEntry& e : entries) {
+    if (e.why_not.empty()) {
+      c.name = e.name;
+      c.seal = e.seal;
+      c.step = e.step;
+      c.world = e.world;
+      return c;
+    }
+    if (e.old_format && old.empty()) old = e.name;
+    if (e.other_key && other.empty()) other = e.name;
+    if (e.why_not != "gone") ++damaged;
+  }
+  if (!old.empty())
+    c.refused = "nano: checkpoint folder " + dir + " holds checkpoints of an earlier, unsealed format (" + old +
+                ") and none of this one: this nano does not read them; resume with the nano that wrote them, or "
+                "use another folder";
+  else if (!other.empty())
+    c.refused = "nano: the checkpoints of folder " + dir + " (" + other +
+                ") are sealed by another key than its .nano-key: the key was replaced; put the right one back, or "
+                "use another folder";
+  else if (damaged > 0)
+    c.note = "nano: no usable checkpoint in " + dir + " (" + std::to_string(damaged) +
+             " not whole or not ours, skipped): training starts from step 0";
+  return c;
+}
+
+CheckpointChoice CheckpointFolder::choose() {
+  const std::vector<CheckpointEntry> entries = scan();
+  tell(entries);
+  CheckpointChoice c = choose_checkpoint(entries, dir_);
+  if (!c.note.empty()) std::cerr << c.note << std::endl;
+  return c;
+}
+
+std::string CheckpointFolder::why_not(const std::string& name) {
+  CheckpointEntry entry;
+  entry.name = name;
+  const auto step = checkpoint_step_of(name);
+  if (!step) return "not a checkpoint's name";
+  entry.step = *step;
+  return verdict(name, entry);
+}
+
+std::string CheckpointFolder::write(int64_t step, int world, const std::string& torch, const void* payload,
+                                    size_t bytes) {
+  CheckpointHeader h;
+  h.format = 2;
+  h.step = step;
+  h.world = world;
+  h.api = api_;
+  h.torch = torch;
+  h.bytes = bytes;
+  h.key = checkpoint_key_id(key_);
+  const std::string lines = checkpoint_sealed_lines(h);
+  const std::string tmp = kTemporaryPrefix + hex_of(make_challenge());
+  std::string name = checkpoint_file_name(step);
+  const int fd = open_at(fd_, tmp, O_WRONLY | O_CREAT | O_EXCL, 0600);
+  if (fd < 0) throw Error("nano: cannot write checkpoint " + dir_ + "/" + name + ": " + errno_text());
+  std::string taken;
+  try {
+    // Sealed on a second thread while this one writes: the seal costs no time of its own
+    // beside the write and its fsync.
+    std::string seal, seal_failed;
+    std::thread sealing([&] {
+      try {
+        seal = CheckpointSeal(key_, lines).add(payload, bytes).hex();
+      } catch (const std::exception& e) {
+        seal_failed = e.what();
+      }
+    });
+    try {
+      const std::string unsealed = checkpoint_header(h);
+      write_all(fd, unsealed.data(), unsealed.size(), 0);
+      write_all(fd, static_cast<const char*>(payload), bytes, static_cast<off_t>(unsealed.size()));
+      sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);  // the disk starts while the seal finishes
+    } catch (...) {
+      sealing.join();
+      throw;
+    }
+    sealing.join();
+    if (!seal_failed.empty()) throw Error(seal_failed);
+    h.seal = seal;
+    const std::string header = checkpoint_header(h);  // the same length: the seal's place was held
+    write_all(fd, header.data(), header.size(), 0);
+    if (fsync(fd) != 0) throw Error(errno_text());
+    if (close(fd) != 0) throw Error(errno_text());
+    for (int tries = 0; !move_if_free(fd_, tmp, name); ++tries) {
+      if (tries == 3) throw Error("its name and three others beside it are taken");
+      if (taken.empty()) taken = name;
+      name = checkpoint_file_name(step, hex_of(make_challenge()).substr(0, 8));
+    }
+  } catch (const std::exception& e) {
+    close(fd);  // a second close of a closed descriptor only fails
+    unlinkat(fd_, tmp.c_str(), 0);
+    throw Error("nano: cannot write checkpoint " + dir_ + "/" + name + ": " + e.what());
+  }
+  fsync(fd_);
+  // Known whole without reading it again.
+  CheckpointEntry entry;
+  entry.name = name;
+  entry.step = step;
+  entry.world = world;
+  entry.seal = h.seal;
+  struct stat st {};
+  if (fstatat(fd_, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
+    entry.modified_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec;
+    known_[name] = {Identity{st.st_dev, st.st_ino, st.st_size,
+                             static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000LL + st.st_ctim.tv_nsec},
+                    entry};
+  }
+  if (!taken.empty()) {
+    CheckpointEntry there;
+    there.name = taken;
+    there.step = step;
+    const std::string why = verdict(taken, there);
+    std::cerr << "nano: " << dir_ << "/" << taken << " was there already ("
+              << (why.empty() ? "a checkpoint of this step" : why) << "): this checkpoint is written beside it, as "
+              << name << std::endl;
+    told_.insert(taken);
+  }
+  return name;
+}
+
+std::vector<std::string> CheckpointFolder::prune(int keep, const std::function<void()>& before) {
+  const std::vector<CheckpointEntry> entries = scan();
+  std::vector<CheckpointFile> files;
+  for (const CheckpointEntry& e : entries) files.push_back({e.step, e.name, e.why_not.empty()});
+  const std::vector<std::string> old = checkpoints_to_prune(files, keep);
+  std::vector<std::string> deleted;
+  if (old.empty()) return deleted;
+  if (before) before();
+  for (const std::string& name : old) {
+    // Only the very file that verified: a name swapped since is someone else's, and stays.
+    const auto it = known_.find(name);
+    struct stat st {};
+    if (it == known_.end() || fstatat(fd_, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    const auto& [dev, ino, size, ctime] = it->second.first;
+    if (st.st_dev != dev || st.st_ino != ino || st.st_size != size || !S_ISREG(st.st_mode)) continue;
+    if (unlinkat(fd_, name.c_str(), 0) == 0) deleted.push_back(name);
+    known_.erase(it);
+  }
+  fsync(fd_);
+  return deleted;
+}
+
+void CheckpointFolder::remove_temporaries() {
+  for (const std::string& name : names_in(fd_)) {
+    struct stat st {};
+    if (name.rfind(kTemporaryPrefix, 0) == 0 && fstatat(fd_, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+        S_ISREG(st.st_mode) && st.st_uid == geteuid())
+      unlinkat(fd_, name.c_str(), 0);
+  }
+}
+
+std::unique_ptr<CheckpointReader> CheckpointFolder::open(const std::string& name) const {
+  const int fd = open_at(fd_, name, O_RDONLY);
+  if (fd < 0) throw Error("cannot read checkpoint " + dir_ + "/" + name + ": " +
+                          (errno == ELOOP ? std::string("a symbolic link") : errno_text()));
+  return std::make_unique<CheckpointReader>(fd, dir_ + "/" + name);
+}
+
+void CheckpointFolder::read_verified(const std::string& name, const std::string& seal,
+                                     const std::function<char*(size_t)>& allocate) {
+  std::unique_ptr<CheckpointReader> reader;
+  try {
+    reader = open(name);
+  } catch (const Error& e) {
+    throw Error(std::string("nano: ") + e.what());
+  }
+  const CheckpointHeader& h = reader->header();
+  const std::string path = dir_ + "/" + name;
+  if (!seal.empty() && h.seal != seal)
+    throw Error("nano: checkpoint " + path +
+                " is not the one rank 0 chose (its seal differs): every rank must see the same checkpoint folder");
+  if (h.format != 2 || h.api != api_ || checkpoint_step_of(name) != h.step)
+    throw Error("nano: checkpoint " + path + " is not a sealed checkpoint of this API and step");
+  const std::string why = reader->why_not_sealed(key_, allocate(static_cast<size_t>(h.bytes)));
+  if (!why.empty()) throw Error("nano: checkpoint " + path + ": " + why);
+}
+
+}  // namespace nano

@@ -1,0 +1,202 @@
+#include "runtime/checkpoint_files/checkpoint_format.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+#include <nano/error.h>
+#include "core/job_secret.h"  // hex_of
+
+namespace nano {
+
+namespace {
+
+constexpr const char* kMagic = "nano-checkpoint ";
+constexpr const char* kSealKey = "hmac-sha256";
+constexpr size_t kSealHex = 64;
+
+bool all_hex(const std::string& s) { return s.find_first_not_of("0123456789abcdef") == std::string::npos; }
+
+}  // namespace
+
+std::string checkpoint_key_id(const std::string& key) {
+  static const std::string kPurpose("nano-checkpoint-key", sizeof "nano-checkpoint-key");  // with its NUL
+  const Digest d = sha256(kPurpose + key);
+  return hex_of(std::string(d.begin(), d.begin() + 8));
+}
+
+std::string checkpoint_sealed_lines(const CheckpointHeader& h) {
+  std::ostringstream out;
+  out << kMagic << 2 << "\nstep " << h.step << "\nworld " << h.world << "\napi " << h.api << "\ntorch " << h.torch
+      << "\nbytes " << h.bytes << "\nkey " << h.key << "\n";
+  return out.str();
+}
+
+std::string checkpoint_header(const CheckpointHeader& h) {
+  const std::string seal = h.seal.size() == kSealHex ? h.seal : std::string(kSealHex, '0');
+  return checkpoint_sealed_lines(h) + kSealKey + " " + seal + "\n\n";
+}
+
+CheckpointSeal::CheckpointSeal(const std::string& key, const std::string& lines) : mac_(key) {
+  mac_.update("nano-checkpoint", sizeof "nano-checkpoint");  // with its NUL: a purpose of its own
+  mac_.update(lines);
+}
+
+std::string CheckpointSeal::hex() {
+  const Digest d = mac_.digest();
+  return hex_of(std::string(d.begin(), d.end()));
+}
+
+bool parse_checkpoint_header(const std::string& text, CheckpointHeader& h) {
+  if (text.compare(0, strlen(kMagic), kMagic) != 0) return false;
+  const size_t end = text.find("\n\n");
+  if (end == std::string::npos || end + 2 > kMaxCheckpointHeader) return false;
+  std::istringstream in(text.substr(0, end));
+  std::string line;
+  std::getline(in, line);
+  const std::string version = line.substr(strlen(kMagic));
+  if (version == "1")
+    h.format = 1;
+  else if (version == "2")
+    h.format = 2;
+  else
+    return false;
+  while (std::getline(in, line)) {
+    std::istringstream kv(line);
+    std::string key;
+    kv >> key;
+    if (key == "step")
+      kv >> h.step;
+    else if (key == "world")
+      kv >> h.world;
+    else if (key == "api")
+      kv >> h.api;
+    else if (key == "torch")
+      kv >> h.torch;
+    else if (key == "bytes")
+      kv >> h.bytes;
+    else if (key == "key")
+      kv >> h.key;
+    else if (key == kSealKey)
+      kv >> h.seal;
+  }
+  h.payload_at = end + 2;
+  if (h.step < 0 || h.world <= 0) return false;
+  // Format 1 is recognised to be named, never loaded: its fields beyond these do not matter.
+  return h.format == 1 || (h.seal.size() == kSealHex && all_hex(h.seal) && !h.api.empty());
+}
+
+std::string checkpoint_file_name(int64_t step) {
+  char name[32];
+  snprintf(name, sizeof name, "ckpt-%012lld.nano", static_cast<long long>(step));
+  return name;
+}
+
+std::string checkpoint_file_name(int64_t step, const std::string& tag) {
+  char name[48];
+  snprintf(name, sizeof name, "ckpt-%012lld.%s.nano", static_cast<long long>(step), tag.c_str());
+  return name;
+}
+
+std::optional<int64_t> checkpoint_step_of(const std::string& name) {
+  // "ckpt-" 12 digits ".nano", or "ckpt-" 12 digits "." 8 hex digits ".nano".
+  if (name.size() != 22 && name.size() != 31) return std::nullopt;
+  if (name.compare(0, 5, "ckpt-") != 0 || name.compare(name.size() - 5, 5, ".nano") != 0) return std::nullopt;
+  const std::string digits = name.substr(5, 12);
+  if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) return std::nullopt;
+  if (name.size() == 31 && (name[17] != '.' || !all_hex(name.substr(18, 8)))) return std::nullopt;
+  return std::stoll(digits);
+}
+
+std::vector<std::string> checkpoints_to_prune(std::vector<CheckpointFile> files, int keep) {
+  std::sort(files.begin(), files.end(), [](const auto& a, const auto& b) { return a.step > b.step; });
+  std::vector<std::string> out;
+  int newer_verified = 0;
+  for (const CheckpointFile& f : files) {
+    if (!f.verified) continue;
+    if (newer_verified >= keep) out.push_back(f.path);
+    ++newer_verified;
+  }
+  return out;
+}
+
+namespace {
+
+// The file's first bytes, at most the longest header: what its header may be.
+std::string read_head(int fd) {
+  std::string head(kMaxCheckpointHeader, '\0');
+  size_t used = 0;
+  while (used < head.size()) {
+    const ssize_t n = pread(fd, head.data() + used, head.size() - used, static_cast<off_t>(used));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    used += static_cast<size_t>(n);
+  }
+  head.resize(used);
+  return head;
+}
+
+}  // namespace
+
+CheckpointReader::CheckpointReader(int fd, const std::string& name) : name_(name), fd_(fd) {
+  struct stat st {};
+  std::string why;
+  if (fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+    why = "not a regular file";
+  } else {
+    const std::string head = read_head(fd_);
+    if (!parse_checkpoint_header(head, header_)) {
+      why = head.empty() ? "empty or unreadable" : "not a nano checkpoint";
+    } else {
+      const uint64_t have = static_cast<uint64_t>(st.st_size) - header_.payload_at;
+      if (have < header_.bytes)
+        why = "truncated: " + std::to_string(have) + " of " + std::to_string(header_.bytes) + " payload bytes";
+      else if (have > header_.bytes)
+        why = "longer than its header says";
+    }
+  }
+  if (!why.empty()) {
+    close(fd_);
+    throw Error("cannot read checkpoint " + name_ + ": " + why);
+  }
+}
+
+CheckpointReader::~CheckpointReader() { close(fd_); }
+
+size_t CheckpointReader::read(uint64_t at, void* buffer, size_t n) const {
+  if (at >= header_.bytes) return 0;
+  n = static_cast<size_t>(std::min<uint64_t>(n, header_.bytes - at));
+  size_t done = 0;
+  while (done < n) {
+    const ssize_t got =
+        pread(fd_, static_cast<char*>(buffer) + done, n - done, static_cast<off_t>(header_.payload_at + at + done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;
+    done += static_cast<size_t>(got);
+  }
+  return done;
+}
+
+std::string CheckpointReader::why_not_sealed(const std::string& key, char* into) const {
+  if (header_.format != 2) return "format " + std::to_string(header_.format) + ", unsealed: written by an earlier nano";
+  CheckpointSeal seal(key, checkpoint_sealed_lines(header_));
+  std::vector<char> chunk(into ? 0 : 1 << 20);
+  for (uint64_t at = 0; at < header_.bytes;) {
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(1 << 20, header_.bytes - at));
+    char* where = into ? into + at : chunk.data();
+    const size_t n = read(at, where, want);
+    if (n == 0) return "unreadable: " + std::string(errno ? strerror(errno) : "shorter than its size");
+    seal.add(where, n);
+    at += n;
+  }
+  if (equal_in_constant_time(seal.hex(), header_.seal)) return "";
+  return header_.key == checkpoint_key_id(key) ? "its seal does not verify (damaged or forged)"
+                                               : "sealed by another key than the folder's (key " + header_.key + ")";
+}
+
+}  // namespace nano
