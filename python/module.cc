@@ -4,7 +4,11 @@
 #include <pybind11/chrono.h>
 #include <torch/csrc/utils/pybind.h>  // c10::intrusive_ptr as a holder, shared with torch's bindings
 
+#include <fcntl.h>
+
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 
 #include <nano/error.h>
 #include "core/setting_list.h"
@@ -108,14 +112,13 @@ void bind_checkpoint_folder(py::module_& m) {
           "The newest whole checkpoint (name, seal, step, world; name '' when none, refused: why not start at "
           "all); what does not count is named in one line.")
       .def(
-          "write",
-          [](Folder& f, int64_t step, int world, const std::string& torch, const py::buffer& payload) {
-            const py::buffer_info b = payload.request();
+          "start",
+          [](Folder& f, int64_t step, int world, const std::string& torch) {
             py::gil_scoped_release release;
-            return f.write(step, world, torch, b.ptr, static_cast<size_t>(b.size * b.itemsize));
+            return f.start(step, world, torch);
           },
-          py::arg("step"), py::arg("world"), py::arg("torch"), py::arg("payload"),
-          "Writes a sealed checkpoint of `payload` (a bytes-like object) durably; its file name.")
+          py::arg("step"), py::arg("world"), py::arg("torch"),
+          "A checkpoint being written: a file object torch.save writes into; finish() seals it and gives its name.")
       .def(
           "prune",
           [](Folder& f, int keep, nano::FolderClaim* claim) {
@@ -128,22 +131,35 @@ void bind_checkpoint_folder(py::module_& m) {
           "Deletes checkpoints beyond the `keep` newest that verify (the claim checked first); the names deleted.")
       .def("remove_temporaries", &Folder::remove_temporaries, py::call_guard<py::gil_scoped_release>())
       .def(
-          "read",
+          "open_verified",
           [](Folder& f, const std::string& name, const std::string& seal) {
-            // Read straight into the bytes object handed back: a large state is held once.
-            py::object out;
-            char* into = nullptr;
-            f.read_verified(name, seal, [&](size_t n) {
-              out = py::reinterpret_steal<py::object>(PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(n)));
-              if (!out) throw py::error_already_set();
-              into = PyBytes_AS_STRING(out.ptr());
-              return into;
-            });
-            return out;
+            std::unique_ptr<nano::CheckpointReader> reader;
+            {
+              py::gil_scoped_release release;
+              reader = f.open_verified(name, seal);
+            }
+            // A descriptor of the very file that verified, for Python to read the payload through.
+            const int fd = fcntl(reader->fd(), F_DUPFD_CLOEXEC, 0);
+            if (fd < 0) throw nano::Error("nano: cannot read checkpoint " + name + ": " + std::strerror(errno));
+            return py::make_tuple(fd, reader->header().payload_at, reader->header().bytes);
           },
           py::arg("name"), py::arg("seal"),
-          "The payload of checkpoint `name`, verified as it is read (RuntimeError naming it when its seal does "
-          "not hold, or it is not the one sealed `seal`).");
+          "Opens checkpoint `name` and verifies its seal (RuntimeError naming it when it does not hold, or it is not "
+          "the one sealed `seal`): (fd, offset, bytes) of its payload, the descriptor the caller's to close.");
+  py::class_<Folder::Writer>(m, "CheckpointWriter", "One checkpoint being written (checkpoint_folder.h).")
+      .def(
+          "write",
+          [](Folder::Writer& w, const py::buffer& data) {
+            const py::buffer_info b = data.request();
+            const size_t n = static_cast<size_t>(b.size * b.itemsize);
+            py::gil_scoped_release release;
+            w.append(b.ptr, n);
+            return n;
+          },
+          py::arg("data"))
+      .def("flush", [](Folder::Writer&) {})
+      .def("finish", &Folder::Writer::finish, py::call_guard<py::gil_scoped_release>(),
+           "Seals, fsyncs and names the checkpoint: its file name.");
   m.def(
       "check_checkpoint_settings",
       [](int64_t every_steps, double every_seconds, int keep) {

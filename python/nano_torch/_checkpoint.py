@@ -8,8 +8,8 @@ bit-identical to an uninterrupted one of the same world (nano::TorchNano's seman
 
 The files are nano's one checkpoint engine's (the extension's CheckpointFolder,
 runtime/checkpoint_files/checkpoint_folder.h): this module hands it what torch.save writes and gets
-back bytes whose seal verified, and nothing else here knows the format, the key, which files count
-or which go. Rank 0 writes one file per checkpoint: torch.save of the shared state (models,
+back a payload whose seal verified, and nothing else here knows the format, the key, which files
+count or which go. Rank 0 writes one file per checkpoint: torch.save of the shared state (models,
 optimizers, auto_lr, loaders) and of every rank's part (its generators, as the bytes that rank's
 torch.save made), gathered as bytes (nothing crossing hosts is unpickled). Only a payload whose
 seal verified under the folder's key is ever unpickled (with torch.load's weights_only where the
@@ -20,6 +20,7 @@ saved rank r mod N's generators, and each loader deals the rest of the interrupt
 over the M ranks. Under nano-run --rejoin a host that comes back stops every rank at the next
 checkpoint once it is on disk, and the grown world resumes from it."""
 import io
+import os
 import random
 import sys
 import time
@@ -70,14 +71,47 @@ def _weights_only():
     return _WEIGHTS_ONLY
 
 
-def _load(data):
-    return torch.load(io.BytesIO(data), weights_only=_weights_only())
+def _load(file):
+    return torch.load(file, weights_only=_weights_only())
 
 
 def _dumps(obj):
     buffer = io.BytesIO()
     torch.save(obj, buffer)
     return buffer
+
+
+class _Payload(io.RawIOBase):
+    """A verified checkpoint's payload as a read-only file (offset 0 its first byte), read through
+    the descriptor its seal was checked through: what was checked is what is loaded."""
+
+    def __init__(self, fd, start, size):
+        super().__init__()
+        self._fd, self._start, self._size, self._at = fd, start, size, 0
+
+    def readable(self):
+        return True
+
+    def seekable(self):
+        return True
+
+    def readinto(self, buffer):
+        n = max(0, min(len(buffer), self._size - self._at))
+        got = os.preadv(self._fd, [memoryview(buffer)[:n]], self._start + self._at) if n else 0
+        self._at += got
+        return got
+
+    def seek(self, offset, whence=io.SEEK_SET):
+        self._at = {io.SEEK_SET: 0, io.SEEK_CUR: self._at, io.SEEK_END: self._size}[whence] + offset
+        return self._at
+
+    def tell(self):
+        return self._at
+
+    def close(self):
+        if not self.closed:
+            os.close(self._fd)
+        super().close()
 
 
 class Checkpointer:
@@ -145,17 +179,19 @@ class Checkpointer:
         written = torch.tensor([0])
         if rank == 0:
             self._claim.check()  # RuntimeError naming the folder once another job took it
-            payload = _dumps({"steps": step, "world": world_size, "models": [m.state_dict() for m in self.models],
-                              "optimizers": [o.state_dict() for o in self.optimizers],
-                              "auto_lr": [o.warmup_state() for o in self.optimizers],
-                              "loaders": [loader.position() for loader in self.loaders],
-                              "ranks": [torch.frombuffer(bytearray(p), dtype=torch.uint8) for p in parts]})
+            state = {"steps": step, "world": world_size, "models": [m.state_dict() for m in self.models],
+                     "optimizers": [o.state_dict() for o in self.optimizers],
+                     "auto_lr": [o.warmup_state() for o in self.optimizers],
+                     "loaders": [loader.position() for loader in self.loaders],
+                     "ranks": [torch.frombuffer(bytearray(p), dtype=torch.uint8) for p in parts]}
             try:
-                self._folder.write(step, world_size, torch.__version__, payload.getbuffer())
+                writer = self._folder.start(step, world_size, torch.__version__)
+                torch.save(state, writer)  # straight into the engine's file: no copy in memory
+                writer.finish()
                 written[0] = 1
             except RuntimeError as e:  # a full disk: the previous checkpoints stay, training goes on
                 print(f"{e}; the previous checkpoints are kept and training goes on", file=sys.stderr, flush=True)
-            del payload
+            del state
             if written.item():
                 self._folder.prune(self._keep, self._claim)
         if self._world.distributed:
@@ -210,13 +246,13 @@ class Checkpointer:
         if not name:
             return
         try:
-            data = self._folder.read(name, seal)
+            payload = _Payload(*self._folder.open_verified(name, seal))
         except RuntimeError as e:
             raise RuntimeError(f"nano_torch: rank {rank}: {e} (every rank must see the checkpoint folder)") from None
-        state = _load(data)
-        del data
+        with payload:
+            state = _load(payload)
         saved_world = int(state["world"])
-        saved = _load(state["ranks"][rank % saved_world].numpy().tobytes())
+        saved = _load(io.BytesIO(state["ranks"][rank % saved_world].numpy().tobytes()))
         path = f"{self._dir}/{name}"
         held = (len(state["models"]), len(state["optimizers"]), len(state["loaders"]))
         if held != (len(self.models), len(self.optimizers), len(self.loaders)):

@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <filesystem>
 #include <iostream>
-#include <thread>
 
 #include <nano/error.h>
 #include "core/job_secret.h"
@@ -339,84 +338,197 @@ std::string CheckpointFolder::why_not(const std::string& name) {
   return verdict(name, entry);
 }
 
-std::string CheckpointFolder::write(int64_t step, int world, const std::string& torch, const void* payload,
-                                    size_t bytes) {
+std::unique_ptr<CheckpointFolder::Writer> CheckpointFolder::start(int64_t step, int world, const std::string& torch) {
   CheckpointHeader h;
   h.format = 2;
   h.step = step;
   h.world = world;
   h.api = api_;
   h.torch = torch;
-  h.bytes = bytes;
   h.key = checkpoint_key_id(key_);
-  const std::string lines = checkpoint_sealed_lines(h);
   const std::string tmp = kTemporaryPrefix + hex_of(make_challenge());
-  std::string name = checkpoint_file_name(step);
-  const int fd = open_at(fd_, tmp, O_WRONLY | O_CREAT | O_EXCL, 0600);
-  if (fd < 0) throw Error("nano: cannot write checkpoint " + dir_ + "/" + name + ": " + errno_text());
-  std::string taken;
-  try {
-    // Sealed on a second thread while this one writes: the seal costs no time of its own
-    // beside the write and its fsync.
-    std::string seal, seal_failed;
-    std::thread sealing([&] {
-      try {
-        seal = CheckpointSeal(key_, lines).add(payload, bytes).hex();
-      } catch (const std::exception& e) {
-        seal_failed = e.what();
-      }
-    });
-    try {
-      const std::string unsealed = checkpoint_header(h);
-      write_all(fd, unsealed.data(), unsealed.size(), 0);
-      write_all(fd, static_cast<const char*>(payload), bytes, static_cast<off_t>(unsealed.size()));
-      sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);  // the disk starts while the seal finishes
-    } catch (...) {
-      sealing.join();
-      throw;
+  const int fd = open_at(fd_, tmp, O_RDWR | O_CREAT | O_EXCL, 0600);  // read back to be sealed
+  if (fd < 0)
+    throw Error("nano: cannot write checkpoint " + dir_ + "/" + checkpoint_file_name(step) + ": " + errno_text());
+  return std::unique_ptr<Writer>(new Writer(*this, h, tmp, fd));
+}
+
+// Whole chunks are sealed as soon as they are written, read back from the page cache by
+// threads of their own: the seal costs the writer almost nothing beside the writing and the fsync.
+struct CheckpointFolder::Writer::Sealer {
+  std::mutex mutex;
+  std::condition_variable more;
+  std::deque<std::pair<uint64_t, size_t>> queue;  // (chunk, its bytes)
+  std::map<uint64_t, Digest> macs;
+  std::string failed;
+  bool closed = false;
+  std::vector<std::thread> threads;
+
+  Sealer(const std::string& key, int fd, off_t payload_at) {
+    for (int t = 0; t < seal_threads(); ++t)
+      threads.emplace_back([this, &key, fd, payload_at] {
+        std::vector<char> scratch;
+        for (;;) {
+          std::pair<uint64_t, size_t> job;
+          {
+            std::unique_lock<std::mutex> lock(mutex);
+            more.wait(lock, [this] { return closed || !queue.empty(); });
+            if (queue.empty()) return;
+            job = queue.front();
+            queue.pop_front();
+          }
+          scratch.resize(job.second);
+          size_t done = 0;
+          const off_t at = payload_at + static_cast<off_t>(job.first * kSealChunk);
+          while (done < job.second) {
+            const ssize_t got = pread(fd, scratch.data() + done, job.second - done, at + static_cast<off_t>(done));
+            if (got < 0 && errno == EINTR) continue;
+            if (got <= 0) break;
+            done += static_cast<size_t>(got);
+          }
+          const bool whole = done == job.second;
+          const Digest mac = whole ? checkpoint_chunk_mac(key, job.first, scratch.data(), job.second) : Digest{};
+          std::lock_guard<std::mutex> lock(mutex);
+          if (whole)
+            macs[job.first] = mac;
+          else
+            failed = "cannot read chunk " + std::to_string(job.first) + " back to seal it";
+        }
+      });
+  }
+  void add(uint64_t chunk, size_t n) {
+    std::lock_guard<std::mutex> lock(mutex);
+    queue.emplace_back(chunk, n);
+    more.notify_one();
+  }
+  /// Waits for every chunk; their MACs in order.
+  std::vector<Digest> finish() {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      closed = true;
+      more.notify_all();
     }
-    sealing.join();
-    if (!seal_failed.empty()) throw Error(seal_failed);
-    h.seal = seal;
-    const std::string header = checkpoint_header(h);  // the same length: the seal's place was held
-    write_all(fd, header.data(), header.size(), 0);
-    if (fsync(fd) != 0) throw Error(errno_text());
-    if (close(fd) != 0) throw Error(errno_text());
-    for (int tries = 0; !move_if_free(fd_, tmp, name); ++tries) {
+    for (auto& t : threads) t.join();
+    threads.clear();
+    if (!failed.empty()) throw Error(failed);
+    std::vector<Digest> out;
+    for (const auto& [chunk, mac] : macs) out.push_back(mac);
+    return out;
+  }
+  ~Sealer() {
+    if (!threads.empty()) {
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        closed = true;
+        queue.clear();
+        more.notify_all();
+      }
+      for (auto& t : threads) t.join();
+    }
+  }
+};
+
+CheckpointFolder::Writer::Writer(CheckpointFolder& folder, CheckpointHeader header, std::string temporary, int fd)
+    : folder_(folder), header_(std::move(header)), temporary_(std::move(temporary)), fd_(fd) {
+  // Its length is known now: the payload's count and the seal have fixed widths.
+  header_size_ = checkpoint_header(header_).size();
+  sealer_ = std::make_unique<Sealer>(folder_.key_, fd_, static_cast<off_t>(header_size_));
+}
+
+CheckpointFolder::Writer::~Writer() {
+  sealer_.reset();  // its threads read the file: gone before it closes
+  if (finished_) return;
+  if (fd_ >= 0) close(fd_);
+  unlinkat(folder_.fd_, temporary_.c_str(), 0);
+}
+
+void CheckpointFolder::Writer::seal_whole_chunks() {
+  for (uint64_t next = sealed_chunks_; (next + 1) * kSealChunk <= bytes_; next = ++sealed_chunks_)
+    sealer_->add(next, kSealChunk);
+}
+
+void CheckpointFolder::Writer::fail(const std::string& why) {
+  sealer_.reset();
+  if (fd_ >= 0) close(fd_);
+  fd_ = -1;
+  unlinkat(folder_.fd_, temporary_.c_str(), 0);
+  finished_ = true;
+  throw Error("nano: cannot write checkpoint " + folder_.dir_ + "/" + checkpoint_file_name(header_.step) + ": " + why);
+}
+
+void CheckpointFolder::Writer::append(const void* data, size_t n) {
+  if (finished_) throw Error("nano: a checkpoint's writer was used after it finished");
+  try {
+    write_all(fd_, static_cast<const char*>(data), n, static_cast<off_t>(header_size_ + bytes_));
+  } catch (const Error& e) {
+    fail(e.what());
+  }
+  bytes_ += n;
+  seal_whole_chunks();
+}
+
+std::string CheckpointFolder::Writer::finish() {
+  if (finished_) throw Error("nano: a checkpoint's writer was used after it finished");
+  CheckpointFolder& f = folder_;
+  header_.bytes = bytes_;
+  std::string name = checkpoint_file_name(header_.step), taken;
+  try {
+    // The disk starts on the rest of the payload while the last chunks are sealed.
+    sync_file_range(fd_, 0, 0, SYNC_FILE_RANGE_WRITE);
+    if (bytes_ > sealed_chunks_ * kSealChunk) sealer_->add(sealed_chunks_, bytes_ - sealed_chunks_ * kSealChunk);
+    header_.seal = checkpoint_seal_of(f.key_, checkpoint_sealed_lines(header_), sealer_->finish());
+    const std::string header = checkpoint_header(header_);
+    if (header.size() != header_size_) throw Error("its header changed length");
+    write_all(fd_, header.data(), header.size(), 0);
+    if (fsync(fd_) != 0) throw Error(errno_text());
+  } catch (const Error& e) {
+    fail(e.what());
+  }
+  const int closed = close(fd_);
+  fd_ = -1;
+  if (closed != 0) fail(errno_text());
+  try {
+    for (int tries = 0; !move_if_free(f.fd_, temporary_, name); ++tries) {
       if (tries == 3) throw Error("its name and three others beside it are taken");
       if (taken.empty()) taken = name;
-      name = checkpoint_file_name(step, hex_of(make_challenge()).substr(0, 8));
+      name = checkpoint_file_name(header_.step, hex_of(make_challenge()).substr(0, 8));
     }
-  } catch (const std::exception& e) {
-    close(fd);  // a second close of a closed descriptor only fails
-    unlinkat(fd_, tmp.c_str(), 0);
-    throw Error("nano: cannot write checkpoint " + dir_ + "/" + name + ": " + e.what());
+  } catch (const Error& e) {
+    fail(e.what());
   }
-  fsync(fd_);
+  finished_ = true;
+  fsync(f.fd_);
   // Known whole without reading it again.
   CheckpointEntry entry;
   entry.name = name;
-  entry.step = step;
-  entry.world = world;
-  entry.seal = h.seal;
+  entry.step = header_.step;
+  entry.world = header_.world;
+  entry.seal = header_.seal;
   struct stat st {};
-  if (fstatat(fd_, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
+  if (fstatat(f.fd_, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
     entry.modified_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec;
-    known_[name] = {Identity{st.st_dev, st.st_ino, st.st_size,
-                             static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000LL + st.st_ctim.tv_nsec},
-                    entry};
+    f.known_[name] = {Identity{st.st_dev, st.st_ino, st.st_size,
+                               static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000LL + st.st_ctim.tv_nsec},
+                      entry};
   }
   if (!taken.empty()) {
     CheckpointEntry there;
     there.name = taken;
-    there.step = step;
-    const std::string why = verdict(taken, there);
-    std::cerr << "nano: " << dir_ << "/" << taken << " was there already ("
+    there.step = header_.step;
+    const std::string why = f.verdict(taken, there);
+    std::cerr << "nano: " << f.dir_ << "/" << taken << " was there already ("
               << (why.empty() ? "a checkpoint of this step" : why) << "): this checkpoint is written beside it, as "
               << name << std::endl;
-    told_.insert(taken);
+    f.told_.insert(taken);
   }
   return name;
+}
+
+std::string CheckpointFolder::write(int64_t step, int world, const std::string& torch, const void* payload,
+                                    size_t bytes) {
+  const std::unique_ptr<Writer> w = start(step, world, torch);
+  w->append(payload, bytes);
+  return w->finish();
 }
 
 std::vector<std::string> CheckpointFolder::prune(int keep, const std::function<void()>& before) {
@@ -457,8 +569,7 @@ std::unique_ptr<CheckpointReader> CheckpointFolder::open(const std::string& name
   return std::make_unique<CheckpointReader>(fd, dir_ + "/" + name);
 }
 
-void CheckpointFolder::read_verified(const std::string& name, const std::string& seal,
-                                     const std::function<char*(size_t)>& allocate) {
+std::unique_ptr<CheckpointReader> CheckpointFolder::open_verified(const std::string& name, const std::string& seal) {
   std::unique_ptr<CheckpointReader> reader;
   try {
     reader = open(name);
@@ -472,8 +583,9 @@ void CheckpointFolder::read_verified(const std::string& name, const std::string&
                 " is not the one rank 0 chose (its seal differs): every rank must see the same checkpoint folder");
   if (h.format != 2 || h.api != api_ || checkpoint_step_of(name) != h.step)
     throw Error("nano: checkpoint " + path + " is not a sealed checkpoint of this API and step");
-  const std::string why = reader->why_not_sealed(key_, allocate(static_cast<size_t>(h.bytes)));
+  const std::string why = reader->why_not_sealed(key_);
   if (!why.empty()) throw Error("nano: checkpoint " + path + ": " + why);
+  return reader;
 }
 
 }  // namespace nano

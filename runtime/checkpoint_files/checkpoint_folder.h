@@ -8,15 +8,20 @@
 // loaded, never counted toward `keep`, never deleted, and never the reason another file goes; each
 // is named once, in one line. The key, `.nano-key` (32 random bytes as hex, 0600), is made by the
 // first writer of a folder that holds no sealed checkpoint, and must be this user's private file.
-// A new checkpoint is written to a temporary (O_EXCL|O_NOFOLLOW, 0600), sealed while it is written,
-// fsynced, and moved to its name only if that name is free (renameat2 RENAME_NOREPLACE): a name
-// taken by anything gets the checkpoint beside it under ckpt-<step>.<tag>.nano, never replaced nor
-// discarded. The folder itself must be this user's and writable by no one else, unless the
+// A new checkpoint is written to a temporary (O_EXCL|O_NOFOLLOW, 0600) as its bytes come (the
+// Python API's torch.save writes straight into it), sealed from the page cache on every core while
+// the disk writes it back, fsynced, and moved to its name only if that name is free (renameat2
+// RENAME_NOREPLACE): a name taken by anything gets the checkpoint beside it under
+// ckpt-<step>.<tag>.nano, never replaced nor discarded. The folder itself must be this user's and writable by no one else, unless the
 // caller says it is shared on purpose.
 #include <sys/types.h>
 
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
+#include <mutex>
+#include <thread>
 #include <map>
 #include <memory>
 #include <set>
@@ -84,9 +89,37 @@ class CheckpointFolder {
   /// scan(), tell(), choose_checkpoint(), and its note said: what rank 0 resumes from.
   CheckpointChoice choose();
 
-  /// Writes a sealed checkpoint of `step` by `world` ranks (`torch`: the writer's torch version)
-  /// with `payload`, durably (the file and the folder fsynced). Returns its file name. Throws
-  /// Error naming the file when it cannot be written; no temporary is left then.
+  /// One checkpoint being written: append() its payload in pieces, then finish(). Throws Error
+  /// naming the file when it cannot be written; a writer that did not finish leaves no temporary.
+  class Writer {
+   public:
+    ~Writer();
+    Writer(const Writer&) = delete;
+    Writer& operator=(const Writer&) = delete;
+    void append(const void* data, size_t n);
+    /// Seals the payload, writes the header, fsyncs, moves the file to its name (or beside a
+    /// taken one) and fsyncs the folder: its file name.
+    std::string finish();
+
+   private:
+    friend class CheckpointFolder;
+    Writer(CheckpointFolder& folder, CheckpointHeader header, std::string temporary, int fd);
+    [[noreturn]] void fail(const std::string& why);
+    void seal_whole_chunks();
+    struct Sealer;  // the chunks' MACs, computed in the background as the chunks are written
+    CheckpointFolder& folder_;
+    CheckpointHeader header_;
+    std::string temporary_;
+    int fd_;
+    size_t header_size_;
+    uint64_t bytes_ = 0;
+    uint64_t sealed_chunks_ = 0;  // chunks handed to the sealer
+    bool finished_ = false;
+    std::unique_ptr<Sealer> sealer_;
+  };
+  /// Starts a sealed checkpoint of `step` by `world` ranks (`torch`: the writer's torch version).
+  std::unique_ptr<Writer> start(int64_t step, int world, const std::string& torch);
+  /// start(), append(payload), finish(): the checkpoint's file name.
   std::string write(int64_t step, int world, const std::string& torch, const void* payload, size_t bytes);
   /// Deletes the checkpoints of this API beyond the `keep` newest that verify, only those that
   /// verify, each only while it is still the file that verified; `before` runs before anything is
@@ -98,10 +131,10 @@ class CheckpointFolder {
   /// Opens checkpoint `name` for reading (never through a link); throws Error naming it when it is
   /// no whole checkpoint file.
   std::unique_ptr<CheckpointReader> open(const std::string& name) const;
-  /// The payload of checkpoint `name`, read once and verified on the way: Error naming it when
-  /// its seal does not hold or it is not the one whose seal is `seal` (when given).
-  /// `allocate(bytes)` gives the memory it is read into.
-  void read_verified(const std::string& name, const std::string& seal, const std::function<char*(size_t)>& allocate);
+  /// Checkpoint `name` opened and its seal verified (through the descriptor it is then read
+  /// through, so that what was checked is what is read): Error naming it when its seal does not
+  /// hold, or it is not the one whose seal is `seal` (when given).
+  std::unique_ptr<CheckpointReader> open_verified(const std::string& name, const std::string& seal);
 
   /// Why checkpoint `name` does not count ("" when it does), as scan() says.
   std::string why_not(const std::string& name);

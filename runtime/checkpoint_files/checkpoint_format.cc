@@ -3,11 +3,14 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <iomanip>
 #include <sstream>
+#include <thread>
 
 #include <nano/error.h>
 #include "core/job_secret.h"  // hex_of
@@ -33,7 +36,7 @@ std::string checkpoint_key_id(const std::string& key) {
 std::string checkpoint_sealed_lines(const CheckpointHeader& h) {
   std::ostringstream out;
   out << kMagic << 2 << "\nstep " << h.step << "\nworld " << h.world << "\napi " << h.api << "\ntorch " << h.torch
-      << "\nbytes " << h.bytes << "\nkey " << h.key << "\n";
+      << "\nbytes " << std::setw(20) << std::setfill('0') << h.bytes << "\nkey " << h.key << "\n";
   return out.str();
 }
 
@@ -42,13 +45,55 @@ std::string checkpoint_header(const CheckpointHeader& h) {
   return checkpoint_sealed_lines(h) + kSealKey + " " + seal + "\n\n";
 }
 
-CheckpointSeal::CheckpointSeal(const std::string& key, const std::string& lines) : mac_(key) {
-  mac_.update("nano-checkpoint", sizeof "nano-checkpoint");  // with its NUL: a purpose of its own
-  mac_.update(lines);
+int seal_threads() {
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  const int n = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+  return std::clamp(n, 1, 16);
 }
 
-std::string CheckpointSeal::hex() {
-  const Digest d = mac_.digest();
+std::string checkpoint_seal(const std::string& key, const std::string& lines, uint64_t bytes,
+                            const PayloadSource& source, int threads) {
+  const uint64_t chunks = (bytes + kSealChunk - 1) / kSealChunk;
+  std::vector<Digest> macs(chunks);
+  std::vector<std::string> failed(chunks);
+  // Chunk i to worker i mod n: every worker has as many, and the result does not depend on n.
+  const auto work = [&](uint64_t first, uint64_t step) {
+    std::vector<char> scratch;
+    for (uint64_t i = first; i < chunks; i += step) {
+      const uint64_t at = i * kSealChunk;
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(kSealChunk, bytes - at));
+      const char* data = source(at, n, scratch);
+      if (!data) {
+        failed[i] = "chunk " + std::to_string(i) + " unreadable";
+        continue;
+      }
+      macs[i] = checkpoint_chunk_mac(key, i, data, n);
+    }
+  };
+  const uint64_t workers = std::min<uint64_t>(static_cast<uint64_t>(std::max(threads, 1)), std::max<uint64_t>(chunks, 1));
+  std::vector<std::thread> pool;
+  for (uint64_t w = 1; w < workers; ++w) pool.emplace_back(work, w, workers);
+  work(0, workers);
+  for (auto& t : pool) t.join();
+  for (const std::string& f : failed)
+    if (!f.empty()) throw Error("cannot read the payload to seal it: " + f);
+  return checkpoint_seal_of(key, lines, macs);
+}
+
+Digest checkpoint_chunk_mac(const std::string& key, uint64_t index, const char* data, std::size_t n) {
+  char le[8];
+  for (int b = 0; b < 8; ++b) le[b] = static_cast<char>((index >> (8 * b)) & 0xff);
+  Hmac mac(key);
+  // Each purpose with its NUL: a chunk's MAC is never a seal, nor the other way round.
+  return mac.update("nano-checkpoint-chunk", sizeof "nano-checkpoint-chunk").update(le, sizeof le).update(data, n).digest();
+}
+
+std::string checkpoint_seal_of(const std::string& key, const std::string& lines, const std::vector<Digest>& macs) {
+  Hmac seal(key);
+  seal.update("nano-checkpoint", sizeof "nano-checkpoint").update(lines);
+  for (const Digest& d : macs) seal.update(d.data(), d.size());
+  const Digest d = seal.digest();
   return hex_of(std::string(d.begin(), d.end()));
 }
 
@@ -182,19 +227,20 @@ size_t CheckpointReader::read(uint64_t at, void* buffer, size_t n) const {
   return done;
 }
 
-std::string CheckpointReader::why_not_sealed(const std::string& key, char* into) const {
+std::string CheckpointReader::why_not_sealed(const std::string& key) const {
   if (header_.format != 2) return "format " + std::to_string(header_.format) + ", unsealed: written by an earlier nano";
-  CheckpointSeal seal(key, checkpoint_sealed_lines(header_));
-  std::vector<char> chunk(into ? 0 : 1 << 20);
-  for (uint64_t at = 0; at < header_.bytes;) {
-    const size_t want = static_cast<size_t>(std::min<uint64_t>(1 << 20, header_.bytes - at));
-    char* where = into ? into + at : chunk.data();
-    const size_t n = read(at, where, want);
-    if (n == 0) return "unreadable: " + std::string(errno ? strerror(errno) : "shorter than its size");
-    seal.add(where, n);
-    at += n;
+  std::string seal;
+  try {
+    seal = checkpoint_seal(key, checkpoint_sealed_lines(header_), header_.bytes,
+                           [this](uint64_t at, size_t n, std::vector<char>& scratch) -> const char* {
+                             scratch.resize(n);
+                             return read(at, scratch.data(), n) == n ? scratch.data() : nullptr;
+                           },
+                           seal_threads());
+  } catch (const Error&) {
+    return "unreadable: shorter than its size";
   }
-  if (equal_in_constant_time(seal.hex(), header_.seal)) return "";
+  if (equal_in_constant_time(seal, header_.seal)) return "";
   return header_.key == checkpoint_key_id(key) ? "its seal does not verify (damaged or forged)"
                                                : "sealed by another key than the folder's (key " + header_.key + ")";
 }

@@ -7,22 +7,25 @@
 //   world 4
 //   api c++                 (or python: one API never loads the other's)
 //   torch 2.6.0
-//   bytes 123456
+//   bytes 00000000000000123456  (20 digits: the header's length is known before the payload)
 //   key 3f2a...             (the folder key's id: 16 hex digits)
 //   hmac-sha256 9c1e...     (64 hex digits)
 //   <blank line>
 //   <payload>
 //
 // The seal is HMAC-SHA256 (core/mac.h) under the folder's key over "nano-checkpoint\0", every
-// header line before the seal's, and the payload: the step, the world, the API and the folder
-// are bound with the bytes, so a file renamed to another step or copied from another folder does
-// not verify. Names are ckpt-<12-digit step>.nano, or ckpt-<step>.<8 hex>.nano when that name
+// header line before the seal's, and the MACs of the payload's chunks of kSealChunk bytes, each
+// HMAC-SHA256 under the same key over "nano-checkpoint-chunk\0", its index (8 bytes, little
+// endian) and its bytes: the chunks are sealed on every core at once, and the step, the world, the
+// API, the length and the folder are bound with the bytes, so a file renamed to another step or
+// copied from another folder does not verify. Names are ckpt-<12-digit step>.nano, or ckpt-<step>.<8 hex>.nano when that name
 // was taken (checkpoint_folder.h): both sort by step. Format 1 (an unkeyed FNV-1a checksum) is
 // recognised to be named and refused, never loaded. Reading is bounded: the header by
 // kMaxCheckpointHeader, the payload by the file's size. Torch-free (the fuzzer of tests/fuzz
 // builds it alone).
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -62,20 +65,28 @@ std::string checkpoint_sealed_lines(const CheckpointHeader& h);
 /// unknown: the seal's line has the same length either way) and the blank line.
 std::string checkpoint_header(const CheckpointHeader& h);
 
-/// The seal of a checkpoint whose header lines (checkpoint_sealed_lines) are `lines`: start it,
-/// add the payload in pieces, read it as hex.
-class CheckpointSeal {
- public:
-  CheckpointSeal(const std::string& key, const std::string& lines);
-  CheckpointSeal& add(const void* data, std::size_t n) {
-    mac_.update(data, n);
-    return *this;
-  }
-  std::string hex();
+/// The payload's chunks sealed one by one (the last may be shorter).
+inline constexpr std::size_t kSealChunk = std::size_t{64} << 20;
 
- private:
-  Hmac mac_;
-};
+/// Where a seal reads the payload: a pointer to its `n` bytes at payload offset `at` (copied into
+/// `scratch` when they must be read), or nullptr when they cannot be read.
+using PayloadSource = std::function<const char*(uint64_t at, std::size_t n, std::vector<char>& scratch)>;
+
+/// Pure: the MAC of chunk `index` of a payload, `n` bytes at `data`.
+Digest checkpoint_chunk_mac(const std::string& key, uint64_t index, const char* data, std::size_t n);
+
+/// Pure: the seal (64 hex digits) of a checkpoint whose header lines are `lines` and whose
+/// chunks' MACs are `macs`, in order.
+std::string checkpoint_seal_of(const std::string& key, const std::string& lines, const std::vector<Digest>& macs);
+
+/// The seal (64 hex digits) under `key` of a checkpoint whose header lines
+/// (checkpoint_sealed_lines) are `lines` and whose payload of `bytes` bytes `source` reads; the
+/// chunks are sealed by up to `threads` threads at once. Throws Error when a chunk cannot be read.
+std::string checkpoint_seal(const std::string& key, const std::string& lines, uint64_t bytes,
+                            const PayloadSource& source, int threads);
+
+/// The threads a seal uses here: one per core this process may run on, at most 16.
+int seal_threads();
 
 /// Pure: reads the header at the start of `text` into `h`; false when it has no whole nano header
 /// within kMaxCheckpointHeader bytes (format 1's is parsed too: h.format says which).
@@ -115,10 +126,10 @@ class CheckpointReader {
   const std::string& name() const { return name_; }
   /// Reads up to `n` payload bytes at payload offset `at` into `buffer`: the count read.
   size_t read(uint64_t at, void* buffer, size_t n) const;
-  /// Why the payload does not verify under `key` ("" when it does), read in pieces; with `into`
-  /// (header().bytes long) the payload is read into it on the way, so that what was checked is
-  /// what is used.
-  std::string why_not_sealed(const std::string& key, char* into = nullptr) const;
+  /// Why the payload does not verify under `key` ("" when it does), read in pieces.
+  std::string why_not_sealed(const std::string& key) const;
+  /// The open file (owned by this reader).
+  int fd() const { return fd_; }
 
  private:
   std::string name_;

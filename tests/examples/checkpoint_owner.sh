@@ -81,9 +81,9 @@ timeout 300 "$program" "${args[@]}" --max-steps-per-epoch 25 --checkpoint-keep 1
 rc=$?
 cat "$work/d.out"
 [ $rc -eq 0 ] || fail "job D exited with $rc"
-grep -qF "nano: no usable checkpoint in $dir ($n damaged, skipped): training starts from step 0" "$work/d.out" ||
+grep -qF "nano: no usable checkpoint in $dir ($n not whole or not ours, skipped): training starts from step 0" "$work/d.out" ||
   fail "job D did not say that it starts from step 0"
-grep -qE "^(\[rank 0\] )?nano: $n damaged checkpoint files in $dir, left in place and never counted as kept: ckpt-000000090001.nano \(not a nano checkpoint\), ckpt-000000090000.nano \(not a nano checkpoint\), " \
+grep -qE "^(\[rank 0\] )?nano: $n entries of checkpoint folder $dir never loaded, counted as kept or deleted: ckpt-000000090001.nano \(not a nano checkpoint\), ckpt-000000090000.nano \(not a nano checkpoint\), " \
   "$work/d.out" || fail "job D did not name the damaged checkpoints in one line"
 [ -e "$dir/ckpt-000000000020.nano" ] && [ ! -e "$dir/ckpt-000000000010.nano" ] ||
   fail "job D did not keep its newest checkpoint alone: $(cd "$dir" && echo ckpt-*)"

@@ -1,9 +1,9 @@
-// A checkpoint file's header and size checks (runtime/training/checkpoint_format.h) on any bytes: the pure
-// parser, and the file readers that decide whether a file verifies and what may be read of it
-// (verify_checkpoint, CheckpointReader), over a file holding the input. What parses is checked as
-// pruning and restore use it: the payload starts inside the header's bound, a header written by
-// checkpoint_header parses back the same, a file that verifies is exactly its header and payload
-// with the checksum it states, and a reader never reads past the payload.
+// A checkpoint file's header, size and seal checks (runtime/checkpoint_files/checkpoint_format.h) on
+// any bytes: the pure parser, and the folder's verdict on a file holding the input
+// (CheckpointFolder::why_not, as restore() and pruning ask it) and its reader. What parses is
+// checked as they use it: the payload starts inside the header's bound, a header written for what
+// this one says parses back the same, and a file that verifies is exactly its header and payload,
+// sealed under the folder's key; a reader never reads past the payload.
 //
 // Input: the bytes of one checkpoint file.
 #include <fcntl.h>
@@ -11,39 +11,50 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <memory>
 #include <string>
 
 #include <nano/error.h>
-#include "runtime/training/checkpoint_format.h"
+#include "core/job_secret.h"
+#include "runtime/checkpoint_files/checkpoint_folder.h"
 #include "tests/fuzz/fuzz_target.h"
 
 using namespace nano;
 
 namespace {
 
-// The file the readers look at: one per fuzzing process, rewritten per input, in a folder of its
-// own in /dev/shm (no disk). mkdtemp makes the folder 0700 under an unpredictable name, so no
-// other user can plant or swap the file; both are removed when the process exits.
-std::string folder, path;  // set once, by file()
+// The folder the input is written into: one per fuzzing process, in /dev/shm (no disk), made
+// 0700 under an unpredictable name with its key; removed when the process exits.
+std::string dir;  // set once, by folder()
+std::string written;  // the last input's file name
 
-void remove_file() {
-  unlink(path.c_str());
-  rmdir(folder.c_str());
-}
+void remove_folder() { std::system(("rm -rf " + dir).c_str()); }
 
-const std::string& file() {
-  if (path.empty()) {
+CheckpointFolder& folder() {
+  static std::unique_ptr<CheckpointFolder> f;
+  if (!f) {
     char made[] = "/dev/shm/nano-fuzz-checkpoint-XXXXXX";
     NANO_FUZZ_CHECK(mkdtemp(made) != nullptr);
-    folder = made;
-    path = folder + "/checkpoint";
-    std::atexit(remove_file);
+    dir = made;
+    std::atexit(remove_folder);
+    f = std::make_unique<CheckpointFolder>(dir, kCppCheckpoints, CheckpointFolder::Role::kWriter, false);
   }
-  return path;
+  return *f;
 }
 
-void write_file(const uint8_t* data, size_t size) {
-  const int fd = open(file().c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+std::string folder_key() {
+  std::ifstream in(dir + "/.nano-key");
+  std::string hex;
+  in >> hex;
+  return bytes_of_hex(hex).value_or("");
+}
+
+// The input as the checkpoint file of `step` (a new file each time: a verdict is never the last one's).
+void write_file(const std::string& name, const uint8_t* data, size_t size) {
+  if (!written.empty()) unlinkat(AT_FDCWD, (dir + "/" + written).c_str(), 0);
+  written = name;
+  const int fd = open((dir + "/" + name).c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   NANO_FUZZ_CHECK(fd >= 0);
   for (size_t done = 0; done < size;) {
     const ssize_t n = write(fd, data + done, size - done);
@@ -56,50 +67,65 @@ void write_file(const uint8_t* data, size_t size) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  CheckpointFolder& f = folder();
   const std::string text(reinterpret_cast<const char*>(data), size);
   CheckpointHeader h;
   const bool parsed = parse_checkpoint_header(text, h);
   if (parsed) {
-    NANO_FUZZ_CHECK(h.step >= 0 && h.world > 0);
+    NANO_FUZZ_CHECK(h.step >= 0 && h.world > 0 && (h.format == 1 || h.format == 2));
     NANO_FUZZ_CHECK(h.payload_at >= 4 && h.payload_at <= kMaxCheckpointHeader && h.payload_at <= size);
-    // A header written for what this one says parses back to the same.
-    const std::string payload(static_cast<size_t>(std::min<uint64_t>(h.bytes, 64)), 'p');
-    CheckpointHeader again;
-    NANO_FUZZ_CHECK(parse_checkpoint_header(
-        checkpoint_header(h.step, h.world, h.torch.empty() ? "x" : h.torch, payload) + payload, again));
-    NANO_FUZZ_CHECK(again.step == h.step && again.world == h.world && again.bytes == payload.size());
+    if (h.format == 2) {
+      // A header written for what this one says parses back to the same.
+      CheckpointHeader again;
+      NANO_FUZZ_CHECK(parse_checkpoint_header(checkpoint_header(h), again));
+      NANO_FUZZ_CHECK(again.step == h.step && again.world == h.world && again.bytes == h.bytes &&
+                      again.seal == h.seal && again.key == h.key);
+    }
   }
-  write_file(data, size);
-  const std::string why = verify_checkpoint(file());
+  // Named after the step its header says (a name restore() would look at), else another step's.
+  const int64_t step = parsed && h.step < 1000000000000LL ? h.step : 7;
+  write_file(checkpoint_file_name(step), data, size);
+  const std::string why = f.why_not(checkpoint_file_name(step));
   if (why.empty()) {
-    // Verified: the header parses, the payload is exactly the rest, and its checksum holds.
-    NANO_FUZZ_CHECK(parsed);
-    NANO_FUZZ_CHECK(size - h.payload_at == h.bytes);
-    NANO_FUZZ_CHECK(checkpoint_checksum(text.data() + h.payload_at, h.bytes) == h.sum);
+    // Verified: format 2, the payload exactly the rest, sealed under the folder's key.
+    NANO_FUZZ_CHECK(parsed && h.format == 2 && size - h.payload_at == h.bytes);
+    const std::string seal = checkpoint_seal(
+        folder_key(), checkpoint_sealed_lines(h), h.bytes,
+        [&](uint64_t at, size_t n, std::vector<char>&) { return text.data() + h.payload_at + at; }, 1);
+    NANO_FUZZ_CHECK(seal == h.seal);
   }
   try {
-    CheckpointReader reader(file());
-    NANO_FUZZ_CHECK(parsed && size - h.payload_at == reader.header().bytes);
+    const auto reader = f.open(checkpoint_file_name(step));
+    NANO_FUZZ_CHECK(parsed && size - h.payload_at == reader->header().bytes);
     char buffer[64];
-    const size_t n = reader.read(reader.header().bytes / 2, buffer, sizeof buffer);
-    NANO_FUZZ_CHECK(n <= sizeof buffer && n <= reader.header().bytes - reader.header().bytes / 2);
-    if (n > 0) NANO_FUZZ_CHECK(std::memcmp(buffer, text.data() + h.payload_at + reader.header().bytes / 2, n) == 0);
-    NANO_FUZZ_CHECK(reader.read(reader.header().bytes, buffer, sizeof buffer) == 0);
+    const uint64_t bytes = reader->header().bytes;
+    const size_t n = reader->read(bytes / 2, buffer, sizeof buffer);
+    NANO_FUZZ_CHECK(n <= sizeof buffer && n <= bytes - bytes / 2);
+    if (n > 0) NANO_FUZZ_CHECK(std::memcmp(buffer, text.data() + h.payload_at + bytes / 2, n) == 0);
+    NANO_FUZZ_CHECK(reader->read(bytes, buffer, sizeof buffer) == 0);
   } catch (const Error& e) {
     NANO_FUZZ_CHECK(std::string(e.what()).rfind("cannot read checkpoint ", 0) == 0);
   }
   return 0;
 }
 
+// Seeds: whole sealed files of this folder (written by it, so they verify), and broken ones.
 std::vector<std::string> nano_fuzz_seeds() {
+  CheckpointFolder& f = folder();
   const std::string payload = "PK\x03\x04 a torch archive would be here";
-  std::vector<std::string> seeds = {
-      checkpoint_header(500, 4, "1.13.0", payload) + payload,
-      checkpoint_header(0, 1, "2.6.0", ""),
-      checkpoint_header(90001, 2, "2.6.0", payload).substr(0, 30),        // a header cut short
-      checkpoint_header(7, 2, "1.13.0", payload) + payload.substr(0, 5),  // a payload cut short
-      "nano-checkpoint 1\nstep 3\nworld 2\nbytes 4\nfnv1a64 0\n\nabcd",   // a wrong checksum
-      std::string(200, '\0'),
-  };
+  std::vector<std::string> seeds;
+  for (const auto& [step, bytes] : {std::make_pair(int64_t{500}, payload), std::make_pair(int64_t{0}, std::string())}) {
+    const std::string name = f.write(step, 4, "2.6.0", bytes.data(), bytes.size());
+    std::ifstream in(dir + "/" + name, std::ios::binary);
+    seeds.emplace_back(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  const std::string whole = seeds[0];
+  seeds.push_back(whole.substr(0, 30));                 // a header cut short
+  seeds.push_back(whole.substr(0, whole.size() - 5));   // a payload cut short
+  std::string flipped = whole;
+  flipped.back() ^= 1;
+  seeds.push_back(flipped);                             // a wrong seal
+  seeds.push_back("nano-checkpoint 1\nstep 3\nworld 2\nbytes 4\nfnv1a64 0\n\nabcd");  // format 1
+  seeds.push_back(std::string(200, '\0'));
   return seeds;
 }

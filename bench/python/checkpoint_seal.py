@@ -1,0 +1,91 @@
+"""What sealing costs a checkpoint: a state of GB GiB of float32 tensors written, sealed and fsynced
+through nano's checkpoint engine as the Python API does it (torch.save straight into the engine's
+temporary file, then its seal: HMAC-SHA256 under the folder's key of 64 MiB chunks on every core,
+read back from the page cache while the disk writes the file; fsync, rename, fsync of the folder),
+and verified and loaded back (the seal checked through the descriptor torch.load then reads),
+beside torch.save to a file with its fsync and torch.load of the same tensors alone.
+Interleaved, RUNS times each; prints the median and range of each and their ratios, and the speed
+of the MAC itself (OpenSSL's HMAC-SHA256, which Python's hmac module and the engine both call).
+Usage: checkpoint_seal.py PACKAGE_DIR WORK_DIR [RUNS] [GB]"""
+import hashlib
+import hmac
+import os
+import statistics
+import sys
+import time
+
+
+def main():
+    if len(sys.argv) < 3:
+        print(__doc__.splitlines()[-1], file=sys.stderr)
+        sys.exit(2)
+    sys.path.insert(0, sys.argv[1])
+    import torch
+    from nano_torch import _C
+    work, runs = sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 3
+    gib = float(sys.argv[4]) if len(sys.argv) > 4 else 1.0
+    torch.manual_seed(0)
+    per = 16 << 20  # 16 MiB tensors
+    count = max(1, int(gib * (1 << 30)) // per)
+    state = {f"w{i}": torch.randn(per // 4) for i in range(count)}
+    size = count * per
+    folder = _C.CheckpointFolder(os.path.join(work, "nano"), True, False)
+    plain = os.path.join(work, "plain.pt")
+    times = {"torch.save+fsync": [], "nano write": [], "torch.load": [], "nano read+load": []}
+
+    def plain_write(step):
+        # A new file each time, the one before it removed once it is on disk: as the engine keeps one.
+        with open(f"{plain}.{step}", "wb") as f:
+            torch.save(state, f)
+            f.flush()
+            os.fsync(f.fileno())
+        if os.path.exists(f"{plain}.{step - 1}"):
+            os.unlink(f"{plain}.{step - 1}")
+
+    def nano_write(step):
+        writer = folder.start(step, 1, torch.__version__)
+        torch.save(state, writer)  # as the Python API saves: straight into the engine's file
+        name = writer.finish()
+        folder.prune(1, None)
+        return name
+
+    def nano_read(name):
+        from nano_torch._checkpoint import _Payload
+        with _Payload(*folder.open_verified(name, "")) as payload:
+            return torch.load(payload)
+
+    name = None
+    for run in range(runs):
+        for what in ("torch.save+fsync", "nano write") if run % 2 == 0 else ("nano write", "torch.save+fsync"):
+            start = time.perf_counter()
+            if what == "nano write":
+                name = nano_write(run + 1)
+            else:
+                plain_write(run + 1)
+            times[what].append(time.perf_counter() - start)
+        for what in ("torch.load", "nano read+load") if run % 2 == 0 else ("nano read+load", "torch.load"):
+            start = time.perf_counter()
+            if what == "torch.load":
+                back = torch.load(f"{plain}.{run + 1}")
+            else:
+                back = nano_read(name)
+            times[what].append(time.perf_counter() - start)
+            assert torch.equal(back["w0"], state["w0"])
+            del back
+    key, data = os.urandom(32), os.urandom(min(size, 1 << 30))
+    start = time.perf_counter()
+    hmac.new(key, data, hashlib.sha256).digest()
+    mac_speed = len(data) / (time.perf_counter() - start) / 1e9
+    print(f"checkpoint sealing: {size / (1 << 30):.2f} GiB of float32 tensors, {runs} runs, medians (range) in s")
+    for what, values in times.items():
+        print(f"  {what:18s} {statistics.median(values):7.2f}  ({min(values):.2f}-{max(values):.2f})")
+    write = statistics.median(times["nano write"]) / statistics.median(times["torch.save+fsync"])
+    read = statistics.median(times["nano read+load"]) / statistics.median(times["torch.load"])
+    both = (statistics.median(times["nano write"]) + statistics.median(times["nano read+load"])) / (
+        statistics.median(times["torch.save+fsync"]) + statistics.median(times["torch.load"]))
+    print(f"  ratios: write {write:.3f}x, read {read:.3f}x, write+read {both:.3f}x (goal: at most 1.10x)")
+    print(f"  HMAC-SHA256 (OpenSSL's libcrypto) on one core: {mac_speed:.2f} GB/s")
+
+
+if __name__ == "__main__":
+    main()
