@@ -60,6 +60,31 @@ Digest sha256(const std::string& message) {
   return out;
 }
 
+Tag gmac_aes256(const std::string& key, const std::string& iv, const void* data, std::size_t n) {
+  if (key.size() != 32 || iv.size() != 12) fail("start a GMAC (a 32-byte key and a 12-byte iv)");
+  struct Context {
+    EVP_MAC* mac = EVP_MAC_fetch(nullptr, "GMAC", nullptr);
+    EVP_MAC_CTX* ctx = mac ? EVP_MAC_CTX_new(mac) : nullptr;
+    ~Context() {
+      EVP_MAC_CTX_free(ctx);
+      EVP_MAC_free(mac);
+    }
+  } c;
+  if (!c.ctx) fail("make a GMAC context");
+  char cipher[] = "AES-256-GCM";
+  std::string iv_copy = iv;
+  const OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string("cipher", cipher, 0),
+                               OSSL_PARAM_construct_octet_string("iv", iv_copy.data(), iv_copy.size()),
+                               OSSL_PARAM_construct_end()};
+  if (EVP_MAC_init(c.ctx, reinterpret_cast<const unsigned char*>(key.data()), key.size(), params) != 1)
+    fail("start a GMAC");
+  if (n > 0 && EVP_MAC_update(c.ctx, static_cast<const unsigned char*>(data), n) != 1) fail("update a GMAC");
+  Tag out{};
+  size_t len = 0;
+  if (EVP_MAC_final(c.ctx, out.data(), &len, out.size()) != 1 || len != out.size()) fail("finish a GMAC");
+  return out;
+}
+
 bool equal_in_constant_time(const std::string& a, const std::string& b) {
   return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }

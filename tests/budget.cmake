@@ -54,6 +54,7 @@ set(NANO_TESTS_MEDIUM
   multihost.link_cut
   multihost.python_api
   multihost.python_elastic
+  multihost.python_rejoin
   multihost.rank_killed
   multihost.slurm
   multihost.timeline

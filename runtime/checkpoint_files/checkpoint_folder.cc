@@ -346,6 +346,7 @@ std::unique_ptr<CheckpointFolder::Writer> CheckpointFolder::start(int64_t step, 
   h.api = api_;
   h.torch = torch;
   h.key = checkpoint_key_id(key_);
+  h.nonce = hex_of(make_challenge()).substr(0, 16);
   const std::string tmp = kTemporaryPrefix + hex_of(make_challenge());
   const int fd = open_at(fd_, tmp, O_RDWR | O_CREAT | O_EXCL, 0600);  // read back to be sealed
   if (fd < 0)
@@ -359,14 +360,14 @@ struct CheckpointFolder::Writer::Sealer {
   std::mutex mutex;
   std::condition_variable more;
   std::deque<std::pair<uint64_t, size_t>> queue;  // (chunk, its bytes)
-  std::map<uint64_t, Digest> macs;
+  std::map<uint64_t, Tag> macs;
   std::string failed;
   bool closed = false;
   std::vector<std::thread> threads;
 
-  Sealer(const std::string& key, int fd, off_t payload_at) {
+  Sealer(const std::string& key, const CheckpointHeader& h, int fd, off_t payload_at) {
     for (int t = 0; t < seal_threads(); ++t)
-      threads.emplace_back([this, &key, fd, payload_at] {
+      threads.emplace_back([this, &key, h, fd, payload_at] {
         std::vector<char> scratch;
         for (;;) {
           std::pair<uint64_t, size_t> job;
@@ -387,7 +388,7 @@ struct CheckpointFolder::Writer::Sealer {
             done += static_cast<size_t>(got);
           }
           const bool whole = done == job.second;
-          const Digest mac = whole ? checkpoint_chunk_mac(key, job.first, scratch.data(), job.second) : Digest{};
+          const Tag mac = whole ? checkpoint_chunk_tag(key, h, job.first, scratch.data(), job.second) : Tag{};
           std::lock_guard<std::mutex> lock(mutex);
           if (whole)
             macs[job.first] = mac;
@@ -402,7 +403,7 @@ struct CheckpointFolder::Writer::Sealer {
     more.notify_one();
   }
   /// Waits for every chunk; their MACs in order.
-  std::vector<Digest> finish() {
+  std::vector<Tag> finish() {
     {
       std::lock_guard<std::mutex> lock(mutex);
       closed = true;
@@ -411,7 +412,7 @@ struct CheckpointFolder::Writer::Sealer {
     for (auto& t : threads) t.join();
     threads.clear();
     if (!failed.empty()) throw Error(failed);
-    std::vector<Digest> out;
+    std::vector<Tag> out;
     for (const auto& [chunk, mac] : macs) out.push_back(mac);
     return out;
   }
@@ -432,7 +433,7 @@ CheckpointFolder::Writer::Writer(CheckpointFolder& folder, CheckpointHeader head
     : folder_(folder), header_(std::move(header)), temporary_(std::move(temporary)), fd_(fd) {
   // Its length is known now: the payload's count and the seal have fixed widths.
   header_size_ = checkpoint_header(header_).size();
-  sealer_ = std::make_unique<Sealer>(folder_.key_, fd_, static_cast<off_t>(header_size_));
+  sealer_ = std::make_unique<Sealer>(folder_.key_, header_, fd_, static_cast<off_t>(header_size_));
 }
 
 CheckpointFolder::Writer::~Writer() {
@@ -476,7 +477,7 @@ std::string CheckpointFolder::Writer::finish() {
     // The disk starts on the rest of the payload while the last chunks are sealed.
     sync_file_range(fd_, 0, 0, SYNC_FILE_RANGE_WRITE);
     if (bytes_ > sealed_chunks_ * kSealChunk) sealer_->add(sealed_chunks_, bytes_ - sealed_chunks_ * kSealChunk);
-    header_.seal = checkpoint_seal_of(f.key_, checkpoint_sealed_lines(header_), sealer_->finish());
+    header_.seal = checkpoint_seal_of(f.key_, header_, sealer_->finish());
     const std::string header = checkpoint_header(header_);
     if (header.size() != header_size_) throw Error("its header changed length");
     write_all(fd_, header.data(), header.size(), 0);

@@ -36,7 +36,8 @@ std::string checkpoint_key_id(const std::string& key) {
 std::string checkpoint_sealed_lines(const CheckpointHeader& h) {
   std::ostringstream out;
   out << kMagic << 2 << "\nstep " << h.step << "\nworld " << h.world << "\napi " << h.api << "\ntorch " << h.torch
-      << "\nbytes " << std::setw(20) << std::setfill('0') << h.bytes << "\nkey " << h.key << "\n";
+      << "\nbytes " << std::setw(20) << std::setfill('0') << h.bytes << "\nkey " << h.key << "\nnonce " << h.nonce
+      << "\n";
   return out.str();
 }
 
@@ -52,10 +53,11 @@ int seal_threads() {
   return std::clamp(n, 1, 16);
 }
 
-std::string checkpoint_seal(const std::string& key, const std::string& lines, uint64_t bytes,
-                            const PayloadSource& source, int threads) {
+std::string checkpoint_seal(const std::string& key, const CheckpointHeader& h, const PayloadSource& source,
+                            int threads) {
+  const uint64_t bytes = h.bytes;
   const uint64_t chunks = (bytes + kSealChunk - 1) / kSealChunk;
-  std::vector<Digest> macs(chunks);
+  std::vector<Tag> macs(chunks);
   std::vector<std::string> failed(chunks);
   // Chunk i to worker i mod n: every worker has as many, and the result does not depend on n.
   const auto work = [&](uint64_t first, uint64_t step) {
@@ -68,7 +70,7 @@ std::string checkpoint_seal(const std::string& key, const std::string& lines, ui
         failed[i] = "chunk " + std::to_string(i) + " unreadable";
         continue;
       }
-      macs[i] = checkpoint_chunk_mac(key, i, data, n);
+      macs[i] = checkpoint_chunk_tag(key, h, i, data, n);
     }
   };
   const uint64_t workers = std::min<uint64_t>(static_cast<uint64_t>(std::max(threads, 1)), std::max<uint64_t>(chunks, 1));
@@ -78,21 +80,24 @@ std::string checkpoint_seal(const std::string& key, const std::string& lines, ui
   for (auto& t : pool) t.join();
   for (const std::string& f : failed)
     if (!f.empty()) throw Error("cannot read the payload to seal it: " + f);
-  return checkpoint_seal_of(key, lines, macs);
+  return checkpoint_seal_of(key, h, macs);
 }
 
-Digest checkpoint_chunk_mac(const std::string& key, uint64_t index, const char* data, std::size_t n) {
-  char le[8];
-  for (int b = 0; b < 8; ++b) le[b] = static_cast<char>((index >> (8 * b)) & 0xff);
-  Hmac mac(key);
-  // Each purpose with its NUL: a chunk's MAC is never a seal, nor the other way round.
-  return mac.update("nano-checkpoint-chunk", sizeof "nano-checkpoint-chunk").update(le, sizeof le).update(data, n).digest();
+Tag checkpoint_chunk_tag(const std::string& key, const CheckpointHeader& h, uint64_t index, const char* data,
+                         std::size_t n) {
+  // A key of the chunks' own (with its NUL, a purpose apart from every other HMAC of the key), and
+  // an IV never used twice: the checkpoint's random nonce and the chunk's index.
+  const Digest k = hmac_sha256(key, std::string("nano-checkpoint-chunk-key", sizeof "nano-checkpoint-chunk-key"));
+  std::string iv = bytes_of_hex(h.nonce).value_or("");
+  iv.resize(8, '\0');
+  for (int b = 3; b >= 0; --b) iv += static_cast<char>((index >> (8 * b)) & 0xff);
+  return gmac_aes256(std::string(k.begin(), k.end()), iv, data, n);
 }
 
-std::string checkpoint_seal_of(const std::string& key, const std::string& lines, const std::vector<Digest>& macs) {
+std::string checkpoint_seal_of(const std::string& key, const CheckpointHeader& h, const std::vector<Tag>& tags) {
   Hmac seal(key);
-  seal.update("nano-checkpoint", sizeof "nano-checkpoint").update(lines);
-  for (const Digest& d : macs) seal.update(d.data(), d.size());
+  seal.update("nano-checkpoint", sizeof "nano-checkpoint").update(checkpoint_sealed_lines(h));
+  for (const Tag& t : tags) seal.update(t.data(), t.size());
   const Digest d = seal.digest();
   return hex_of(std::string(d.begin(), d.end()));
 }
@@ -127,13 +132,16 @@ bool parse_checkpoint_header(const std::string& text, CheckpointHeader& h) {
       kv >> h.bytes;
     else if (key == "key")
       kv >> h.key;
+    else if (key == "nonce")
+      kv >> h.nonce;
     else if (key == kSealKey)
       kv >> h.seal;
   }
   h.payload_at = end + 2;
   if (h.step < 0 || h.world <= 0) return false;
   // Format 1 is recognised to be named, never loaded: its fields beyond these do not matter.
-  return h.format == 1 || (h.seal.size() == kSealHex && all_hex(h.seal) && !h.api.empty());
+  return h.format == 1 || (h.seal.size() == kSealHex && all_hex(h.seal) && !h.api.empty() && h.nonce.size() == 16 &&
+                           all_hex(h.nonce));
 }
 
 std::string checkpoint_file_name(int64_t step) {
@@ -231,7 +239,7 @@ std::string CheckpointReader::why_not_sealed(const std::string& key) const {
   if (header_.format != 2) return "format " + std::to_string(header_.format) + ", unsealed: written by an earlier nano";
   std::string seal;
   try {
-    seal = checkpoint_seal(key, checkpoint_sealed_lines(header_), header_.bytes,
+    seal = checkpoint_seal(key, header_,
                            [this](uint64_t at, size_t n, std::vector<char>& scratch) -> const char* {
                              scratch.resize(n);
                              return read(at, scratch.data(), n) == n ? scratch.data() : nullptr;

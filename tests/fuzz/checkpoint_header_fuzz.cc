@@ -90,7 +90,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // Verified: format 2, the payload exactly the rest, sealed under the folder's key.
     NANO_FUZZ_CHECK(parsed && h.format == 2 && size - h.payload_at == h.bytes);
     const std::string seal = checkpoint_seal(
-        folder_key(), checkpoint_sealed_lines(h), h.bytes,
+        folder_key(), h,
         [&](uint64_t at, size_t n, std::vector<char>&) { return text.data() + h.payload_at + at; }, 1);
     NANO_FUZZ_CHECK(seal == h.seal);
   }

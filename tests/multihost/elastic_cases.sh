@@ -10,8 +10,11 @@
 #   elastic_too_few   2 hosts, --min-hosts 2: hostB dies; nano-run ends, naming it, with 255
 #   elastic_slow      hostC stopped (SIGSTOP) for less than the heartbeat timeout: never dropped
 #   python_elastic    the Python API: @nano(num_processes=4, hosts="hostA:2,hostB:2", min_hosts=1,
-#                     batch_policy="global") loses hostB and returns rank 0's trained model from
-#                     hostA's 2 ranks, each taking twice its batch
+#                     batch_policy="global", checkpoint_dir=...) loses hostB; hostA's 2 ranks resume
+#                     from the 4 ranks' newest checkpoint (not from the start), each taking twice its
+#                     batch, and the call returns rank 0's trained model
+#   python_rejoin     the same with rejoin=True: hostB comes back, the 2 ranks stop at their next
+#                     checkpoint once it is on disk, and the 4 ranks resume from that very step
 # Each prints when the host was lost, when the smaller world took its first step, and the steps lost.
 
 elastic_steps=100
@@ -178,23 +181,43 @@ PY
     echo "hostC stopped for 3 s (heartbeat timeout 5 s): one attempt, 3 hosts throughout"
     check_nothing_left
     ;;
-  python_elastic)
-    timeout 150 bash "$testbed" run "$state" hostA env PYTHONPATH="$build/lib/nano/python" \
-      /usr/bin/python3 "$here/python_elastic.py" > "$out" 2>&1 &
+  python_elastic | python_rejoin)
+    local mode=shrink resumed stopped
+    [ "$1" = python_rejoin ] && mode=rejoin
+    timeout 170 bash "$testbed" run "$state" hostA env PYTHONPATH="$build/lib/nano/python" \
+      /usr/bin/python3 "$here/python_elastic.py" "$mode" "$dir/run" > "$out" 2>&1 &
     job=$!
     started=$(date +%s.%N)
     wait_line "^training on 4 ranks" > /dev/null
-    sleep 1
+    # Past the first checkpoint (5 steps of 50 ms, and the ranks' start).
+    sleep 2
     kill_host hostB
+    if [ "$mode" = rejoin ]; then
+      wait_line "^training on 2 ranks" > /dev/null
+      revive_host hostB
+    fi
     end_training
     show_judgement
-    grep -E "^(training|returned)" "$out"
+    grep -E "^(training|returned)|nano_torch: (resumed|stopping)" "$out"
     [ $rc -eq 0 ] || fail "exit $rc: $(tail -5 "$out")"
-    expect_line "^nano-run: hostB lost \(.*\): the next attempt runs without it$"
+    # From the 4 ranks' checkpoint, not from the start.
+    expect_line "^nano_torch: resumed from $dir/run/ckpt-[0-9.a-f]*nano \(step [1-9][0-9]*, written by 4 ranks, this run has 2\)$"
     expect_line "^training on 2 ranks$"
-    # The global batch kept: 2 ranks x 8 samples, as the 4 ranks' 4 each; the rate's target 4 x 0.1.
-    expect_line "^returned 2 batch 8 lr 0.4 trained True$"
-    check_nothing_left hostB
+    if [ "$mode" = rejoin ]; then
+      expect_line "^nano-run: hostB answers again: it rejoins the world$"
+      stopped=$(grep -ao '^nano_torch: stopping at the checkpoint of step [0-9]*' "$out" | grep -o '[0-9]*$')
+      resumed=$(grep -ao 'resumed from .* (step [0-9]*, written by 2 ranks, this run has 4)' "$out" | grep -o 'step [0-9]*' | grep -o '[0-9]*')
+      # No step's work lost: the grown world resumes at the very step the smaller one stopped.
+      [ -n "$stopped" ] && [ "$stopped" = "$resumed" ] || fail "stopped at step '$stopped', resumed at '$resumed'"
+      echo "hostB back: the 2 ranks stopped at the checkpoint of step $stopped, the 4 ranks resumed from it"
+      # The global batch: 4 ranks x 4 samples again; the rate's target 4 x 0.1.
+      expect_line "^returned 4 batch 4 lr 0.4 trained True$"
+      check_nothing_left
+    else
+      # The global batch kept: 2 ranks x 8 samples, as the 4 ranks' 4 each; the rate's target 4 x 0.1.
+      expect_line "^returned 2 batch 8 lr 0.4 trained True$"
+      check_nothing_left hostB
+    fi
     ;;
   esac
   rm -rf "$dir"

@@ -10,7 +10,8 @@
 # every port of a running job), busy_port (MASTER_PORT taken where rank 0 listens), slurm (a real Slurm:
 # salloc, sbatch, srun), rank_killed, host_lost,
 # link_cut, launcher_killed (nano-run SIGKILLed), interrupt (Ctrl-C on the launching host),
-# elastic_shrink, elastic_rejoin, elastic_too_few, elastic_slow (--min-hosts: elastic_cases.sh). Every
+# elastic_shrink, elastic_rejoin, elastic_too_few, elastic_slow, python_elastic, python_rejoin
+# (--min-hosts, the Python API's checkpoints across worlds: elastic_cases.sh). Every
 # case checks that no process and no file of the job is left on any host.
 # Exits 0 on success, 1 with "FAIL: ..." lines, 77 when the test bed cannot be made here.
 set -u
@@ -514,7 +515,7 @@ link_cut)
   expect_line "^nano-run: root cause: host hostB lost \(ranks? [0-9, ]+ there; rank [23]: no word from its shim for [0-9]+ s: a cut link or a dead host\); nano-run exits with 255$"
   check_nothing_left
   ;;
-elastic_* | python_elastic)
+elastic_* | python_elastic | python_rejoin)
   elastic_case "$case_name"
   ;;
 launcher_killed)

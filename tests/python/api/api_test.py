@@ -274,7 +274,7 @@ def plant(folder, target):
     with open(os.path.join(folder, ckpt(90000)), "wb") as f:
         f.write(os.urandom(3000))
     with open(os.path.join(folder, ckpt(90001)), "w") as f:
-        f.write(f"nano-checkpoint 2\nstep 90001\nworld 2\napi python\ntorch 2.6.0\nbytes 4\nkey {key_id}\n"
+        f.write(f"nano-checkpoint 2\nstep 90001\nworld 2\napi python\ntorch 2.6.0\nbytes 4\nkey {key_id}\nnonce 0011223344556677\n"
                 "hmac-sha256 " + "a" * 64 + "\n\nevil")
     for step in (999999, 999998, 4):
         os.symlink(target, os.path.join(folder, ckpt(step)))

@@ -213,6 +213,7 @@ TEST_CASE("checkpoint files (attack): a forged file with a valid unkeyed checksu
   h.torch = "2.6.0";
   h.bytes = 4;
   h.key = "0123456789abcdef";
+  h.nonce = "0011223344556677";
   h.seal = std::string(64, 'a');
   std::ofstream(dir + "/" + name_of(h.step)) << nano::checkpoint_header(h) << "evil";
   write_steps(f, {300}, 1);
