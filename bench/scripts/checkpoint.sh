@@ -3,8 +3,13 @@
 # background write and a restore, for LeNet and ResNet-18 with Adam, and the step-time overhead
 # that gives at one checkpoint a minute and every 10 s; (2) the time from a rank's death to the
 # first step after resuming under nano-run --max-restarts (2 ranks, both backends), in parts:
-# teardown (death -> root cause), restart delay, start-up and restore (restart -> resumed).
-# Goals: overhead <= 2% at one checkpoint a minute; death to resumed <= 10 s.
+# teardown (death -> root cause), restart delay, start-up and restore (restart -> resumed); (3) what
+# the seal costs: a 1 GiB state written, sealed and fsynced through the checkpoint engine and
+# verified and loaded, beside torch.save+fsync and torch.load of the same tensors alone, REPEATS
+# runs interleaved, and the seal's own speed (bench/python/checkpoint_seal.py; NANO_SEAL_GB sets
+# the size).
+# Goals: overhead <= 2% at one checkpoint a minute; death to resumed <= 10 s; sealing adds at most
+# 10% to writing and loading.
 # Usage: scripts/bench.sh checkpoint [BUILD_DIR] [REPEATS]
 set -euo pipefail
 # shellcheck source=bench/scripts/common.sh
@@ -51,3 +56,7 @@ PY
   done
   sort -n -k4 "$work/$backend.txt" | awk -v b="$backend" -v n="$repeats" 'NR == int((n + 1) / 2) {printf "%-10s %12.2f %12.2f %16.2f %12.2f\n", b, $1, $2, $3, $4}'
 done
+echo
+mkdir -m 700 "$work/seal"
+/usr/bin/python3 "$(dirname "$0")/../python/checkpoint_seal.py" "$build/lib/nano/python" "$work/seal" \
+  "$((repeats > 3 ? repeats : 3))" "${NANO_SEAL_GB:-1}"

@@ -584,6 +584,14 @@ std::unique_ptr<CheckpointReader> CheckpointFolder::open_verified(const std::str
                 " is not the one rank 0 chose (its seal differs): every rank must see the same checkpoint folder");
   if (h.format != 2 || h.api != api_ || checkpoint_step_of(name) != h.step)
     throw Error("nano: checkpoint " + path + " is not a sealed checkpoint of this API and step");
+  // A file this process wrote or verified, still the same file (its descriptor says so): not read
+  // twice. Rank 0 resumes from the file it has just chosen.
+  struct stat st {};
+  const auto known = known_.find(name);
+  if (fstat(reader->fd(), &st) == 0 && known != known_.end() && known->second.second.why_not.empty() &&
+      known->second.first == Identity{st.st_dev, st.st_ino, st.st_size,
+                                      static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000LL + st.st_ctim.tv_nsec})
+    return reader;
   const std::string why = reader->why_not_sealed(key_);
   if (!why.empty()) throw Error("nano: checkpoint " + path + ": " + why);
   return reader;

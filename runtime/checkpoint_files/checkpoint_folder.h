@@ -133,7 +133,8 @@ class CheckpointFolder {
   std::unique_ptr<CheckpointReader> open(const std::string& name) const;
   /// Checkpoint `name` opened and its seal verified (through the descriptor it is then read
   /// through, so that what was checked is what is read): Error naming it when its seal does not
-  /// hold, or it is not the one whose seal is `seal` (when given).
+  /// hold, or it is not the one whose seal is `seal` (when given). A file this object wrote or
+  /// verified, still the same file, is not read again.
   std::unique_ptr<CheckpointReader> open_verified(const std::string& name, const std::string& seal);
 
   /// Why checkpoint `name` does not count ("" when it does), as scan() says.
