@@ -60,28 +60,41 @@ Digest sha256(const std::string& message) {
   return out;
 }
 
-Tag gmac_aes256(const std::string& key, const std::string& iv, const void* data, std::size_t n) {
+struct Gmac::State {
+  EVP_MAC* mac = nullptr;
+  EVP_MAC_CTX* ctx = nullptr;
+  ~State() {
+    EVP_MAC_CTX_free(ctx);
+    EVP_MAC_free(mac);
+  }
+};
+
+Gmac::Gmac(const std::string& key, const std::string& iv) : state_(std::make_unique<State>()) {
   if (key.size() != 32 || iv.size() != 12) fail("start a GMAC (a 32-byte key and a 12-byte iv)");
-  struct Context {
-    EVP_MAC* mac = EVP_MAC_fetch(nullptr, "GMAC", nullptr);
-    EVP_MAC_CTX* ctx = mac ? EVP_MAC_CTX_new(mac) : nullptr;
-    ~Context() {
-      EVP_MAC_CTX_free(ctx);
-      EVP_MAC_free(mac);
-    }
-  } c;
-  if (!c.ctx) fail("make a GMAC context");
+  state_->mac = EVP_MAC_fetch(nullptr, "GMAC", nullptr);
+  if (!state_->mac) fail("fetch GMAC");
+  state_->ctx = EVP_MAC_CTX_new(state_->mac);
+  if (!state_->ctx) fail("make a GMAC context");
   char cipher[] = "AES-256-GCM";
   std::string iv_copy = iv;
   const OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string("cipher", cipher, 0),
                                OSSL_PARAM_construct_octet_string("iv", iv_copy.data(), iv_copy.size()),
                                OSSL_PARAM_construct_end()};
-  if (EVP_MAC_init(c.ctx, reinterpret_cast<const unsigned char*>(key.data()), key.size(), params) != 1)
+  if (EVP_MAC_init(state_->ctx, reinterpret_cast<const unsigned char*>(key.data()), key.size(), params) != 1)
     fail("start a GMAC");
-  if (n > 0 && EVP_MAC_update(c.ctx, static_cast<const unsigned char*>(data), n) != 1) fail("update a GMAC");
+}
+
+Gmac::~Gmac() = default;
+
+Gmac& Gmac::update(const void* data, std::size_t n) {
+  if (n > 0 && EVP_MAC_update(state_->ctx, static_cast<const unsigned char*>(data), n) != 1) fail("update a GMAC");
+  return *this;
+}
+
+Tag Gmac::tag() {
   Tag out{};
   size_t len = 0;
-  if (EVP_MAC_final(c.ctx, out.data(), &len, out.size()) != 1 || len != out.size()) fail("finish a GMAC");
+  if (EVP_MAC_final(state_->ctx, out.data(), &len, out.size()) != 1 || len != out.size()) fail("finish a GMAC");
   return out;
 }
 

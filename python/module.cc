@@ -82,14 +82,22 @@ void bind_checkpoint_folder(py::module_& m) {
   using Folder = nano::CheckpointFolder;
   py::class_<Folder>(m, "CheckpointFolder", "A checkpoint folder of the Python API (checkpoint_folder.h).")
       .def(py::init([](const std::string& dir, bool writer, bool shared) {
-             try {
-               return std::make_unique<Folder>(dir, nano::kPythonCheckpoints,
-                                               writer ? Folder::Role::kWriter : Folder::Role::kReader, shared);
-             } catch (const nano::UsageError& e) {
-               throw py::value_error(e.what());
+             // Without the GIL only while the folder is opened: pybind registers the instance with it.
+             std::unique_ptr<Folder> made;
+             std::string refused;
+             {
+               py::gil_scoped_release release;
+               try {
+                 made = std::make_unique<Folder>(dir, nano::kPythonCheckpoints,
+                                                 writer ? Folder::Role::kWriter : Folder::Role::kReader, shared);
+               } catch (const nano::UsageError& e) {
+                 refused = e.what();
+               }
              }
+             if (!made) throw py::value_error(refused);
+             return made;
            }),
-           py::arg("dir"), py::arg("writer"), py::arg("shared"), py::call_guard<py::gil_scoped_release>(),
+           py::arg("dir"), py::arg("writer"), py::arg("shared"),
            "Opens `dir` (a writer makes it 0700 with its key); ValueError when it is not this user's alone and "
            "`shared` is false, RuntimeError when its key is not the user's private file or is missing.")
       .def_property_readonly("dir", &Folder::dir)
@@ -117,7 +125,7 @@ void bind_checkpoint_folder(py::module_& m) {
             py::gil_scoped_release release;
             return f.start(step, world, torch);
           },
-          py::arg("step"), py::arg("world"), py::arg("torch"),
+          py::arg("step"), py::arg("world"), py::arg("torch"), py::keep_alive<0, 1>(),  // the folder outlives it
           "A checkpoint being written: a file object torch.save writes into; finish() seals it and gives its name.")
       .def(
           "prune",
@@ -159,7 +167,9 @@ void bind_checkpoint_folder(py::module_& m) {
           py::arg("data"))
       .def("flush", [](Folder::Writer&) {})
       .def("finish", &Folder::Writer::finish, py::call_guard<py::gil_scoped_release>(),
-           "Seals, fsyncs and names the checkpoint: its file name.");
+           "Seals, fsyncs and names the checkpoint: its file name.")
+      .def("abort", &Folder::Writer::abort, py::call_guard<py::gil_scoped_release>(),
+           "Gives the checkpoint up (its temporary goes); nothing after finish().");
   m.def(
       "check_checkpoint_settings",
       [](int64_t every_steps, double every_seconds, int keep) {

@@ -184,14 +184,16 @@ class Checkpointer:
                      "auto_lr": [o.warmup_state() for o in self.optimizers],
                      "loaders": [loader.position() for loader in self.loaders],
                      "ranks": [torch.frombuffer(bytearray(p), dtype=torch.uint8) for p in parts]}
+            writer = self._folder.start(step, world_size, torch.__version__)
             try:
-                writer = self._folder.start(step, world_size, torch.__version__)
                 torch.save(state, writer)  # straight into the engine's file: no copy in memory
                 writer.finish()
                 written[0] = 1
             except RuntimeError as e:  # a full disk: the previous checkpoints stay, training goes on
                 print(f"{e}; the previous checkpoints are kept and training goes on", file=sys.stderr, flush=True)
-            del state
+            finally:
+                writer.abort()  # whatever failed (a state that cannot be pickled): no temporary left
+            del state, writer
             if written.item():
                 self._folder.prune(self._keep, self._claim)
         if self._world.distributed:

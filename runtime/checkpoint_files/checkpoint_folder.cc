@@ -114,6 +114,16 @@ CheckpointFolder::CheckpointFolder(const std::string& dir, const std::string& ap
     if (mkdir(dir_.c_str(), 0700) != 0 && errno != EEXIST)
       throw UsageError("nano: cannot create checkpoint folder " + dir_ + ": " + errno_text());
   }
+  // A link at the folder's own name, in a folder others can write, may be anyone's: refused.
+  struct stat link {};
+  if (!shared && lstat(dir_.c_str(), &link) == 0 && S_ISLNK(link.st_mode)) {
+    const std::string parent = std::filesystem::path(dir_).parent_path().string();
+    struct stat above {};
+    if (stat(parent.empty() ? "." : parent.c_str(), &above) == 0 && (above.st_mode & (S_IWGRP | S_IWOTH)))
+      throw UsageError("nano: checkpoint folder " + dir_ + " is a symbolic link in a folder others can write (" +
+                       (parent.empty() ? "." : parent) + "): name the folder it points to, or set "
+                       "checkpoint_shared_folder if it is shared on purpose");
+  }
   fd_ = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd_ < 0) {
     if (errno == ENOTDIR) throw UsageError("nano: checkpoint folder " + dir_ + " is not a folder");
@@ -165,21 +175,26 @@ void CheckpointFolder::read_or_make_key(Role role) {
                     kKeyFile + ": it was deleted or moved, and nano makes no new key over them (they would "
                     "never verify again): put the key back, or use another folder");
     }
-    const int made = open_at(fd_, kKeyFile, O_WRONLY | O_CREAT | O_EXCL, 0600);
-    if (made >= 0) {
+    // Written whole under a name of its own, then linked into place: a reader never sees half a
+    // key, and of racing writers (every rank of a launch prepares the folder) the first link wins.
+    // (Not named like a checkpoint's temporary: remove_temporaries() of a racing rank leaves it.)
+    const std::string tmp = std::string(kKeyFile) + ".tmp-" + hex_of(make_challenge());
+    const int made = open_at(fd_, tmp, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    if (made < 0) throw Error("nano: cannot write checkpoint folder key " + path + ": " + errno_text());
+    try {
       const std::string key = make_job_secret();  // 32 random bytes as 64 hex digits
-      try {
-        write_all(made, key.data(), key.size(), 0);
-        if (fsync(made) != 0) throw Error(errno_text());
-      } catch (const Error& e) {
-        close(made);
-        unlinkat(fd_, kKeyFile, 0);
-        throw Error("nano: cannot write checkpoint folder key " + path + ": " + e.what());
-      }
+      write_all(made, key.data(), key.size(), 0);
+      if (fsync(made) != 0) throw Error(errno_text());
+      if (linkat(fd_, tmp.c_str(), fd_, kKeyFile, 0) != 0 && errno != EEXIST) throw Error(errno_text());
+    } catch (const Error& e) {
       close(made);
-      fsync(fd_);
+      unlinkat(fd_, tmp.c_str(), 0);
+      throw Error("nano: cannot write checkpoint folder key " + path + ": " + e.what());
     }
-    fd = open_at(fd_, kKeyFile, O_RDONLY);  // ours, or the one a racing writer made first
+    close(made);
+    unlinkat(fd_, tmp.c_str(), 0);
+    fsync(fd_);
+    fd = open_at(fd_, kKeyFile, O_RDONLY);  // ours, or the one a racing writer linked first
   }
   if (fd < 0) {
     const std::string why = errno == ELOOP ? "a symbolic link" : errno_text();
@@ -212,7 +227,7 @@ std::string CheckpointFolder::verdict(const std::string& name, CheckpointEntry& 
   entry.modified_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec;
   const auto judge = [&]() -> std::string {
     if (const auto step = old_python_step(name)) {
-      entry.old_format = S_ISDIR(st.st_mode);
+      entry.old_format = S_ISDIR(st.st_mode) && st.st_uid == geteuid();  // another's cannot hold the folder up
       return entry.old_format ? "a checkpoint of nano_torch's format 1, which this nano does not read"
                               : "not a checkpoint";
     }
@@ -351,81 +366,101 @@ std::unique_ptr<CheckpointFolder::Writer> CheckpointFolder::start(int64_t step, 
   const int fd = open_at(fd_, tmp, O_RDWR | O_CREAT | O_EXCL, 0600);  // read back to be sealed
   if (fd < 0)
     throw Error("nano: cannot write checkpoint " + dir_ + "/" + checkpoint_file_name(step) + ": " + errno_text());
-  return std::unique_ptr<Writer>(new Writer(*this, h, tmp, fd));
+  try {
+    return std::unique_ptr<Writer>(new Writer(*this, h, tmp, fd));
+  } catch (...) {
+    close(fd);
+    unlinkat(fd_, tmp.c_str(), 0);
+    throw;
+  }
 }
 
-// Whole chunks are sealed as soon as they are written, read back from the page cache by
+// Whole chunks are sealed as soon as they are written, read back from the page cache in pieces by
 // threads of their own: the seal costs the writer almost nothing beside the writing and the fsync.
+// What is left when the payload ends, the calling thread seals with them.
 struct CheckpointFolder::Writer::Sealer {
+  const std::string key;  // copies: the threads never reach into the folder
+  const CheckpointHeader header;
+  const int fd;
+  const off_t payload_at;
   std::mutex mutex;
   std::condition_variable more;
   std::deque<std::pair<uint64_t, size_t>> queue;  // (chunk, its bytes)
-  std::map<uint64_t, Tag> macs;
+  std::map<uint64_t, Tag> tags;
   std::string failed;
   bool closed = false;
   std::vector<std::thread> threads;
 
-  Sealer(const std::string& key, const CheckpointHeader& h, int fd, off_t payload_at) {
-    for (int t = 0; t < seal_threads(); ++t)
-      threads.emplace_back([this, &key, h, fd, payload_at] {
-        std::vector<char> scratch;
-        for (;;) {
-          std::pair<uint64_t, size_t> job;
-          {
-            std::unique_lock<std::mutex> lock(mutex);
-            more.wait(lock, [this] { return closed || !queue.empty(); });
-            if (queue.empty()) return;
-            job = queue.front();
-            queue.pop_front();
-          }
-          scratch.resize(job.second);
-          size_t done = 0;
-          const off_t at = payload_at + static_cast<off_t>(job.first * kSealChunk);
-          while (done < job.second) {
-            const ssize_t got = pread(fd, scratch.data() + done, job.second - done, at + static_cast<off_t>(done));
-            if (got < 0 && errno == EINTR) continue;
-            if (got <= 0) break;
-            done += static_cast<size_t>(got);
-          }
-          const bool whole = done == job.second;
-          const Tag mac = whole ? checkpoint_chunk_tag(key, h, job.first, scratch.data(), job.second) : Tag{};
-          std::lock_guard<std::mutex> lock(mutex);
-          if (whole)
-            macs[job.first] = mac;
-          else
-            failed = "cannot read chunk " + std::to_string(job.first) + " back to seal it";
-        }
-      });
+  Sealer(std::string k, CheckpointHeader h, int file, off_t at)
+      : key(std::move(k)), header(std::move(h)), fd(file), payload_at(at) {
+    try {
+      for (int t = 0; t < seal_threads(); ++t) threads.emplace_back([this] { run(); });
+    } catch (const std::system_error&) {
+      // no more threads to be had: those started and finish()'s caller do the work
+    }
+  }
+  ~Sealer() { stop(true); }
+
+  void run() {
+    std::vector<char> scratch;
+    const PayloadSource source = [this](uint64_t at, size_t n, std::vector<char>& buffer) -> const char* {
+      buffer.resize(n);
+      size_t done = 0;
+      while (done < n) {
+        const ssize_t got = pread(fd, buffer.data() + done, n - done, payload_at + static_cast<off_t>(at + done));
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) return nullptr;
+        done += static_cast<size_t>(got);
+      }
+      return buffer.data();
+    };
+    for (;;) {
+      std::pair<uint64_t, size_t> job;
+      {
+        std::unique_lock<std::mutex> lock(mutex);
+        more.wait(lock, [this] { return closed || !queue.empty(); });
+        if (queue.empty()) return;
+        job = queue.front();
+        queue.pop_front();
+      }
+      std::string why;
+      Tag tag{};
+      try {
+        tag = checkpoint_chunk_tag(key, header, job.first, job.second, source, scratch);
+      } catch (const std::exception& e) {
+        why = std::string("cannot seal the payload: ") + e.what();
+      }
+      std::lock_guard<std::mutex> lock(mutex);
+      if (why.empty())
+        tags[job.first] = tag;
+      else if (failed.empty())
+        failed = why;
+    }
   }
   void add(uint64_t chunk, size_t n) {
     std::lock_guard<std::mutex> lock(mutex);
     queue.emplace_back(chunk, n);
     more.notify_one();
   }
-  /// Waits for every chunk; their MACs in order.
-  std::vector<Tag> finish() {
+  void stop(bool drop) {
     {
       std::lock_guard<std::mutex> lock(mutex);
       closed = true;
+      if (drop) queue.clear();
       more.notify_all();
     }
+    if (!drop) run();
     for (auto& t : threads) t.join();
     threads.clear();
-    if (!failed.empty()) throw Error(failed);
-    std::vector<Tag> out;
-    for (const auto& [chunk, mac] : macs) out.push_back(mac);
-    return out;
   }
-  ~Sealer() {
-    if (!threads.empty()) {
-      {
-        std::lock_guard<std::mutex> lock(mutex);
-        closed = true;
-        queue.clear();
-        more.notify_all();
-      }
-      for (auto& t : threads) t.join();
-    }
+  /// Waits for every chunk of `chunks`: their tags in order.
+  std::vector<Tag> finish(uint64_t chunks) {
+    stop(false);
+    if (!failed.empty()) throw Error(failed);
+    if (tags.size() != chunks) throw Error("cannot seal the payload: a chunk was not sealed");
+    std::vector<Tag> out;
+    for (const auto& [chunk, tag] : tags) out.push_back(tag);
+    return out;
   }
 };
 
@@ -436,10 +471,14 @@ CheckpointFolder::Writer::Writer(CheckpointFolder& folder, CheckpointHeader head
   sealer_ = std::make_unique<Sealer>(folder_.key_, header_, fd_, static_cast<off_t>(header_size_));
 }
 
-CheckpointFolder::Writer::~Writer() {
+CheckpointFolder::Writer::~Writer() { abort(); }
+
+void CheckpointFolder::Writer::abort() {
   sealer_.reset();  // its threads read the file: gone before it closes
   if (finished_) return;
+  finished_ = true;
   if (fd_ >= 0) close(fd_);
+  fd_ = -1;
   unlinkat(folder_.fd_, temporary_.c_str(), 0);
 }
 
@@ -449,15 +488,14 @@ void CheckpointFolder::Writer::seal_whole_chunks() {
 }
 
 void CheckpointFolder::Writer::fail(const std::string& why) {
-  sealer_.reset();
-  if (fd_ >= 0) close(fd_);
-  fd_ = -1;
-  unlinkat(folder_.fd_, temporary_.c_str(), 0);
-  finished_ = true;
-  throw Error("nano: cannot write checkpoint " + folder_.dir_ + "/" + checkpoint_file_name(header_.step) + ": " + why);
+  abort();
+  failed_ = "nano: cannot write checkpoint " + folder_.dir_ + "/" + checkpoint_file_name(header_.step) + ": " + why;
+  throw Error(failed_);
 }
 
 void CheckpointFolder::Writer::append(const void* data, size_t n) {
+  // The first failure again (torch.save writes its end after a write failed): its cause, not this.
+  if (!failed_.empty()) throw Error(failed_);
   if (finished_) throw Error("nano: a checkpoint's writer was used after it finished");
   try {
     write_all(fd_, static_cast<const char*>(data), n, static_cast<off_t>(header_size_ + bytes_));
@@ -469,6 +507,7 @@ void CheckpointFolder::Writer::append(const void* data, size_t n) {
 }
 
 std::string CheckpointFolder::Writer::finish() {
+  if (!failed_.empty()) throw Error(failed_);
   if (finished_) throw Error("nano: a checkpoint's writer was used after it finished");
   CheckpointFolder& f = folder_;
   header_.bytes = bytes_;
@@ -477,7 +516,7 @@ std::string CheckpointFolder::Writer::finish() {
     // The disk starts on the rest of the payload while the last chunks are sealed.
     sync_file_range(fd_, 0, 0, SYNC_FILE_RANGE_WRITE);
     if (bytes_ > sealed_chunks_ * kSealChunk) sealer_->add(sealed_chunks_, bytes_ - sealed_chunks_ * kSealChunk);
-    header_.seal = checkpoint_seal_of(f.key_, header_, sealer_->finish());
+    header_.seal = checkpoint_seal_of(f.key_, header_, sealer_->finish((bytes_ + kSealChunk - 1) / kSealChunk));
     const std::string header = checkpoint_header(header_);
     if (header.size() != header_size_) throw Error("its header changed length");
     write_all(fd_, header.data(), header.size(), 0);
@@ -498,6 +537,8 @@ std::string CheckpointFolder::Writer::finish() {
     fail(e.what());
   }
   finished_ = true;
+  sealer_.reset();
+  f.last_written_ = name;
   fsync(f.fd_);
   // Known whole without reading it again.
   CheckpointEntry entry;
@@ -533,10 +574,12 @@ std::string CheckpointFolder::write(int64_t step, int world, const std::string& 
 }
 
 std::vector<std::string> CheckpointFolder::prune(int keep, const std::function<void()>& before) {
-  const std::vector<CheckpointEntry> entries = scan();
+  const std::vector<CheckpointEntry> entries = scan();  // newest first; of one step, the later written
   std::vector<CheckpointFile> files;
   for (const CheckpointEntry& e : entries) files.push_back({e.step, e.name, e.why_not.empty()});
-  const std::vector<std::string> old = checkpoints_to_prune(files, keep);
+  std::vector<std::string> old = checkpoints_to_prune(files, keep);
+  // Never the one this object just wrote: a run below older, higher steps keeps its own progress.
+  old.erase(std::remove(old.begin(), old.end(), last_written_), old.end());
   std::vector<std::string> deleted;
   if (old.empty()) return deleted;
   if (before) before();
@@ -567,6 +610,12 @@ std::unique_ptr<CheckpointReader> CheckpointFolder::open(const std::string& name
   const int fd = open_at(fd_, name, O_RDONLY);
   if (fd < 0) throw Error("cannot read checkpoint " + dir_ + "/" + name + ": " +
                           (errno == ELOOP ? std::string("a symbolic link") : errno_text()));
+  struct stat st {};
+  if (fstat(fd, &st) == 0 && st.st_uid != geteuid()) {
+    close(fd);
+    throw Error("cannot read checkpoint " + dir_ + "/" + name + ": owned by uid " + std::to_string(st.st_uid) +
+                ", not this user");
+  }
   return std::make_unique<CheckpointReader>(fd, dir_ + "/" + name);
 }
 

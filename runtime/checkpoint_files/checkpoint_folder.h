@@ -100,6 +100,8 @@ class CheckpointFolder {
     /// Seals the payload, writes the header, fsyncs, moves the file to its name (or beside a
     /// taken one) and fsyncs the folder: its file name.
     std::string finish();
+    /// Gives the checkpoint up: its temporary goes (also what the destructor does unfinished).
+    void abort();
 
    private:
     friend class CheckpointFolder;
@@ -115,6 +117,7 @@ class CheckpointFolder {
     uint64_t bytes_ = 0;
     uint64_t sealed_chunks_ = 0;  // chunks handed to the sealer
     bool finished_ = false;
+    std::string failed_;  // the first failure, said again by every later call
     std::unique_ptr<Sealer> sealer_;
   };
   /// Starts a sealed checkpoint of `step` by `world` ranks (`torch`: the writer's torch version).
@@ -122,8 +125,9 @@ class CheckpointFolder {
   /// start(), append(payload), finish(): the checkpoint's file name.
   std::string write(int64_t step, int world, const std::string& torch, const void* payload, size_t bytes);
   /// Deletes the checkpoints of this API beyond the `keep` newest that verify, only those that
-  /// verify, each only while it is still the file that verified; `before` runs before anything is
-  /// deleted (the claim's check: it may throw). Returns the names deleted.
+  /// verify, each only while it is still the file that verified, never the one this object wrote
+  /// last; `before` runs before anything is deleted (the claim's check: it may throw). Returns
+  /// the names deleted.
   std::vector<std::string> prune(int keep, const std::function<void()>& before);
   /// Temporaries of a writer that was killed mid-write (this user's regular files named .tmp-*).
   void remove_temporaries();
@@ -151,6 +155,7 @@ class CheckpointFolder {
   std::string key_;
   std::map<std::string, std::pair<Identity, CheckpointEntry>> known_;
   std::set<std::string> told_;
+  std::string last_written_;  // never pruned: this run's newest
 };
 
 /// The checkpoint settings both APIs take, checked in one place: UsageError naming the setting

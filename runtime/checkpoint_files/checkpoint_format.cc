@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <iomanip>
 #include <sstream>
+#include <atomic>
+#include <system_error>
 #include <thread>
 
 #include <nano/error.h>
@@ -55,43 +57,53 @@ int seal_threads() {
 
 std::string checkpoint_seal(const std::string& key, const CheckpointHeader& h, const PayloadSource& source,
                             int threads) {
-  const uint64_t bytes = h.bytes;
-  const uint64_t chunks = (bytes + kSealChunk - 1) / kSealChunk;
-  std::vector<Tag> macs(chunks);
+  const uint64_t chunks = (h.bytes + kSealChunk - 1) / kSealChunk;
+  std::vector<Tag> tags(chunks);
   std::vector<std::string> failed(chunks);
-  // Chunk i to worker i mod n: every worker has as many, and the result does not depend on n.
-  const auto work = [&](uint64_t first, uint64_t step) {
+  // Each worker takes the next chunk not taken: the result does not depend on how many run.
+  std::atomic<uint64_t> next{0};
+  const auto work = [&] {
     std::vector<char> scratch;
-    for (uint64_t i = first; i < chunks; i += step) {
-      const uint64_t at = i * kSealChunk;
-      const size_t n = static_cast<size_t>(std::min<uint64_t>(kSealChunk, bytes - at));
-      const char* data = source(at, n, scratch);
-      if (!data) {
-        failed[i] = "chunk " + std::to_string(i) + " unreadable";
-        continue;
+    for (uint64_t i = next++; i < chunks; i = next++) {
+      try {
+        const size_t n = static_cast<size_t>(std::min<uint64_t>(kSealChunk, h.bytes - i * kSealChunk));
+        tags[i] = checkpoint_chunk_tag(key, h, i, n, source, scratch);
+      } catch (const std::exception& e) {
+        failed[i] = e.what();
       }
-      macs[i] = checkpoint_chunk_tag(key, h, i, data, n);
     }
   };
-  const uint64_t workers = std::min<uint64_t>(static_cast<uint64_t>(std::max(threads, 1)), std::max<uint64_t>(chunks, 1));
   std::vector<std::thread> pool;
-  for (uint64_t w = 1; w < workers; ++w) pool.emplace_back(work, w, workers);
-  work(0, workers);
+  try {
+    for (int w = 1; w < threads && static_cast<uint64_t>(w) < chunks; ++w) pool.emplace_back(work);
+  } catch (const std::system_error&) {
+    // no more threads to be had: those started and this one share the work
+  }
+  work();
   for (auto& t : pool) t.join();
   for (const std::string& f : failed)
-    if (!f.empty()) throw Error("cannot read the payload to seal it: " + f);
-  return checkpoint_seal_of(key, h, macs);
+    if (!f.empty()) throw Error(f);
+  return checkpoint_seal_of(key, h, tags);
 }
 
-Tag checkpoint_chunk_tag(const std::string& key, const CheckpointHeader& h, uint64_t index, const char* data,
-                         std::size_t n) {
+Tag checkpoint_chunk_tag(const std::string& key, const CheckpointHeader& h, uint64_t index, std::size_t n,
+                         const PayloadSource& source, std::vector<char>& scratch) {
   // A key of the chunks' own (with its NUL, a purpose apart from every other HMAC of the key), and
   // an IV never used twice: the checkpoint's random nonce and the chunk's index.
   const Digest k = hmac_sha256(key, std::string("nano-checkpoint-chunk-key", sizeof "nano-checkpoint-chunk-key"));
   std::string iv = bytes_of_hex(h.nonce).value_or("");
   iv.resize(8, '\0');
   for (int b = 3; b >= 0; --b) iv += static_cast<char>((index >> (8 * b)) & 0xff);
-  return gmac_aes256(std::string(k.begin(), k.end()), iv, data, n);
+  Gmac mac(std::string(k.begin(), k.end()), iv);
+  const uint64_t from = index * kSealChunk, to = from + n;
+  for (uint64_t at = from; at < to;) {
+    const size_t piece = static_cast<size_t>(std::min<uint64_t>(kSealPiece, to - at));
+    const char* data = source(at, piece, scratch);
+    if (!data) throw Error("chunk " + std::to_string(index) + " unreadable");
+    mac.update(data, piece);
+    at += piece;
+  }
+  return mac.tag();
 }
 
 std::string checkpoint_seal_of(const std::string& key, const CheckpointHeader& h, const std::vector<Tag>& tags) {
@@ -167,7 +179,8 @@ std::optional<int64_t> checkpoint_step_of(const std::string& name) {
 }
 
 std::vector<std::string> checkpoints_to_prune(std::vector<CheckpointFile> files, int keep) {
-  std::sort(files.begin(), files.end(), [](const auto& a, const auto& b) { return a.step > b.step; });
+  // Stable: of one step's files, the order given (the later written first) is kept.
+  std::stable_sort(files.begin(), files.end(), [](const auto& a, const auto& b) { return a.step > b.step; });
   std::vector<std::string> out;
   int newer_verified = 0;
   for (const CheckpointFile& f : files) {
@@ -245,8 +258,8 @@ std::string CheckpointReader::why_not_sealed(const std::string& key) const {
                              return read(at, scratch.data(), n) == n ? scratch.data() : nullptr;
                            },
                            seal_threads());
-  } catch (const Error&) {
-    return "unreadable: shorter than its size";
+  } catch (const std::exception& e) {
+    return std::string("unreadable: ") + e.what();
   }
   if (equal_in_constant_time(seal, header_.seal)) return "";
   return header_.key == checkpoint_key_id(key) ? "its seal does not verify (damaged or forged)"

@@ -68,17 +68,20 @@ std::string checkpoint_sealed_lines(const CheckpointHeader& h);
 /// unknown: the seal's line has the same length either way) and the blank line.
 std::string checkpoint_header(const CheckpointHeader& h);
 
-/// The payload's chunks sealed one by one (the last may be shorter).
+/// The payload's chunks sealed one by one (the last may be shorter), read in pieces: a sealing
+/// thread holds one piece, not a chunk.
 inline constexpr std::size_t kSealChunk = std::size_t{64} << 20;
+inline constexpr std::size_t kSealPiece = std::size_t{4} << 20;
 
 /// Where a seal reads the payload: a pointer to its `n` bytes at payload offset `at` (copied into
 /// `scratch` when they must be read), or nullptr when they cannot be read.
 using PayloadSource = std::function<const char*(uint64_t at, std::size_t n, std::vector<char>& scratch)>;
 
-/// Pure: the tag of chunk `index` of the payload of checkpoint `h` (its nonce), `n` bytes at
-/// `data`, under folder key `key`.
-Tag checkpoint_chunk_tag(const std::string& key, const CheckpointHeader& h, uint64_t index, const char* data,
-                         std::size_t n);
+/// The tag of chunk `index` (`n` bytes) of the payload of checkpoint `h` (its nonce) under folder
+/// key `key`, read from `source` in pieces of at most kSealPiece bytes (into `scratch`). Throws
+/// Error when the chunk cannot be read.
+Tag checkpoint_chunk_tag(const std::string& key, const CheckpointHeader& h, uint64_t index, std::size_t n,
+                         const PayloadSource& source, std::vector<char>& scratch);
 
 /// Pure: the seal (64 hex digits) of checkpoint `h` whose chunks' tags are `tags`, in order.
 std::string checkpoint_seal_of(const std::string& key, const CheckpointHeader& h, const std::vector<Tag>& tags);

@@ -470,14 +470,13 @@ std::optional<int64_t> Checkpointer::restore() {
     if (!folder_)
       folder_ = std::make_shared<CheckpointFolder>(dir_, kCppCheckpoints, CheckpointFolder::Role::kReader,
                                                    options_.shared_folder);
-    reader = folder_->open(name);
+    // Verified on every rank through the descriptor it is then read through, and the one whose
+    // seal rank 0 verified (rank 0's own verdict is remembered: not read twice).
+    reader = folder_->open_verified(name, seal);
   } catch (const Error& e) {
-    throw Error("nano: rank " + std::to_string(comm_->rank()) + " " + first_line(e.what()) +
+    throw Error("nano: rank " + std::to_string(comm_->rank()) + ": " + first_line(e.what()) +
                 " (every rank must see the checkpoint folder)");
   }
-  if (reader->header().seal != seal)
-    throw Error("nano: rank " + std::to_string(comm_->rank()) + " reads another checkpoint " + path +
-                " than rank 0 (its seal differs): every rank must see the same checkpoint folder");
   std::vector<std::function<void()>> apply;
   at::Tensor rng, steps;
   try {

@@ -6,9 +6,11 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <set>
@@ -393,4 +395,72 @@ TEST_CASE("checkpoint files: which checkpoint a run resumes from, or why it may 
     CHECK(c.refused == r.refused);
     CHECK(c.note == r.note);
   }
+}
+
+TEST_CASE("checkpoint files: ranks making one folder's key at once all get the same, whole key") {
+  const std::string dir = temp_dir();
+  std::vector<pid_t> children;
+  for (int i = 0; i < 8; ++i) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      try {
+        CheckpointFolder f(dir + "/run", nano::kCppCheckpoints, kWriter, false);
+        const std::string payload = "rank " + std::to_string(i);
+        f.write(i + 1, 8, "2.6.0", payload.data(), payload.size());
+        _exit(0);
+      } catch (const std::exception& e) {
+        fprintf(stderr, "%s\n", e.what());
+        _exit(1);
+      }
+    }
+    children.push_back(pid);
+  }
+  for (pid_t pid : children) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  }
+  // Every one sealed under the one key: all verify.
+  CheckpointFolder f(dir + "/run", nano::kCppCheckpoints, CheckpointFolder::Role::kReader, false);
+  for (int i = 1; i <= 8; ++i) CHECK(f.why_not(name_of(i)) == "");
+  std::set<std::string> names = entries(dir + "/run");
+  CHECK(names.size() == 9);  // the key and 8 checkpoints: no temporary of a key left
+  std::system(("rm -rf " + dir).c_str());
+}
+
+TEST_CASE("checkpoint files: a writer given up leaves nothing; the one just written is never pruned") {
+  const std::string dir = temp_dir();
+  CheckpointFolder f(dir, nano::kCppCheckpoints, kWriter, false);
+  {
+    const auto w = f.start(5, 1, "2.6.0");
+    w->append("half", 4);
+    w->abort();
+    CHECK(error_of([&] { w->finish(); }) == "nano: a checkpoint's writer was used after it finished");
+  }
+  {
+    const auto w = f.start(6, 1, "2.6.0");
+    w->append("dropped", 7);
+  }  // destroyed unfinished
+  CHECK(entries(dir) == std::set<std::string>{".nano-key"});
+  // An older run's higher steps: this run's first checkpoint stays all the same.
+  write_steps(f, {900, 800});
+  write_steps(f, {100}, 1);
+  CHECK(entries(dir) == std::set<std::string>{".nano-key", name_of(900), name_of(100)});
+  std::system(("rm -rf " + dir).c_str());
+}
+
+TEST_CASE("checkpoint files (attack): a link at the folder's name in a folder others can write is refused") {
+  const std::string dir = temp_dir();
+  const std::string open_to_all = dir + "/public", theirs = dir + "/mine";
+  mkdir(open_to_all.c_str(), 0777);
+  chmod(open_to_all.c_str(), 01777);
+  mkdir(theirs.c_str(), 0700);
+  symlink(theirs.c_str(), (open_to_all + "/ckpt").c_str());
+  CHECK(error_of([&] { CheckpointFolder f(open_to_all + "/ckpt", nano::kCppCheckpoints, kWriter, false); }) ==
+        "nano: checkpoint folder " + open_to_all + "/ckpt is a symbolic link in a folder others can write (" +
+            open_to_all + "): name the folder it points to, or set checkpoint_shared_folder if it is shared on purpose");
+  // A link in the user's own folder is the user's: used.
+  symlink(theirs.c_str(), (dir + "/ckpt").c_str());
+  CHECK_NOTHROW(CheckpointFolder(dir + "/ckpt", nano::kCppCheckpoints, kWriter, false));
+  std::system(("rm -rf " + dir).c_str());
 }
