@@ -155,11 +155,11 @@ class Checkpointer {
   int64_t steps_ = 0;
   std::chrono::steady_clock::time_point last_save_;
   std::string last_path_;
-  bool last_written_ = false;  // the last save's file is on disk (rank 0, known once the writer is waited for)
-  std::shared_ptr<FolderClaim> claim_;            // rank 0: this job owns dir_ (declared before writer_: outlives it)
+  bool last_written_ = false;           // the last save's file is on disk (rank 0, known once the writer is waited for)
+  std::shared_ptr<FolderClaim> claim_;  // rank 0: this job owns dir_ (declared before writer_: outlives it)
   std::shared_ptr<CheckpointFolder> folder_;  // its files, opened once (rank 0 writes, every rank reads)
-  std::function<void()> claim_check_;             // rank 0: throws when the folder is no longer this job's
-  std::shared_ptr<WriterReport> report_;          // set by the writer: what it wrote, or that the folder was taken
+  std::function<void()> claim_check_;         // rank 0: throws when the folder is no longer this job's
+  std::shared_ptr<WriterReport> report_;      // set by the writer: what it wrote, or that the folder was taken
   // Rank 0's background writer: one thread for the object's life (made by the first save), so a
   // save does not pay for starting a thread; `written_` is the last write's completion.
   std::unique_ptr<SerialExecutor> writer_;

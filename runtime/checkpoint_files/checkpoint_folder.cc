@@ -121,7 +121,8 @@ CheckpointFolder::CheckpointFolder(const std::string& dir, const std::string& ap
     struct stat above {};
     if (stat(parent.empty() ? "." : parent.c_str(), &above) == 0 && (above.st_mode & (S_IWGRP | S_IWOTH)))
       throw UsageError("nano: checkpoint folder " + dir_ + " is a symbolic link in a folder others can write (" +
-                       (parent.empty() ? "." : parent) + "): name the folder it points to, or set "
+                       (parent.empty() ? "." : parent) +
+                       "): name the folder it points to, or set "
                        "checkpoint_shared_folder if it is shared on purpose");
   }
   fd_ = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -172,7 +173,8 @@ void CheckpointFolder::read_or_make_key(Role role) {
       }
       if (sealed)
         throw Error("nano: checkpoint folder " + dir_ + " holds sealed checkpoints (" + name + ") but no key " +
-                    kKeyFile + ": it was deleted or moved, and nano makes no new key over them (they would "
+                    kKeyFile +
+                    ": it was deleted or moved, and nano makes no new key over them (they would "
                     "never verify again): put the key back, or use another folder");
     }
     // Written whole under a name of its own, then linked into place: a reader never sees half a
@@ -258,7 +260,8 @@ std::string CheckpointFolder::verdict(const std::string& name, CheckpointEntry& 
       return "format 1, unsealed: written by an earlier nano, never loaded";
     }
     if (h.step != entry.step) return "its header says step " + std::to_string(h.step);
-    if (h.api != api_) return "a checkpoint of the " + std::string(h.api == kPythonCheckpoints ? "Python" : "C++") + " API";
+    if (h.api != api_)
+      return "a checkpoint of the " + std::string(h.api == kPythonCheckpoints ? "Python" : "C++") + " API";
     if (h.key != checkpoint_key_id(key_)) {
       entry.other_key = true;
       return "sealed by another key than the folder's (key " + h.key + ")";
@@ -608,8 +611,9 @@ void CheckpointFolder::remove_temporaries() {
 
 std::unique_ptr<CheckpointReader> CheckpointFolder::open(const std::string& name) const {
   const int fd = open_at(fd_, name, O_RDONLY);
-  if (fd < 0) throw Error("cannot read checkpoint " + dir_ + "/" + name + ": " +
-                          (errno == ELOOP ? std::string("a symbolic link") : errno_text()));
+  if (fd < 0)
+    throw Error("cannot read checkpoint " + dir_ + "/" + name + ": " +
+                (errno == ELOOP ? std::string("a symbolic link") : errno_text()));
   struct stat st {};
   if (fstat(fd, &st) == 0 && st.st_uid != geteuid()) {
     close(fd);

@@ -12,20 +12,20 @@
 // Python API's torch.save writes straight into it), sealed from the page cache on every core while
 // the disk writes it back, fsynced, and moved to its name only if that name is free (renameat2
 // RENAME_NOREPLACE): a name taken by anything gets the checkpoint beside it under
-// ckpt-<step>.<tag>.nano, never replaced nor discarded. The folder itself must be this user's and writable by no one else, unless the
-// caller says it is shared on purpose.
+// ckpt-<step>.<tag>.nano, never replaced nor discarded. The folder itself must be this user's and writable by no one
+// else, unless the caller says it is shared on purpose.
 #include <sys/types.h>
 
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <mutex>
-#include <thread>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -38,9 +38,9 @@ namespace nano {
 struct CheckpointEntry {
   std::string name;
   int64_t step = 0;
-  int world = 0;     ///< the world that wrote it (when its header could be read)
-  std::string seal;  ///< its seal as the header says (when its header could be read)
-  std::string why_not;  ///< "" when it is a whole checkpoint of this API under this folder's key
+  int world = 0;            ///< the world that wrote it (when its header could be read)
+  std::string seal;         ///< its seal as the header says (when its header could be read)
+  std::string why_not;      ///< "" when it is a whole checkpoint of this API under this folder's key
   int64_t modified_ns = 0;  ///< when it was last written: of two files of one step, the later counts first
   bool old_format = false;  ///< a checkpoint of an earlier, unsealed format
   bool other_key = false;   ///< sealed, by another key than the folder's

@@ -1,16 +1,16 @@
 #include "runtime/checkpoint_files/checkpoint_format.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <iomanip>
 #include <sstream>
-#include <atomic>
 #include <system_error>
 #include <thread>
 
@@ -152,8 +152,8 @@ bool parse_checkpoint_header(const std::string& text, CheckpointHeader& h) {
   h.payload_at = end + 2;
   if (h.step < 0 || h.world <= 0) return false;
   // Format 1 is recognised to be named, never loaded: its fields beyond these do not matter.
-  return h.format == 1 || (h.seal.size() == kSealHex && all_hex(h.seal) && !h.api.empty() && h.nonce.size() == 16 &&
-                           all_hex(h.nonce));
+  return h.format == 1 ||
+         (h.seal.size() == kSealHex && all_hex(h.seal) && !h.api.empty() && h.nonce.size() == 16 && all_hex(h.nonce));
 }
 
 std::string checkpoint_file_name(int64_t step) {
@@ -252,12 +252,13 @@ std::string CheckpointReader::why_not_sealed(const std::string& key) const {
   if (header_.format != 2) return "format " + std::to_string(header_.format) + ", unsealed: written by an earlier nano";
   std::string seal;
   try {
-    seal = checkpoint_seal(key, header_,
-                           [this](uint64_t at, size_t n, std::vector<char>& scratch) -> const char* {
-                             scratch.resize(n);
-                             return read(at, scratch.data(), n) == n ? scratch.data() : nullptr;
-                           },
-                           seal_threads());
+    seal = checkpoint_seal(
+        key, header_,
+        [this](uint64_t at, size_t n, std::vector<char>& scratch) -> const char* {
+          scratch.resize(n);
+          return read(at, scratch.data(), n) == n ? scratch.data() : nullptr;
+        },
+        seal_threads());
   } catch (const std::exception& e) {
     return std::string("unreadable: ") + e.what();
   }

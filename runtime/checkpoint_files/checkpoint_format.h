@@ -20,8 +20,8 @@
 // "nano-checkpoint-chunk-key") with the nonce (8 bytes) and the chunk's index (4 bytes, big
 // endian) as its IV: the chunks are sealed on every core at once at several GB/s each, and the
 // step, the world, the API, the length and the folder are bound with the bytes, so a file renamed
-// to another step or copied from another folder does not verify. Names are ckpt-<12-digit step>.nano, or ckpt-<step>.<8 hex>.nano when that name
-// was taken (checkpoint_folder.h): both sort by step. Format 1 (an unkeyed FNV-1a checksum) is
+// to another step or copied from another folder does not verify. Names are ckpt-<12-digit step>.nano, or ckpt-<step>.<8
+// hex>.nano when that name was taken (checkpoint_folder.h): both sort by step. Format 1 (an unkeyed FNV-1a checksum) is
 // recognised to be named and refused, never loaded. Reading is bounded: the header by
 // kMaxCheckpointHeader, the payload by the file's size. Torch-free (the fuzzer of tests/fuzz
 // builds it alone).

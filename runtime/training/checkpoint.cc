@@ -25,14 +25,14 @@
 #include <nano/communicator.h>
 #include <nano/error.h>
 #include "core/job_secret.h"
-#include "runtime/collectives/serial_executor.h"
 #include "runtime/checkpoint_files/checkpoint_folder.h"
+#include "runtime/checkpoint_files/checkpoint_stop.h"
+#include "runtime/collectives/serial_executor.h"
 #include "runtime/folder_claim/folder_claim.h"
 #include "runtime/rendezvous/rendezvous.h"  // first_line
 #include "runtime/timeline/recorder.h"
 #include "runtime/timeline/step_report.h"
 #include "runtime/training/checkpoint_staging.h"
-#include "runtime/checkpoint_files/checkpoint_stop.h"
 
 namespace nano {
 
@@ -132,7 +132,7 @@ Checkpointer::Checkpointer(std::string dir, std::shared_ptr<Communicator> comm, 
   if (comm_->rank() == 0 && !in_tuning_trial()) {
     folder_ = std::make_shared<CheckpointFolder>(dir_, kCppCheckpoints, CheckpointFolder::Role::kWriter,
                                                  options_.shared_folder);
-    check_folder_claim(dir_);  // refused before anything is made
+    check_folder_claim(dir_);                      // refused before anything is made
     claim_ = std::make_shared<FolderClaim>(dir_);  // before touching what may be another job's
     // Checked by the writer before every write and prune, by the job's identity: the launching
     // process of an in-program launch may hold the claim for this rank.

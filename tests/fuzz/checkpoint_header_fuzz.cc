@@ -26,7 +26,7 @@ namespace {
 
 // The folder the input is written into: one per fuzzing process, in /dev/shm (no disk), made
 // 0700 under an unpredictable name with its key; removed when the process exits.
-std::string dir;  // set once, by folder()
+std::string dir;      // set once, by folder()
 std::string written;  // the last input's file name
 
 void remove_folder() { std::system(("rm -rf " + dir).c_str()); }
@@ -90,8 +90,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // Verified: format 2, the payload exactly the rest, sealed under the folder's key.
     NANO_FUZZ_CHECK(parsed && h.format == 2 && size - h.payload_at == h.bytes);
     const std::string seal = checkpoint_seal(
-        folder_key(), h,
-        [&](uint64_t at, size_t n, std::vector<char>&) { return text.data() + h.payload_at + at; }, 1);
+        folder_key(), h, [&](uint64_t at, size_t n, std::vector<char>&) { return text.data() + h.payload_at + at; }, 1);
     NANO_FUZZ_CHECK(seal == h.seal);
   }
   try {
@@ -120,11 +119,11 @@ std::vector<std::string> nano_fuzz_seeds() {
     seeds.emplace_back(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   }
   const std::string whole = seeds[0];
-  seeds.push_back(whole.substr(0, 30));                 // a header cut short
-  seeds.push_back(whole.substr(0, whole.size() - 5));   // a payload cut short
+  seeds.push_back(whole.substr(0, 30));                // a header cut short
+  seeds.push_back(whole.substr(0, whole.size() - 5));  // a payload cut short
   std::string flipped = whole;
   flipped.back() ^= 1;
-  seeds.push_back(flipped);                             // a wrong seal
+  seeds.push_back(flipped);                                                           // a wrong seal
   seeds.push_back("nano-checkpoint 1\nstep 3\nworld 2\nbytes 4\nfnv1a64 0\n\nabcd");  // format 1
   seeds.push_back(std::string(200, '\0'));
   return seeds;

@@ -184,17 +184,17 @@ TEST_CASE("checkpoint files (attack): links planted at higher steps are never co
   symlink((dir + "/" + name_of(100)).c_str(), (dir + "/" + name_of(999998)).c_str());
   link((dir + "/" + name_of(100)).c_str(), (dir + "/" + name_of(999997)).c_str());  // a hard link: another step
   write_steps(f, {300});
-  CHECK(entries(dir) == std::set<std::string>{".nano-key", name_of(200), name_of(300), name_of(999997),
-                                               name_of(999998), name_of(999999)});
+  CHECK(entries(dir) == std::set<std::string>{".nano-key", name_of(200), name_of(300), name_of(999997), name_of(999998),
+                                              name_of(999999)});
   CHECK(f.why_not(name_of(999999)) == "a symbolic link");
   CHECK(f.why_not(name_of(999997)) == "its header says step 100");
   std::string said;
   std::string name;
   said = stderr_of([&] { name = f.choose().name; });
   CHECK(name == name_of(300));
-  CHECK(said == "nano: 3 entries of checkpoint folder " + dir + " never loaded, counted as kept or deleted: " +
-                    name_of(999999) + " (a symbolic link), " + name_of(999998) + " (a symbolic link), " +
-                    name_of(999997) + " (its header says step 100)\n");
+  CHECK(said == "nano: 3 entries of checkpoint folder " + dir +
+                    " never loaded, counted as kept or deleted: " + name_of(999999) + " (a symbolic link), " +
+                    name_of(999998) + " (a symbolic link), " + name_of(999997) + " (its header says step 100)\n");
   CHECK(stderr_of([&] { f.choose(); }).empty());  // each named once
   std::system(("rm -rf " + dir).c_str());
 }
@@ -244,13 +244,13 @@ TEST_CASE("checkpoint files (attack): a renamed or copied checkpoint is not anot
   write_steps(f, {100, 200});
   // Renamed to a higher step: a rollback if it counted.
   CHECK(rename((dir + "/" + name_of(100)).c_str(), (dir + "/" + name_of(900)).c_str()) == 0);
-  std::system(("cp -p " + dir + "/" + name_of(200) + " " + dir + "/" + nano::checkpoint_file_name(800, "00000000"))
-                  .c_str());
+  std::system(
+      ("cp -p " + dir + "/" + name_of(200) + " " + dir + "/" + nano::checkpoint_file_name(800, "00000000")).c_str());
   CHECK(f.why_not(name_of(900)) == "its header says step 100");
   CHECK(f.why_not(nano::checkpoint_file_name(800, "00000000")) == "its header says step 200");
   write_steps(f, {300}, 1);
-  CHECK(entries(dir) == std::set<std::string>{".nano-key", name_of(300), name_of(900),
-                                              nano::checkpoint_file_name(800, "00000000")});
+  CHECK(entries(dir) ==
+        std::set<std::string>{".nano-key", name_of(300), name_of(900), nano::checkpoint_file_name(800, "00000000")});
   CHECK(chosen(f) == name_of(300));
   std::system(("rm -rf " + dir).c_str());
 }
@@ -268,8 +268,9 @@ TEST_CASE("checkpoint files (attack): a deleted or replaced key stops the run; n
             ") but no key .nano-key: it was deleted or moved, and nano makes no new key over them (they would never "
             "verify again): put the key back, or use another folder");
   CHECK(error_of([&] { CheckpointFolder f(dir, nano::kCppCheckpoints, CheckpointFolder::Role::kReader, false); }) ==
-        "nano: checkpoint folder " + dir + " has no key .nano-key (rank 0 makes it): every rank must see the "
-        "checkpoint folder");
+        "nano: checkpoint folder " + dir +
+            " has no key .nano-key (rank 0 makes it): every rank must see the "
+            "checkpoint folder");
   // Replaced by a key of its own: the checkpoints are another key's, and the run is refused
   // rather than trained from step 0 over them.
   {
@@ -294,8 +295,9 @@ TEST_CASE("checkpoint files (attack): a deleted or replaced key stops the run; n
   unlink((dir + "/.nano-key").c_str());
   std::ofstream(dir + "/.nano-key") << std::string(64, 'c');
   chmod((dir + "/.nano-key").c_str(), 0644);
-  CHECK(error_of([&] { CheckpointFolder g(dir, nano::kCppCheckpoints, CheckpointFolder::Role::kReader, false); })
-            .find("is not this user's private file (owner uid " + std::to_string(geteuid()) + ", mode 0644)") !=
+  CHECK(error_of([&] {
+          CheckpointFolder g(dir, nano::kCppCheckpoints, CheckpointFolder::Role::kReader, false);
+        }).find("is not this user's private file (owner uid " + std::to_string(geteuid()) + ", mode 0644)") !=
         std::string::npos);
   std::set<std::string> after = entries(dir);
   CHECK(after == before);
@@ -312,7 +314,8 @@ TEST_CASE("checkpoint files (attack): a link or FIFO at the next step's name: th
   mkfifo((dir + "/" + name_of(300)).c_str(), 0600);
   std::string said;
   said = stderr_of([&] { write_steps(f, {200, 300}, 2); });
-  CHECK(said.find("nano: " + dir + "/" + name_of(200) + " was there already (a symbolic link): this checkpoint is "
+  CHECK(said.find("nano: " + dir + "/" + name_of(200) +
+                  " was there already (a symbolic link): this checkpoint is "
                   "written beside it, as ckpt-000000000200.") == 0);
   CHECK(said.find(name_of(300) + " was there already (not a regular file)") != std::string::npos);
   std::ifstream in(target);
@@ -385,8 +388,11 @@ TEST_CASE("checkpoint files: which checkpoint a run resumes from, or why it may 
        "nano: the checkpoints of folder /c (a) are sealed by another key than its .nano-key: the key was replaced; "
        "put the right one back, or use another folder",
        ""},
-      {"an earlier format beside a whole one: the whole one", {entry("step-9", 9, "x", true), entry("a", 5, "")}, "a",
-       "", ""},
+      {"an earlier format beside a whole one: the whole one",
+       {entry("step-9", 9, "x", true), entry("a", 5, "")},
+       "a",
+       "",
+       ""},
   };
   for (const Row& r : rows) {
     CAPTURE(r.what);
@@ -458,7 +464,8 @@ TEST_CASE("checkpoint files (attack): a link at the folder's name in a folder ot
   symlink(theirs.c_str(), (open_to_all + "/ckpt").c_str());
   CHECK(error_of([&] { CheckpointFolder f(open_to_all + "/ckpt", nano::kCppCheckpoints, kWriter, false); }) ==
         "nano: checkpoint folder " + open_to_all + "/ckpt is a symbolic link in a folder others can write (" +
-            open_to_all + "): name the folder it points to, or set checkpoint_shared_folder if it is shared on purpose");
+            open_to_all +
+            "): name the folder it points to, or set checkpoint_shared_folder if it is shared on purpose");
   // A link in the user's own folder is the user's: used.
   symlink(theirs.c_str(), (dir + "/ckpt").c_str());
   CHECK_NOTHROW(CheckpointFolder(dir + "/ckpt", nano::kCppCheckpoints, kWriter, false));
