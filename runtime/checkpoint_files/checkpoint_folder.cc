@@ -85,7 +85,15 @@ bool move_if_free(int dir, const std::string& from, const std::string& to) {
   return true;
 }
 
+int64_t ns_of(const timespec& t) { return static_cast<int64_t>(t.tv_sec) * 1000000000LL + t.tv_nsec; }
+
 }  // namespace
+
+// Which file an entry is while it stays the same: device, inode, size and change time (which
+// nobody can set: a file rewritten in place or renamed over is another).
+CheckpointFolder::Identity CheckpointFolder::identity_of(const struct stat& st) {
+  return Identity{st.st_dev, st.st_ino, st.st_size, ns_of(st.st_ctim)};
+}
 
 std::string why_not_private_folder(uid_t uid, mode_t mode, uid_t me, bool shared) {
   if (shared) return "";
@@ -220,13 +228,12 @@ void CheckpointFolder::read_or_make_key(Role role) {
 std::string CheckpointFolder::verdict(const std::string& name, CheckpointEntry& entry) {
   struct stat st {};
   if (fstatat(fd_, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return "gone";
-  const Identity id{st.st_dev, st.st_ino, st.st_size,
-                    static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000LL + st.st_ctim.tv_nsec};
+  const Identity id = identity_of(st);
   if (const auto it = known_.find(name); it != known_.end() && it->second.first == id) {
     entry = it->second.second;
     return entry.why_not;
   }
-  entry.modified_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec;
+  entry.modified_ns = ns_of(st.st_mtim);
   const auto judge = [&]() -> std::string {
     if (const auto step = old_python_step(name)) {
       entry.old_format = S_ISDIR(st.st_mode) && st.st_uid == geteuid();  // another's cannot hold the folder up
@@ -271,8 +278,7 @@ std::string CheckpointFolder::verdict(const std::string& name, CheckpointEntry& 
   entry.why_not = judge();
   // Remembered only while it is the file that was judged.
   struct stat after {};
-  if (fstatat(fd_, name.c_str(), &after, AT_SYMLINK_NOFOLLOW) == 0 && after.st_ino == st.st_ino &&
-      after.st_ctim.tv_sec == st.st_ctim.tv_sec && after.st_ctim.tv_nsec == st.st_ctim.tv_nsec)
+  if (fstatat(fd_, name.c_str(), &after, AT_SYMLINK_NOFOLLOW) == 0 && identity_of(after) == id)
     known_[name] = {id, entry};
   return entry.why_not;
 }
@@ -408,14 +414,7 @@ struct CheckpointFolder::Writer::Sealer {
     std::vector<char> scratch;
     const PayloadSource source = [this](uint64_t at, size_t n, std::vector<char>& buffer) -> const char* {
       buffer.resize(n);
-      size_t done = 0;
-      while (done < n) {
-        const ssize_t got = pread(fd, buffer.data() + done, n - done, payload_at + static_cast<off_t>(at + done));
-        if (got < 0 && errno == EINTR) continue;
-        if (got <= 0) return nullptr;
-        done += static_cast<size_t>(got);
-      }
-      return buffer.data();
+      return read_at(fd, buffer.data(), n, static_cast<uint64_t>(payload_at) + at) == n ? buffer.data() : nullptr;
     };
     for (;;) {
       std::pair<uint64_t, size_t> job;
@@ -551,10 +550,8 @@ std::string CheckpointFolder::Writer::finish() {
   entry.seal = header_.seal;
   struct stat st {};
   if (fstatat(f.fd_, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
-    entry.modified_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec;
-    f.known_[name] = {Identity{st.st_dev, st.st_ino, st.st_size,
-                               static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000LL + st.st_ctim.tv_nsec},
-                      entry};
+    entry.modified_ns = ns_of(st.st_mtim);
+    f.known_[name] = {identity_of(st), entry};
   }
   if (!taken.empty()) {
     CheckpointEntry there;
@@ -642,8 +639,7 @@ std::unique_ptr<CheckpointReader> CheckpointFolder::open_verified(const std::str
   struct stat st {};
   const auto known = known_.find(name);
   if (fstat(reader->fd(), &st) == 0 && known != known_.end() && known->second.second.why_not.empty() &&
-      known->second.first == Identity{st.st_dev, st.st_ino, st.st_size,
-                                      static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000LL + st.st_ctim.tv_nsec})
+      known->second.first == identity_of(st))
     return reader;
   const std::string why = reader->why_not_sealed(key_);
   if (!why.empty()) throw Error("nano: checkpoint " + path + ": " + why);

@@ -14,6 +14,7 @@
 // RENAME_NOREPLACE): a name taken by anything gets the checkpoint beside it under
 // ckpt-<step>.<tag>.nano, never replaced nor discarded. The folder itself must be this user's and writable by no one
 // else, unless the caller says it is shared on purpose.
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include <condition_variable>
@@ -146,6 +147,7 @@ class CheckpointFolder {
 
  private:
   using Identity = std::tuple<dev_t, ino_t, off_t, int64_t>;
+  static Identity identity_of(const struct stat& st);
   std::string verdict(const std::string& name, CheckpointEntry& entry);
   void read_or_make_key(Role role);
 

@@ -196,18 +196,22 @@ namespace {
 // The file's first bytes, at most the longest header: what its header may be.
 std::string read_head(int fd) {
   std::string head(kMaxCheckpointHeader, '\0');
-  size_t used = 0;
-  while (used < head.size()) {
-    const ssize_t n = pread(fd, head.data() + used, head.size() - used, static_cast<off_t>(used));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    used += static_cast<size_t>(n);
-  }
-  head.resize(used);
+  head.resize(read_at(fd, head.data(), head.size(), 0));
   return head;
 }
 
 }  // namespace
+
+size_t read_at(int fd, void* buffer, size_t n, uint64_t at) {
+  size_t done = 0;
+  while (done < n) {
+    const ssize_t got = pread(fd, static_cast<char*>(buffer) + done, n - done, static_cast<off_t>(at + done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;
+    done += static_cast<size_t>(got);
+  }
+  return done;
+}
 
 CheckpointReader::CheckpointReader(int fd, const std::string& name) : name_(name), fd_(fd) {
   struct stat st {};
@@ -237,15 +241,7 @@ CheckpointReader::~CheckpointReader() { close(fd_); }
 size_t CheckpointReader::read(uint64_t at, void* buffer, size_t n) const {
   if (at >= header_.bytes) return 0;
   n = static_cast<size_t>(std::min<uint64_t>(n, header_.bytes - at));
-  size_t done = 0;
-  while (done < n) {
-    const ssize_t got =
-        pread(fd_, static_cast<char*>(buffer) + done, n - done, static_cast<off_t>(header_.payload_at + at + done));
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) break;
-    done += static_cast<size_t>(got);
-  }
-  return done;
+  return read_at(fd_, buffer, n, header_.payload_at + at);
 }
 
 std::string CheckpointReader::why_not_sealed(const std::string& key) const {

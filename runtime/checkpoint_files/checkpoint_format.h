@@ -119,6 +119,10 @@ struct CheckpointFile {
 /// never deleted (it is named to the user instead) and never counts.
 std::vector<std::string> checkpoints_to_prune(std::vector<CheckpointFile> files, int keep);
 
+/// Reads up to `n` bytes of file `fd` at `at` into `buffer`, again after an interruption or a
+/// short read: the count read (short only at the end of the file or on an error).
+size_t read_at(int fd, void* buffer, size_t n, uint64_t at);
+
 /// An open checkpoint file whose header has been read and whose size matches it: the payload is
 /// read from the file in pieces, never whole into memory twice. Takes `fd` (closed by it).
 /// Throws Error("cannot read checkpoint NAME: why"), for the caller to say who could not.
