@@ -161,7 +161,12 @@ void bind_checkpoint_folder(py::module_& m) {
             const py::buffer_info b = data.request();
             const size_t n = static_cast<size_t>(b.size * b.itemsize);
             py::gil_scoped_release release;
-            w.append(b.ptr, n);
+            try {
+              w.append(b.ptr, n);
+            } catch (const nano::Error&) {
+              // Said by finish(), with its cause: raised here, torch.save's writer (torch 1.13)
+              // raises again from its destructor and ends the process.
+            }
             return n;
           },
           py::arg("data"))

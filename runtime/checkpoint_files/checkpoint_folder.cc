@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -87,6 +88,49 @@ bool move_if_free(int dir, const std::string& from, const std::string& to) {
 
 int64_t ns_of(const timespec& t) { return static_cast<int64_t>(t.tv_sec) * 1000000000LL + t.tv_nsec; }
 
+// Why a link on `path` may be someone else's way into another folder ("" when every link on it,
+// and on the paths they lead to, is this user's or root's, in a folder others may not rename
+// entries of: not writable by them, or sticky).
+std::string why_not_own_links(const std::string& path, int depth = 0) {
+  if (depth > 40) return path + " has too many symbolic links";
+  std::string rest = path;
+  if (rest.empty() || rest[0] != '/') {
+    char cwd[PATH_MAX];
+    rest = std::string(getcwd(cwd, sizeof cwd) ? cwd : ".") + "/" + rest;
+  }
+  std::string prefix;
+  size_t at = 0;
+  while (at <= rest.size()) {
+    const size_t slash = rest.find('/', at);
+    const std::string part = rest.substr(at, slash == std::string::npos ? std::string::npos : slash - at);
+    at = slash == std::string::npos ? rest.size() + 1 : slash + 1;
+    if (part.empty() || part == ".") continue;
+    if (part == "..") {
+      prefix = prefix.substr(0, prefix.rfind('/'));
+      continue;
+    }
+    const std::string next = prefix + "/" + part;
+    struct stat st {};
+    if (lstat(next.c_str(), &st) != 0) return "";  // not there yet: a writer makes it, private
+    if (S_ISLNK(st.st_mode)) {
+      struct stat above {};
+      stat(prefix.empty() ? "/" : prefix.c_str(), &above);
+      if (st.st_uid != geteuid() && st.st_uid != 0)
+        return next + " is a symbolic link of uid " + std::to_string(st.st_uid) + ", not this user's";
+      if ((above.st_mode & (S_IWGRP | S_IWOTH)) && !(above.st_mode & S_ISVTX))
+        return next + " is a symbolic link in a folder others can write";
+      char target[PATH_MAX];
+      const ssize_t n = readlink(next.c_str(), target, sizeof target - 1);
+      if (n <= 0) return next + " is a symbolic link that cannot be read";
+      const std::string to(target, static_cast<size_t>(n));
+      const std::string left = at <= rest.size() ? rest.substr(at) : "";
+      return why_not_own_links((to[0] == '/' ? to : prefix + "/" + to) + "/" + left, depth + 1);
+    }
+    prefix = next;
+  }
+  return "";
+}
+
 }  // namespace
 
 // Which file an entry is while it stays the same: device, inode, size and change time (which
@@ -122,16 +166,14 @@ CheckpointFolder::CheckpointFolder(const std::string& dir, const std::string& ap
     if (mkdir(dir_.c_str(), 0700) != 0 && errno != EEXIST)
       throw UsageError("nano: cannot create checkpoint folder " + dir_ + ": " + errno_text());
   }
-  // A link at the folder's own name, in a folder others can write, may be anyone's: refused.
-  struct stat link {};
-  if (!shared && lstat(dir_.c_str(), &link) == 0 && S_ISLNK(link.st_mode)) {
-    const std::string parent = std::filesystem::path(dir_).parent_path().string();
-    struct stat above {};
-    if (stat(parent.empty() ? "." : parent.c_str(), &above) == 0 && (above.st_mode & (S_IWGRP | S_IWOTH)))
-      throw UsageError("nano: checkpoint folder " + dir_ + " is a symbolic link in a folder others can write (" +
-                       (parent.empty() ? "." : parent) +
-                       "): name the folder it points to, or set "
-                       "checkpoint_shared_folder if it is shared on purpose");
+  // A link on the way to the folder may lead into another of this user's folders: each must be
+  // this user's (or root's), in a folder nobody else may rename it in.
+  if (!shared) {
+    const std::string why = why_not_own_links(dir_);
+    if (!why.empty())
+      throw UsageError("nano: checkpoint folder " + dir_ + ": " + why +
+                       ", which may lead anywhere: name the folder it leads to, or set checkpoint_shared_folder if it "
+                       "is shared on purpose");
   }
   fd_ = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd_ < 0) {
@@ -144,8 +186,8 @@ CheckpointFolder::CheckpointFolder(const std::string& dir, const std::string& ap
     const std::string why = why_not_private_folder(st.st_uid, st.st_mode, geteuid(), shared);
     if (!why.empty())
       throw UsageError("nano: checkpoint folder " + dir_ + " " + why +
-                       ": whoever can write it can plant or remove checkpoints; make it yours alone (chmod go-w), "
-                       "or set checkpoint_shared_folder if it is shared on purpose");
+                       ": whoever can write it can plant or remove checkpoints; use a folder of your own (or make it "
+                       "yours alone: chmod go-w), or set checkpoint_shared_folder if it is shared on purpose");
     if (role == Role::kWriter && faccessat(fd_, ".", W_OK | X_OK, AT_EACCESS) != 0)
       throw UsageError("nano: cannot write into checkpoint folder " + dir_ + ": " + errno_text());
     read_or_make_key(role);
@@ -212,16 +254,22 @@ void CheckpointFolder::read_or_make_key(Role role) {
   }
   struct stat st {};
   fstat(fd, &st);
-  std::string text(65, '\0');
+  std::string text(66, '\0');
   const ssize_t n = S_ISREG(st.st_mode) ? pread(fd, text.data(), text.size(), 0) : -1;
   close(fd);
-  if (!S_ISREG(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077) != 0)
+  if (!S_ISREG(st.st_mode))
+    throw Error("nano: checkpoint folder key " + path + " is not a regular file: refusing the folder");
+  if (st.st_uid != geteuid() || (st.st_mode & 077) != 0)
     throw Error("nano: checkpoint folder key " + path + " is not this user's private file (owner uid " +
                 std::to_string(st.st_uid) + ", mode " + mode_text(st.st_mode) + "): refusing the folder");
   text.resize(n > 0 ? static_cast<size_t>(n) : 0);
-  while (!text.empty() && text.back() == '\n') text.pop_back();
-  const auto key = bytes_of_hex(text);
-  if (!key || key->size() != 32) throw Error("nano: checkpoint folder key " + path + " is damaged");
+  if (text.size() == 65 && text.back() == '\n') text.pop_back();
+  const auto key = text.size() == 64 && text.find_first_not_of("0123456789abcdef") == std::string::npos
+                       ? bytes_of_hex(text)
+                       : std::nullopt;
+  if (!key)
+    throw Error("nano: checkpoint folder key " + path + " is damaged: " + std::to_string(text.size()) +
+                " bytes, not 64 lower-case hex digits");
   key_ = *key;
 }
 
@@ -244,6 +292,8 @@ std::string CheckpointFolder::verdict(const std::string& name, CheckpointEntry& 
     if (S_ISDIR(st.st_mode)) return "a folder";
     if (!S_ISREG(st.st_mode)) return "not a regular file";
     if (st.st_uid != geteuid()) return "owned by uid " + std::to_string(st.st_uid) + ", not this user";
+    // One file under two names would count twice toward keep.
+    if (st.st_nlink != 1) return "a file of " + std::to_string(st.st_nlink) + " names (hard links)";
     const int fd = open_at(fd_, name, O_RDONLY);
     if (fd < 0) return "unreadable: " + errno_text();
     std::unique_ptr<CheckpointReader> reader;
@@ -268,7 +318,9 @@ std::string CheckpointFolder::verdict(const std::string& name, CheckpointEntry& 
     }
     if (h.step != entry.step) return "its header says step " + std::to_string(h.step);
     if (h.api != api_)
-      return "a checkpoint of the " + std::string(h.api == kPythonCheckpoints ? "Python" : "C++") + " API";
+      return h.api == kPythonCheckpoints ? "a checkpoint of the Python API"
+             : h.api == kCppCheckpoints  ? "a checkpoint of the C++ API"
+                                         : "a checkpoint of an unknown API (" + h.api + ")";
     if (h.key != checkpoint_key_id(key_)) {
       entry.other_key = true;
       return "sealed by another key than the folder's (key " + h.key + ")";
@@ -284,6 +336,7 @@ std::string CheckpointFolder::verdict(const std::string& name, CheckpointEntry& 
 }
 
 std::vector<CheckpointEntry> CheckpointFolder::scan() {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
   std::vector<CheckpointEntry> out;
   for (const std::string& name : names_in(fd_)) {
     auto step = checkpoint_step_of(name);
@@ -303,6 +356,7 @@ std::vector<CheckpointEntry> CheckpointFolder::scan() {
 }
 
 void CheckpointFolder::tell(const std::vector<CheckpointEntry>& entries) {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
   std::string names;
   int count = 0;
   for (const CheckpointEntry& e : entries) {
@@ -346,6 +400,7 @@ CheckpointChoice choose_checkpoint(const std::vector<CheckpointEntry>& entries, 
 }
 
 CheckpointChoice CheckpointFolder::choose() {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
   const std::vector<CheckpointEntry> entries = scan();
   tell(entries);
   CheckpointChoice c = choose_checkpoint(entries, dir_);
@@ -354,6 +409,7 @@ CheckpointChoice CheckpointFolder::choose() {
 }
 
 std::string CheckpointFolder::why_not(const std::string& name) {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
   CheckpointEntry entry;
   entry.name = name;
   const auto step = checkpoint_step_of(name);
@@ -363,6 +419,12 @@ std::string CheckpointFolder::why_not(const std::string& name) {
 }
 
 std::unique_ptr<CheckpointFolder::Writer> CheckpointFolder::start(int64_t step, int world, const std::string& torch) {
+  // What the header says must read back as written: a step its name can hold, a world, one word.
+  if (step < 0 || step > 999999999999LL)
+    throw Error("nano: a checkpoint's step must be 0 to 999999999999, got " + std::to_string(step));
+  if (world < 1) throw Error("nano: a checkpoint's world must be at least 1, got " + std::to_string(world));
+  if (torch.empty() || torch.size() > 64 || torch.find_first_of(" \t\r\n") != std::string::npos)
+    throw Error("nano: a checkpoint's torch version must be one word of at most 64 characters, got \"" + torch + "\"");
   CheckpointHeader h;
   h.format = 2;
   h.step = step;
@@ -540,6 +602,7 @@ std::string CheckpointFolder::Writer::finish() {
   }
   finished_ = true;
   sealer_.reset();
+  std::lock_guard<std::recursive_mutex> lock(f.mutex_);
   f.last_written_ = name;
   fsync(f.fd_);
   // Known whole without reading it again.
@@ -574,6 +637,8 @@ std::string CheckpointFolder::write(int64_t step, int world, const std::string& 
 }
 
 std::vector<std::string> CheckpointFolder::prune(int keep, const std::function<void()>& before) {
+  check_checkpoint_settings(0, 0, keep);
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
   const std::vector<CheckpointEntry> entries = scan();  // newest first; of one step, the later written
   std::vector<CheckpointFile> files;
   for (const CheckpointEntry& e : entries) files.push_back({e.step, e.name, e.why_not.empty()});
@@ -588,8 +653,7 @@ std::vector<std::string> CheckpointFolder::prune(int keep, const std::function<v
     const auto it = known_.find(name);
     struct stat st {};
     if (it == known_.end() || fstatat(fd_, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
-    const auto& [dev, ino, size, ctime] = it->second.first;
-    if (st.st_dev != dev || st.st_ino != ino || st.st_size != size || !S_ISREG(st.st_mode)) continue;
+    if (identity_of(st) != it->second.first || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) continue;
     if (unlinkat(fd_, name.c_str(), 0) == 0) deleted.push_back(name);
     known_.erase(it);
   }
@@ -598,6 +662,7 @@ std::vector<std::string> CheckpointFolder::prune(int keep, const std::function<v
 }
 
 void CheckpointFolder::remove_temporaries() {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
   for (const std::string& name : names_in(fd_)) {
     struct stat st {};
     if (name.rfind(kTemporaryPrefix, 0) == 0 && fstatat(fd_, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
@@ -621,6 +686,8 @@ std::unique_ptr<CheckpointReader> CheckpointFolder::open(const std::string& name
 }
 
 std::unique_ptr<CheckpointReader> CheckpointFolder::open_verified(const std::string& name, const std::string& seal) {
+  if (!checkpoint_step_of(name)) throw Error("nano: " + name + " is not a checkpoint's name");
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
   std::unique_ptr<CheckpointReader> reader;
   try {
     reader = open(name);

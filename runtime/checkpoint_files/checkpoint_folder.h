@@ -125,7 +125,8 @@ class CheckpointFolder {
   std::unique_ptr<Writer> start(int64_t step, int world, const std::string& torch);
   /// start(), append(payload), finish(): the checkpoint's file name.
   std::string write(int64_t step, int world, const std::string& torch, const void* payload, size_t bytes);
-  /// Deletes the checkpoints of this API beyond the `keep` newest that verify, only those that
+  /// Deletes the checkpoints of this API beyond the `keep` newest that verify (UsageError for
+  /// `keep` < 1), only those that
   /// verify, each only while it is still the file that verified, never the one this object wrote
   /// last; `before` runs before anything is deleted (the claim's check: it may throw). Returns
   /// the names deleted.
@@ -158,6 +159,8 @@ class CheckpointFolder {
   std::map<std::string, std::pair<Identity, CheckpointEntry>> known_;
   std::set<std::string> told_;
   std::string last_written_;  // never pruned: this run's newest
+  // One caller at a time (the Python binding lets threads in; a writer's finish() reports here).
+  std::recursive_mutex mutex_;
 };
 
 /// The checkpoint settings both APIs take, checked in one place: UsageError naming the setting

@@ -115,8 +115,9 @@ struct CheckpointFile {
 };
 
 /// Pure: the files to delete so that the `keep` newest verified checkpoints stay. A verified file
-/// is deleted only when `keep` verified files of higher steps exist; a file that did not verify is
-/// never deleted (it is named to the user instead) and never counts.
+/// is deleted only when `keep` newer verified files exist (of higher steps, or of its step and
+/// before it in `files`: written later); a file that did not verify is never deleted (it is
+/// named to the user instead) and never counts.
 std::vector<std::string> checkpoints_to_prune(std::vector<CheckpointFile> files, int keep);
 
 /// Reads up to `n` bytes of file `fd` at `at` into `buffer`, again after an interruption or a

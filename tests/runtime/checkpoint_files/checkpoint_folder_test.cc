@@ -1,6 +1,7 @@
 // The checkpoint engine's files (runtime/checkpoint_files/checkpoint_folder.h) against someone who
-// can write the folder: links at higher steps and at the next step's name, forged and renamed
-// files, a deleted or replaced key, FIFOs and files of another user. After each, every real
+// can write the folder: links at higher steps and at the next step's name, hard links, forged and
+// renamed files, a deleted or replaced key, FIFOs and files of another user, links on the way to
+// the folder. After each, every real
 // checkpoint is still there and the newest real one is what a run resumes from. And the pure
 // decisions (names, the folder's mode, the choice) as tables.
 #include <dirent.h>
@@ -110,8 +111,9 @@ TEST_CASE("checkpoint files: a folder is the user's alone unless shared on purpo
   chmod(dir.c_str(), 0777);
   CHECK(error_of([&] { CheckpointFolder f(dir, nano::kCppCheckpoints, kWriter, false); }) ==
         "nano: checkpoint folder " + dir +
-            " is writable by others (mode 0777): whoever can write it can plant or remove checkpoints; make it "
-            "yours alone (chmod go-w), or set checkpoint_shared_folder if it is shared on purpose");
+            " is writable by others (mode 0777): whoever can write it can plant or remove checkpoints; use a "
+            "folder of your own (or make it yours alone: chmod go-w), or set checkpoint_shared_folder if it is "
+            "shared on purpose");
   CHECK_NOTHROW(CheckpointFolder(dir, nano::kCppCheckpoints, kWriter, true));
   // A folder it makes is private, and so is the key.
   const std::string made = dir + "/a/b";
@@ -182,19 +184,22 @@ TEST_CASE("checkpoint files (attack): links planted at higher steps are never co
   // Today's Python engine lost every real checkpoint to these two at its next save.
   symlink((dir + "/" + name_of(100)).c_str(), (dir + "/" + name_of(999999)).c_str());
   symlink((dir + "/" + name_of(100)).c_str(), (dir + "/" + name_of(999998)).c_str());
-  link((dir + "/" + name_of(100)).c_str(), (dir + "/" + name_of(999997)).c_str());  // a hard link: another step
+  // A hard link at a higher step: one file of two names counts under neither (never twice), and
+  // nothing of it is deleted.
+  link((dir + "/" + name_of(100)).c_str(), (dir + "/" + name_of(999997)).c_str());
   write_steps(f, {300});
-  CHECK(entries(dir) == std::set<std::string>{".nano-key", name_of(200), name_of(300), name_of(999997), name_of(999998),
-                                              name_of(999999)});
+  CHECK(entries(dir) == std::set<std::string>{".nano-key", name_of(100), name_of(200), name_of(300), name_of(999997),
+                                              name_of(999998), name_of(999999)});
   CHECK(f.why_not(name_of(999999)) == "a symbolic link");
-  CHECK(f.why_not(name_of(999997)) == "its header says step 100");
+  CHECK(f.why_not(name_of(999997)) == "a file of 2 names (hard links)");
   std::string said;
   std::string name;
   said = stderr_of([&] { name = f.choose().name; });
   CHECK(name == name_of(300));
-  CHECK(said == "nano: 3 entries of checkpoint folder " + dir +
+  CHECK(said == "nano: 4 entries of checkpoint folder " + dir +
                     " never loaded, counted as kept or deleted: " + name_of(999999) + " (a symbolic link), " +
-                    name_of(999998) + " (a symbolic link), " + name_of(999997) + " (its header says step 100)\n");
+                    name_of(999998) + " (a symbolic link), " + name_of(999997) + " (a file of 2 names (hard links)), " +
+                    name_of(100) + " (a file of 2 names (hard links))\n");
   CHECK(stderr_of([&] { f.choose(); }).empty());  // each named once
   std::system(("rm -rf " + dir).c_str());
 }
@@ -455,19 +460,80 @@ TEST_CASE("checkpoint files: a writer given up leaves nothing; the one just writ
   std::system(("rm -rf " + dir).c_str());
 }
 
-TEST_CASE("checkpoint files (attack): a link at the folder's name in a folder others can write is refused") {
+TEST_CASE("checkpoint files (attack): a link on the way to the folder that someone else could have made is refused") {
+  if (geteuid() != 0) {
+    MESSAGE("skipped: needs root to make a link of another user");
+    return;
+  }
   const std::string dir = temp_dir();
-  const std::string open_to_all = dir + "/public", theirs = dir + "/mine";
-  mkdir(open_to_all.c_str(), 0777);
-  chmod(open_to_all.c_str(), 01777);
-  mkdir(theirs.c_str(), 0700);
-  symlink(theirs.c_str(), (open_to_all + "/ckpt").c_str());
+  chmod(dir.c_str(), 0755);  // the other user reaches the folders inside
+  const std::string sticky = dir + "/sticky", open_to_all = dir + "/open", mine = dir + "/mine";
+  for (const std::string& d : {sticky, open_to_all}) {
+    mkdir(d.c_str(), 0777);
+    chmod(d.c_str(), d == sticky ? 01777 : 0777);
+  }
+  mkdir(mine.c_str(), 0700);
+  // Another user's link in a sticky folder (/tmp): it leads into a folder of this user's.
+  const pid_t pid = fork();
+  if (pid == 0) {
+    if (setgid(65534) != 0 || setuid(65534) != 0) _exit(1);
+    mkdir((sticky + "/run").c_str(), 0755);
+    _exit(symlink(mine.c_str(), (sticky + "/run/ckpt").c_str()) == 0 ? 0 : 1);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  REQUIRE((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  const std::string tail =
+      ", which may lead anywhere: name the folder it leads to, or set checkpoint_shared_folder if it "
+      "is shared on purpose";
+  CHECK(error_of([&] { CheckpointFolder f(sticky + "/run/ckpt", nano::kCppCheckpoints, kWriter, false); }) ==
+        "nano: checkpoint folder " + sticky + "/run/ckpt: " + sticky +
+            "/run/ckpt is a symbolic link of uid 65534, not "
+            "this user's" +
+            tail);
+  CHECK(error_of([&] {
+          CheckpointFolder f(sticky + "/run/ckpt/.", nano::kCppCheckpoints, kWriter, false);
+        }).find("is a symbolic link of uid 65534") != std::string::npos);
+  // This user's link in a folder anyone may rename it in.
+  symlink(mine.c_str(), (open_to_all + "/ckpt").c_str());
   CHECK(error_of([&] { CheckpointFolder f(open_to_all + "/ckpt", nano::kCppCheckpoints, kWriter, false); }) ==
-        "nano: checkpoint folder " + open_to_all + "/ckpt is a symbolic link in a folder others can write (" +
-            open_to_all +
-            "): name the folder it points to, or set checkpoint_shared_folder if it is shared on purpose");
-  // A link in the user's own folder is the user's: used.
-  symlink(theirs.c_str(), (dir + "/ckpt").c_str());
+        "nano: checkpoint folder " + open_to_all + "/ckpt: " + open_to_all +
+            "/ckpt is a symbolic link in a folder others can write" + tail);
+  // This user's link in a sticky folder or a folder of its own: the user's way, used.
+  symlink(mine.c_str(), (sticky + "/ckpt").c_str());
+  CHECK_NOTHROW(CheckpointFolder(sticky + "/ckpt", nano::kCppCheckpoints, kWriter, false));
+  symlink(mine.c_str(), (dir + "/ckpt").c_str());
   CHECK_NOTHROW(CheckpointFolder(dir + "/ckpt", nano::kCppCheckpoints, kWriter, false));
+  std::system(("rm -rf " + dir).c_str());
+}
+
+TEST_CASE("checkpoint files (attack): a hard link never counts twice; bad arguments and keys are refused") {
+  const std::string dir = temp_dir();
+  CheckpointFolder f(dir, nano::kCppCheckpoints, kWriter, false);
+  write_steps(f, {400, 500});
+  link((dir + "/" + name_of(500)).c_str(), (dir + "/" + nano::checkpoint_file_name(500, "0000abcd")).c_str());
+  CHECK(f.prune(2, nullptr).empty());  // 400 stays: 500 under two names is one checkpoint, and counts for none
+  CHECK(f.why_not(name_of(500)) == "a file of 2 names (hard links)");
+  CHECK(error_of([&] { f.prune(0, nullptr); }) == "nano: checkpoint_keep must be at least 1, got 0");
+  CHECK(error_of([&] { f.start(-1, 1, "2.6.0"); }) == "nano: a checkpoint's step must be 0 to 999999999999, got -1");
+  CHECK(error_of([&] { f.start(1000000000000, 1, "2.6.0"); }) ==
+        "nano: a checkpoint's step must be 0 to 999999999999, got 1000000000000");
+  CHECK(error_of([&] { f.start(1, 0, "2.6.0"); }) == "nano: a checkpoint's world must be at least 1, got 0");
+  CHECK(error_of([&] { f.start(1, 1, "2.6 cuda"); }) ==
+        "nano: a checkpoint's torch version must be one word of at most 64 characters, got \"2.6 cuda\"");
+  CHECK(error_of([&] { f.open_verified("../x", ""); }) == "nano: ../x is not a checkpoint's name");
+  // A key with anything beside its 64 hex digits is damaged.
+  {
+    std::ifstream in(dir + "/.nano-key");
+    std::string key;
+    in >> key;
+    unlink((dir + "/.nano-key").c_str());
+    const int fd = open((dir + "/.nano-key").c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
+    const std::string junk = key + "\nmore";
+    CHECK(write(fd, junk.data(), junk.size()) == static_cast<ssize_t>(junk.size()));
+    close(fd);
+  }
+  CHECK(error_of([&] { CheckpointFolder g(dir, nano::kCppCheckpoints, CheckpointFolder::Role::kReader, false); }) ==
+        "nano: checkpoint folder key " + dir + "/.nano-key is damaged: 66 bytes, not 64 lower-case hex digits");
   std::system(("rm -rf " + dir).c_str());
 }
