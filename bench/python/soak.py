@@ -227,7 +227,7 @@ def soak(args, host):
     # (The test bed's hosts see the folder through their own mount namespaces, not this one's.)
     disk = False
     if os.environ.get("NANO_SOAK_PRIVATE_MOUNTS") == "1" and not args.hosts:
-        disk = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=32m", "nano-soak", ckpt]).returncode == 0
+        disk = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=32m,mode=0700", "nano-soak", ckpt]).returncode == 0
     kinds = list(ENDING) + (["disk"] if disk else []) + (["cut", "lost"] if args.hosts else [])
     if args.kinds:
         asked = args.kinds.split(",")

@@ -61,31 +61,6 @@ std::vector<std::string> names_in(int dir) {
   return names;
 }
 
-void write_all(int fd, const char* p, size_t n, off_t at) {
-  while (n > 0) {
-    const ssize_t w = pwrite(fd, p, n, at);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) throw Error(w < 0 ? errno_text() : "short write");
-    p += w;
-    at += w;
-    n -= static_cast<size_t>(w);
-  }
-}
-
-// Moves `from` to `to` in folder `dir` only if `to` is free: false when it is taken.
-bool move_if_free(int dir, const std::string& from, const std::string& to) {
-  if (renameat2(dir, from.c_str(), dir, to.c_str(), RENAME_NOREPLACE) == 0) return true;
-  if (errno == EEXIST) return false;
-  if (errno != EINVAL && errno != ENOSYS) throw Error(errno_text());
-  // A file system without RENAME_NOREPLACE: link() fails on a taken name as well.
-  if (linkat(dir, from.c_str(), dir, to.c_str(), 0) != 0) {
-    if (errno == EEXIST) return false;
-    throw Error(errno_text());
-  }
-  unlinkat(dir, from.c_str(), 0);
-  return true;
-}
-
 int64_t ns_of(const timespec& t) { return static_cast<int64_t>(t.tv_sec) * 1000000000LL + t.tv_nsec; }
 
 // Why a link on `path` may be someone else's way into another folder ("" when every link on it,
@@ -235,7 +210,7 @@ void CheckpointFolder::read_or_make_key(Role role) {
     if (made < 0) throw Error("nano: cannot write checkpoint folder key " + path + ": " + errno_text());
     try {
       const std::string key = make_job_secret();  // 32 random bytes as 64 hex digits
-      write_all(made, key.data(), key.size(), 0);
+      write_at(made, key.data(), key.size(), 0);
       if (fsync(made) != 0) throw Error(errno_text());
       if (linkat(fd_, tmp.c_str(), fd_, kKeyFile, 0) != 0 && errno != EEXIST) throw Error(errno_text());
     } catch (const Error& e) {
@@ -446,187 +421,30 @@ std::unique_ptr<CheckpointFolder::Writer> CheckpointFolder::start(int64_t step, 
   }
 }
 
-// Whole chunks are sealed as soon as they are written, read back from the page cache in pieces by
-// threads of their own: the seal costs the writer almost nothing beside the writing and the fsync.
-// What is left when the payload ends, the calling thread seals with them.
-struct CheckpointFolder::Writer::Sealer {
-  const std::string key;  // copies: the threads never reach into the folder
-  const CheckpointHeader header;
-  const int fd;
-  const off_t payload_at;
-  std::mutex mutex;
-  std::condition_variable more;
-  std::deque<std::pair<uint64_t, size_t>> queue;  // (chunk, its bytes)
-  std::map<uint64_t, Tag> tags;
-  std::string failed;
-  bool closed = false;
-  std::vector<std::thread> threads;
-
-  Sealer(std::string k, CheckpointHeader h, int file, off_t at)
-      : key(std::move(k)), header(std::move(h)), fd(file), payload_at(at) {
-    try {
-      for (int t = 0; t < seal_threads(); ++t) threads.emplace_back([this] { run(); });
-    } catch (const std::system_error&) {
-      // no more threads to be had: those started and finish()'s caller do the work
-    }
-  }
-  ~Sealer() { stop(true); }
-
-  void run() {
-    std::vector<char> scratch;
-    const PayloadSource source = [this](uint64_t at, size_t n, std::vector<char>& buffer) -> const char* {
-      buffer.resize(n);
-      return read_at(fd, buffer.data(), n, static_cast<uint64_t>(payload_at) + at) == n ? buffer.data() : nullptr;
-    };
-    for (;;) {
-      std::pair<uint64_t, size_t> job;
-      {
-        std::unique_lock<std::mutex> lock(mutex);
-        more.wait(lock, [this] { return closed || !queue.empty(); });
-        if (queue.empty()) return;
-        job = queue.front();
-        queue.pop_front();
-      }
-      std::string why;
-      Tag tag{};
-      try {
-        tag = checkpoint_chunk_tag(key, header, job.first, job.second, source, scratch);
-      } catch (const std::exception& e) {
-        why = std::string("cannot seal the payload: ") + e.what();
-      }
-      std::lock_guard<std::mutex> lock(mutex);
-      if (why.empty())
-        tags[job.first] = tag;
-      else if (failed.empty())
-        failed = why;
-    }
-  }
-  void add(uint64_t chunk, size_t n) {
-    std::lock_guard<std::mutex> lock(mutex);
-    queue.emplace_back(chunk, n);
-    more.notify_one();
-  }
-  void stop(bool drop) {
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      closed = true;
-      if (drop) queue.clear();
-      more.notify_all();
-    }
-    if (!drop) run();
-    for (auto& t : threads) t.join();
-    threads.clear();
-  }
-  /// Waits for every chunk of `chunks`: their tags in order.
-  std::vector<Tag> finish(uint64_t chunks) {
-    stop(false);
-    if (!failed.empty()) throw Error(failed);
-    if (tags.size() != chunks) throw Error("cannot seal the payload: a chunk was not sealed");
-    std::vector<Tag> out;
-    for (const auto& [chunk, tag] : tags) out.push_back(tag);
-    return out;
-  }
-};
-
-CheckpointFolder::Writer::Writer(CheckpointFolder& folder, CheckpointHeader header, std::string temporary, int fd)
-    : folder_(folder), header_(std::move(header)), temporary_(std::move(temporary)), fd_(fd) {
-  // Its length is known now: the payload's count and the seal have fixed widths.
-  header_size_ = checkpoint_header(header_).size();
-  sealer_ = std::make_unique<Sealer>(folder_.key_, header_, fd_, static_cast<off_t>(header_size_));
-}
-
-CheckpointFolder::Writer::~Writer() { abort(); }
-
-void CheckpointFolder::Writer::abort() {
-  sealer_.reset();  // its threads read the file: gone before it closes
-  if (finished_) return;
-  finished_ = true;
-  if (fd_ >= 0) close(fd_);
-  fd_ = -1;
-  unlinkat(folder_.fd_, temporary_.c_str(), 0);
-}
-
-void CheckpointFolder::Writer::seal_whole_chunks() {
-  for (uint64_t next = sealed_chunks_; (next + 1) * kSealChunk <= bytes_; next = ++sealed_chunks_)
-    sealer_->add(next, kSealChunk);
-}
-
-void CheckpointFolder::Writer::fail(const std::string& why) {
-  abort();
-  failed_ = "nano: cannot write checkpoint " + folder_.dir_ + "/" + checkpoint_file_name(header_.step) + ": " + why;
-  throw Error(failed_);
-}
-
-void CheckpointFolder::Writer::append(const void* data, size_t n) {
-  // The first failure again (torch.save writes its end after a write failed): its cause, not this.
-  if (!failed_.empty()) throw Error(failed_);
-  if (finished_) throw Error("nano: a checkpoint's writer was used after it finished");
-  try {
-    write_all(fd_, static_cast<const char*>(data), n, static_cast<off_t>(header_size_ + bytes_));
-  } catch (const Error& e) {
-    fail(e.what());
-  }
-  bytes_ += n;
-  seal_whole_chunks();
-}
-
-std::string CheckpointFolder::Writer::finish() {
-  if (!failed_.empty()) throw Error(failed_);
-  if (finished_) throw Error("nano: a checkpoint's writer was used after it finished");
-  CheckpointFolder& f = folder_;
-  header_.bytes = bytes_;
-  std::string name = checkpoint_file_name(header_.step), taken;
-  try {
-    // The disk starts on the rest of the payload while the last chunks are sealed.
-    sync_file_range(fd_, 0, 0, SYNC_FILE_RANGE_WRITE);
-    if (bytes_ > sealed_chunks_ * kSealChunk) sealer_->add(sealed_chunks_, bytes_ - sealed_chunks_ * kSealChunk);
-    header_.seal = checkpoint_seal_of(f.key_, header_, sealer_->finish((bytes_ + kSealChunk - 1) / kSealChunk));
-    const std::string header = checkpoint_header(header_);
-    if (header.size() != header_size_) throw Error("its header changed length");
-    write_all(fd_, header.data(), header.size(), 0);
-    if (fsync(fd_) != 0) throw Error(errno_text());
-  } catch (const Error& e) {
-    fail(e.what());
-  }
-  const int closed = close(fd_);
-  fd_ = -1;
-  if (closed != 0) fail(errno_text());
-  try {
-    for (int tries = 0; !move_if_free(f.fd_, temporary_, name); ++tries) {
-      if (tries == 3) throw Error("its name and three others beside it are taken");
-      if (taken.empty()) taken = name;
-      name = checkpoint_file_name(header_.step, hex_of(make_challenge()).substr(0, 8));
-    }
-  } catch (const Error& e) {
-    fail(e.what());
-  }
-  finished_ = true;
-  sealer_.reset();
-  std::lock_guard<std::recursive_mutex> lock(f.mutex_);
-  f.last_written_ = name;
-  fsync(f.fd_);
+void CheckpointFolder::written(const std::string& name, const CheckpointHeader& h, const std::string& taken) {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  last_written_ = name;
   // Known whole without reading it again.
   CheckpointEntry entry;
   entry.name = name;
-  entry.step = header_.step;
-  entry.world = header_.world;
-  entry.seal = header_.seal;
+  entry.step = h.step;
+  entry.world = h.world;
+  entry.seal = h.seal;
   struct stat st {};
-  if (fstatat(f.fd_, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
+  if (fstatat(fd_, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
     entry.modified_ns = ns_of(st.st_mtim);
-    f.known_[name] = {identity_of(st), entry};
+    known_[name] = {identity_of(st), entry};
   }
   if (!taken.empty()) {
     CheckpointEntry there;
     there.name = taken;
-    there.step = header_.step;
-    const std::string why = f.verdict(taken, there);
-    std::cerr << "nano: " << f.dir_ << "/" << taken << " was there already ("
+    there.step = h.step;
+    const std::string why = verdict(taken, there);
+    std::cerr << "nano: " << dir_ << "/" << taken << " was there already ("
               << (why.empty() ? "a checkpoint of this step" : why) << "): this checkpoint is written beside it, as "
               << name << std::endl;
-    f.told_.insert(taken);
+    told_.insert(taken);
   }
-  return name;
 }
 
 std::string CheckpointFolder::write(int64_t step, int world, const std::string& torch, const void* payload,

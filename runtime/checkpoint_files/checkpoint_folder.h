@@ -90,8 +90,9 @@ class CheckpointFolder {
   /// scan(), tell(), choose_checkpoint(), and its note said: what rank 0 resumes from.
   CheckpointChoice choose();
 
-  /// One checkpoint being written: append() its payload in pieces, then finish(). Throws Error
-  /// naming the file when it cannot be written; a writer that did not finish leaves no temporary.
+  /// One checkpoint being written (checkpoint_writer.cc): append() its payload in pieces, then
+  /// finish(). Throws Error naming the file when it cannot be written; a writer that did not
+  /// finish leaves no temporary.
   class Writer {
    public:
     ~Writer();
@@ -150,6 +151,8 @@ class CheckpointFolder {
   using Identity = std::tuple<dev_t, ino_t, off_t, int64_t>;
   static Identity identity_of(const struct stat& st);
   std::string verdict(const std::string& name, CheckpointEntry& entry);
+  // A writer's file is in place as `name` (beside `taken`, when that was there): remembered whole.
+  void written(const std::string& name, const CheckpointHeader& h, const std::string& taken);
   void read_or_make_key(Role role);
 
   std::string dir_;

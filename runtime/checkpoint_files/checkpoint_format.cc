@@ -202,6 +202,18 @@ std::string read_head(int fd) {
 
 }  // namespace
 
+void write_at(int fd, const void* data, size_t n, uint64_t at) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    const ssize_t w = pwrite(fd, p, n, static_cast<off_t>(at));
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) throw Error(w < 0 ? strerror(errno) : "short write");
+    p += w;
+    at += static_cast<uint64_t>(w);
+    n -= static_cast<size_t>(w);
+  }
+}
+
 size_t read_at(int fd, void* buffer, size_t n, uint64_t at) {
   size_t done = 0;
   while (done < n) {

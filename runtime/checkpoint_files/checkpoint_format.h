@@ -124,6 +124,10 @@ std::vector<std::string> checkpoints_to_prune(std::vector<CheckpointFile> files,
 /// short read: the count read (short only at the end of the file or on an error).
 size_t read_at(int fd, void* buffer, size_t n, uint64_t at);
 
+/// Writes all `n` bytes at `data` to file `fd` at `at`, again after an interruption or a short
+/// write; throws Error with the system's reason when it cannot.
+void write_at(int fd, const void* data, size_t n, uint64_t at);
+
 /// An open checkpoint file whose header has been read and whose size matches it: the payload is
 /// read from the file in pieces, never whole into memory twice. Takes `fd` (closed by it).
 /// Throws Error("cannot read checkpoint NAME: why"), for the caller to say who could not.
