@@ -33,7 +33,9 @@ Usage: api_test.py BUILD_DIR CASE
                  never followed nor counted (the first checkpoint written beside its link); then
                  its newest checkpoint is damaged and a third run falls back to the one before it
                  and still ends bit-identical; 3 ranks resume the 2 ranks' checkpoint and finish
-                 the epoch's rest; a folder of the first format is refused in one line
+                 the epoch's rest; a folder of the first format is refused in one line; through
+                 the engine's binding, a write that fails (a file size limit) is said once with
+                 its cause and leaves no temporary, and four threads share one folder object
   handoff        what the caller and its ranks hand each other (_handoff.py) without a launch: a seal
                  made with another key, for another purpose, or cut short is refused naming the
                  file; a job folder or file that is a link, another's or open to others is refused;
@@ -354,6 +356,28 @@ def resume(tmp):
     shutil.rmtree(folder)
     shutil.rmtree(old)
     os.unlink(target)
+    # The engine through the binding: a write that fails (a file size limit, as a full disk) is said
+    # once, with its cause, by finish(), and leaves no temporary (torch 1.13's writer ended the
+    # process when the failure was raised again from its destructor); threads sharing one folder
+    # object take turns.
+    engine = os.path.join(tmp, "engine")
+    program = ("import os, resource, signal, sys, threading, torch\nfrom nano_torch import _C\n"
+               f"f = _C.CheckpointFolder({engine!r}, True, False)\n"
+               "w = f.start(1, 1, torch.__version__)\nw.write(b'x' * 100)\nw.finish()\n"
+               "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+               "resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, resource.RLIM_INFINITY))\n"
+               "w = f.start(2, 1, torch.__version__)\n"
+               "try:\n    torch.save({'t': torch.zeros(1 << 20)}, w)\n    w.finish()\n"
+               "except RuntimeError as e:\n    print('caught', e)\nfinally:\n    w.abort()\n"
+               "resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))\n"
+               "ts = [threading.Thread(target=lambda: [f.choose() for _ in range(200)]) for _ in range(4)]\n"
+               "[t.start() for t in ts]\n[t.join() for t in ts]\n"
+               "print('left', sorted(os.listdir(sys.argv[1])))\n")
+    code, out, err, seconds = run(["-c", program, engine], tmp, timeout=120)
+    check(code == 0 and f"caught nano: cannot write checkpoint {engine}/{ckpt(2)}: File too large" in out
+          and f"left ['.nano-key', '{ckpt(1)}']" in out, f"the engine's failed write: exit {code}: {out[-600:]} "
+          f"{err[-800:]}")
+    shutil.rmtree(engine)
     for mode in ("killed", "fallback"):
         differ = sum(a != b for a, b in zip(weights["whole"], weights[mode]))
         check(differ == 0, f"{mode}: {differ} of {len(weights['whole'])} weights differ from the uninterrupted run's")
