@@ -454,10 +454,12 @@ std::string CheckpointFolder::write(int64_t step, int world, const std::string& 
   return w->finish();
 }
 
-std::vector<std::string> CheckpointFolder::prune(int keep, const std::function<void()>& before) {
+std::vector<std::string> CheckpointFolder::prune(int keep, const std::function<void()>& before,
+                                                 std::vector<CheckpointEntry>* seen) {
   check_checkpoint_settings(0, 0, keep);
   std::lock_guard<std::recursive_mutex> lock(mutex_);
   const std::vector<CheckpointEntry> entries = scan();  // newest first; of one step, the later written
+  if (seen) *seen = entries;
   std::vector<CheckpointFile> files;
   for (const CheckpointEntry& e : entries) files.push_back({e.step, e.name, e.why_not.empty()});
   std::vector<std::string> old = checkpoints_to_prune(files, keep);

@@ -130,8 +130,9 @@ class CheckpointFolder {
   /// `keep` < 1), only those that
   /// verify, each only while it is still the file that verified, never the one this object wrote
   /// last; `before` runs before anything is deleted (the claim's check: it may throw). Returns
-  /// the names deleted.
-  std::vector<std::string> prune(int keep, const std::function<void()>& before);
+  /// the names deleted; `seen`, when given, gets what its scan() found.
+  std::vector<std::string> prune(int keep, const std::function<void()>& before,
+                                 std::vector<CheckpointEntry>* seen = nullptr);
   /// Temporaries of a writer that was killed mid-write (this user's regular files named .tmp-*).
   void remove_temporaries();
 

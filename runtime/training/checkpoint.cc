@@ -6,17 +6,10 @@
 #include <torch/serialize/output-archive.h>
 #include <torch/version.h>
 
-#include <errno.h>
-#include <fcntl.h>
 #include <sched.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <mutex>
 #include <sstream>
@@ -24,7 +17,6 @@
 #include <nano/auto_lr.h>
 #include <nano/communicator.h>
 #include <nano/error.h>
-#include "core/job_secret.h"
 #include "runtime/checkpoint_files/checkpoint_folder.h"
 #include "runtime/checkpoint_files/checkpoint_stop.h"
 #include "runtime/collectives/serial_executor.h"
@@ -422,8 +414,9 @@ void Checkpointer::save() {
       if (claim) claim();
       const std::string name = folder->write(step, world, TORCH_VERSION, body.data(), body.size());
       report->set_written(folder->dir() + "/" + name);
-      folder->prune(keep, claim);
-      folder->tell(folder->scan());  // what the folder holds besides: each named once
+      std::vector<CheckpointEntry> seen;
+      folder->prune(keep, claim, &seen);
+      folder->tell(seen);  // what the folder holds besides: each named once
     } catch (const ClaimLost& e) {
       report->set_lost(e.what());
     } catch (const std::exception& e) {
@@ -438,14 +431,18 @@ std::optional<int64_t> Checkpointer::restore() {
   // Rank 0 chooses (every file looked at once, the rest named in one line and left alone); every
   // rank opens that file by name and checks it is the one whose seal rank 0 verified (a stale
   // copy on a cached file system is refused rather than resumed from).
+  // Rank 0 writes through the folder it opened at construction; a reader opens it here.
+  const auto open_folder = [this] {
+    if (!folder_)
+      folder_ = std::make_shared<CheckpointFolder>(dir_, kCppCheckpoints, CheckpointFolder::Role::kReader,
+                                                   options_.shared_folder);
+  };
   CheckpointChoice choice;
   if (comm_->rank() == 0) {
-    if (!folder_) {  // a tuning trial: only reads, and a folder that is not there holds nothing
-      try {
-        folder_ = std::make_shared<CheckpointFolder>(dir_, kCppCheckpoints, CheckpointFolder::Role::kReader,
-                                                     options_.shared_folder);
-      } catch (const UsageError&) {
-      }
+    try {
+      open_folder();
+    } catch (const UsageError&) {
+      // a tuning trial's rank 0 (which makes nothing): a folder that is not there holds nothing
     }
     if (folder_) choice = folder_->choose();
   }
@@ -467,9 +464,7 @@ std::optional<int64_t> Checkpointer::restore() {
   const std::string path = dir_ + "/" + name;
   std::unique_ptr<CheckpointReader> reader;
   try {
-    if (!folder_)
-      folder_ = std::make_shared<CheckpointFolder>(dir_, kCppCheckpoints, CheckpointFolder::Role::kReader,
-                                                   options_.shared_folder);
+    open_folder();
     // Verified on every rank through the descriptor it is then read through, and the one whose
     // seal rank 0 verified (rank 0's own verdict is remembered: not read twice).
     reader = folder_->open_verified(name, seal);
