@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -412,6 +413,9 @@ std::unique_ptr<CheckpointFolder::Writer> CheckpointFolder::start(int64_t step, 
   const int fd = open_at(fd_, tmp, O_RDWR | O_CREAT | O_EXCL, 0600);  // read back to be sealed
   if (fd < 0)
     throw Error("nano: cannot write checkpoint " + dir_ + "/" + checkpoint_file_name(step) + ": " + errno_text());
+  // Locked while it is written: remove_temporaries() (another Checkpointer of this folder starting)
+  // leaves a temporary that is in use.
+  flock(fd, LOCK_EX | LOCK_NB);
   try {
     return std::unique_ptr<Writer>(new Writer(*this, h, tmp, fd));
   } catch (...) {
@@ -485,9 +489,14 @@ void CheckpointFolder::remove_temporaries() {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
   for (const std::string& name : names_in(fd_)) {
     struct stat st {};
-    if (name.rfind(kTemporaryPrefix, 0) == 0 && fstatat(fd_, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-        S_ISREG(st.st_mode) && st.st_uid == geteuid())
-      unlinkat(fd_, name.c_str(), 0);
+    if (name.rfind(kTemporaryPrefix, 0) != 0 || fstatat(fd_, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+        !S_ISREG(st.st_mode) || st.st_uid != geteuid())
+      continue;
+    // A writer still at work holds its temporary's lock: only a dead writer's goes.
+    const int fd = open_at(fd_, name, O_RDONLY);
+    if (fd < 0) continue;
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0) unlinkat(fd_, name.c_str(), 0);
+    close(fd);
   }
 }
 

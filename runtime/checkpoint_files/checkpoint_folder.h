@@ -133,7 +133,8 @@ class CheckpointFolder {
   /// the names deleted; `seen`, when given, gets what its scan() found.
   std::vector<std::string> prune(int keep, const std::function<void()>& before,
                                  std::vector<CheckpointEntry>* seen = nullptr);
-  /// Temporaries of a writer that was killed mid-write (this user's regular files named .tmp-*).
+  /// Temporaries of a writer that was killed mid-write (this user's regular files named .tmp-*
+  /// whose writer's lock is gone: one still being written stays).
   void remove_temporaries();
 
   /// Opens checkpoint `name` for reading (never through a link); throws Error naming it when it is

@@ -177,10 +177,9 @@ std::string CheckpointFolder::Writer::finish() {
   } catch (const Error& e) {
     fail(e.what());
   }
-  const int closed = close(fd_);
-  fd_ = -1;
-  if (closed != 0) fail(errno_text());
   try {
+    // Moved while still open: the temporary's lock (CheckpointFolder::start) keeps
+    // remove_temporaries() away from it to the end.
     for (int tries = 0; !move_if_free(f.fd_, temporary_, name); ++tries) {
       if (tries == 3) throw Error("its name and three others beside it are taken");
       if (taken.empty()) taken = name;
@@ -188,6 +187,13 @@ std::string CheckpointFolder::Writer::finish() {
     }
   } catch (const Error& e) {
     fail(e.what());
+  }
+  const int closed = close(fd_);
+  fd_ = -1;
+  if (closed != 0) {
+    const std::string why = errno_text();
+    unlinkat(f.fd_, name.c_str(), 0);  // as if it had failed before its move: not a checkpoint
+    fail(why);
   }
   finished_ = true;
   sealer_.reset();

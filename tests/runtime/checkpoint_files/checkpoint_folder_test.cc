@@ -453,6 +453,15 @@ TEST_CASE("checkpoint files: a writer given up leaves nothing; the one just writ
     w->append("dropped", 7);
   }  // destroyed unfinished
   CHECK(entries(dir) == std::set<std::string>{".nano-key"});
+  // Another Checkpointer of the folder starting meanwhile leaves a temporary still being written.
+  {
+    const auto w = f.start(7, 1, "2.6.0");
+    w->append("busy", 4);
+    CheckpointFolder(dir, nano::kCppCheckpoints, kWriter, false).remove_temporaries();
+    CHECK(w->finish() == name_of(7));
+    CHECK(payload_of(f, name_of(7)) == "busy");
+    unlink((dir + "/" + name_of(7)).c_str());
+  }
   // An older run's higher steps: this run's first checkpoint stays all the same.
   write_steps(f, {900, 800});
   write_steps(f, {100}, 1);
