@@ -35,7 +35,8 @@ Usage: api_test.py BUILD_DIR CASE
                  and still ends bit-identical; 3 ranks resume the 2 ranks' checkpoint and finish
                  the epoch's rest; a folder of the first format is refused in one line; through
                  the engine's binding, a write that fails (a file size limit) is said once with
-                 its cause and leaves no temporary, and four threads share one folder object
+                 its cause and leaves no temporary, and four threads share one folder object; a
+                 folder open to others is refused unless checkpoint_shared_folder=True
   handoff        what the caller and its ranks hand each other (_handoff.py) without a launch: a seal
                  made with another key, for another purpose, or cut short is refused naming the
                  file; a job folder or file that is a link, another's or open to others is refused;
@@ -356,6 +357,25 @@ def resume(tmp):
     shutil.rmtree(folder)
     shutil.rmtree(old)
     os.unlink(target)
+    # A folder others may write is refused in the caller, in one line, before anything starts;
+    # checkpoint_shared_folder says it is shared on purpose.
+    shared = os.path.join(tmp, "shared")
+    program = ("import os, sys, torch\nfrom torch.utils.data import DataLoader, TensorDataset\n"
+               "from nano_torch import nano\nd = sys.argv[1]\nos.makedirs(d)\nos.chmod(d, 0o777)\n"
+               "def train(model, optimizer, loader):\n    return sum(1 for _ in loader)\n"
+               "model = torch.nn.Linear(2, 1)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+               "loader = DataLoader(TensorDataset(torch.zeros(4, 2)), batch_size=2)\n"
+               "for shared in (False, True):\n    try:\n"
+               "        print('ran', nano(num_processes=1, checkpoint_dir=d, checkpoint_shared_folder=shared)(train)"
+               "(model, opt, loader))\n"
+               "    except ValueError as e:\n        print('ValueError |', e)\n")
+    code, out, err, seconds = run(["-c", program, shared], tmp, timeout=120)
+    check(code == 0 and out.splitlines()[:2] == [
+        f"ValueError | nano: checkpoint folder {shared} is writable by others (mode 0777): whoever can write it can "
+        "plant or remove checkpoints; use a folder of your own (or make it yours alone: chmod go-w), or set "
+        "checkpoint_shared_folder if it is shared on purpose", "ran 2"],
+        f"a folder open to others: exit {code}: {out[-800:]} {err[-800:]}")
+    shutil.rmtree(shared)
     # The engine through the binding: a write that fails (a file size limit, as a full disk) is said
     # once, with its cause, by finish(), and leaves no temporary (torch 1.13's writer ended the
     # process when the failure was raised again from its destructor); threads sharing one folder
