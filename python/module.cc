@@ -4,11 +4,7 @@
 #include <pybind11/chrono.h>
 #include <torch/csrc/utils/pybind.h>  // c10::intrusive_ptr as a holder, shared with torch's bindings
 
-#include <fcntl.h>
-
-#include <cerrno>
 #include <chrono>
-#include <cstring>
 
 #include <nano/error.h>
 #include "core/setting_list.h"
@@ -74,6 +70,21 @@ void bind_folder_claim(py::module_& m) {
            "RuntimeError naming the folder once its live claim is no longer this job's.");
   m.def("checkpoint_job_id", &nano::checkpoint_job_id, "This process's job identity for folder claims.");
 }
+
+// A checkpoint's payload for torch.load, read through the very descriptor whose seal verified;
+// closed at once by close() (Python may keep the object longer).
+class CheckpointPayload {
+ public:
+  explicit CheckpointPayload(std::unique_ptr<nano::CheckpointReader> r) : reader_(std::move(r)) {}
+  nano::CheckpointReader& reader() const {
+    if (!reader_) throw nano::Error("nano: a checkpoint's payload was read after it was closed");
+    return *reader_;
+  }
+  void close() { reader_.reset(); }
+
+ private:
+  std::unique_ptr<nano::CheckpointReader> reader_;
+};
 
 // The one checkpoint engine (runtime/checkpoint_files/checkpoint_folder.h): the Python API hands
 // it what torch.save wrote and gets back verified bytes; the format, the seal, the key, which
@@ -141,19 +152,36 @@ void bind_checkpoint_folder(py::module_& m) {
       .def(
           "open_verified",
           [](Folder& f, const std::string& name, const std::string& seal) {
-            std::unique_ptr<nano::CheckpointReader> reader;
-            {
-              py::gil_scoped_release release;
-              reader = f.open_verified(name, seal);
-            }
-            // A descriptor of the very file that verified, for Python to read the payload through.
-            const int fd = fcntl(reader->fd(), F_DUPFD_CLOEXEC, 0);
-            if (fd < 0) throw nano::Error("nano: cannot read checkpoint " + name + ": " + std::strerror(errno));
-            return py::make_tuple(fd, reader->header().payload_at, reader->header().bytes);
+            py::gil_scoped_release release;
+            return CheckpointPayload{f.open_verified(name, seal)};
           },
           py::arg("name"), py::arg("seal"),
           "Opens checkpoint `name` and verifies its seal (RuntimeError naming it when it does not hold, or it is not "
-          "the one sealed `seal`): (fd, offset, bytes) of its payload, the descriptor the caller's to close.");
+          "the one sealed `seal`): its payload, each chunk verified as it is read.")
+      .def("damaged", &Folder::damaged, py::arg("name"), py::arg("why"), py::call_guard<py::gil_scoped_release>(),
+           "Checkpoint `name` was found damaged as it was loaded: named, and never chosen again.");
+  py::class_<CheckpointPayload>(m, "CheckpointPayload", "A verified checkpoint's payload (checkpoint_reader.h).")
+      .def_property_readonly("bytes", [](const CheckpointPayload& p) { return p.reader().header().bytes; })
+      .def(
+          "read_into",
+          [](CheckpointPayload& p, uint64_t at, const py::buffer& into) {
+            const py::buffer_info b = into.request(true);
+            const size_t n = static_cast<size_t>(b.size * b.itemsize);
+            py::gil_scoped_release release;
+            return p.reader().read(at, b.ptr, n);
+          },
+          py::arg("at"), py::arg("into"),
+          "Reads payload bytes at `at` into the writable buffer `into`, once their chunks verified: the count read "
+          "(RuntimeError naming the chunk when one does not verify).")
+      .def(
+          "wait_verified", [](CheckpointPayload& p) { p.reader().wait_verified(); },
+          py::call_guard<py::gil_scoped_release>(), "Waits until every chunk verified (RuntimeError as read_into).")
+      .def(
+          "why_damaged", [](const CheckpointPayload& p) { return p.reader().why_damaged(); },
+          "The first chunk found damaged, in one line ('' while none).")
+      .def(
+          "close", [](CheckpointPayload& p) { p.close(); }, py::call_guard<py::gil_scoped_release>(),
+          "Closes the file (its verifying threads stopped first).");
   py::class_<Folder::Writer>(m, "CheckpointWriter", "One checkpoint being written (checkpoint_folder.h).")
       .def(
           "write",

@@ -31,7 +31,8 @@ SOURCES = ["python/module.cc", "python/torch_backend.cc", "python/torch_backend_
            "runtime/collectives/host_layout.cc", "runtime/collectives/serial_executor.cc",
            "runtime/collectives/shm_collectives.cc", "runtime/collectives/shm_rendezvous.cc",
            "runtime/collectives/wire_ring.cc", "runtime/folder_claim/folder_claim.cc", "runtime/checkpoint_files/checkpoint_format.cc",
-           "runtime/checkpoint_files/checkpoint_folder.cc", "runtime/checkpoint_files/checkpoint_writer.cc",
+           "runtime/checkpoint_files/checkpoint_reader.cc", "runtime/checkpoint_files/checkpoint_folder.cc",
+           "runtime/checkpoint_files/checkpoint_writer.cc",
            "runtime/checkpoint_files/checkpoint_stop.cc", "core/cpulist.cc",
            "core/job_secret.cc", "core/mac.cc", "core/parse.cc"]
 

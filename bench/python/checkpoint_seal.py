@@ -1,9 +1,10 @@
 """What sealing costs a checkpoint: a state of GB GiB of float32 tensors written, sealed and fsynced
 through nano's checkpoint engine as the Python API does it (torch.save straight into the engine's
-temporary file, each 64 MiB chunk sealed (GMAC) from the page cache on every core as soon as it is
-written, the chunks' tags sealed with HMAC-SHA256 under the folder's key; fsync, rename, fsync of
-the folder),
-and verified and loaded back (the seal checked through the descriptor torch.load then reads),
+temporary file, each 16 MiB chunk sealed (GMAC) from the page cache on every core as soon as it is
+written, the chunks' tags written after the payload and sealed with HMAC-SHA256 under the folder's key;
+fsync, rename, fsync of the folder), and chosen, verified and loaded back as a restarted rank 0
+does (the seal over the header and tags checked, then each chunk on the other cores while
+torch.load reads the ones before it, through the one descriptor),
 beside torch.save to a file with its fsync and torch.load of the same tensors alone.
 Interleaved, RUNS times each; prints the median and range of each and their ratios, and the speed
 of the seal itself (the engine's verification of a file in the page cache on every core) beside
@@ -52,11 +53,16 @@ def main():
         return name
 
     def nano_read(name):
-        # As a restarted rank reads it: a folder object of its own, which has not seen the file.
+        # As a restarted rank 0 resumes: a folder object of its own, which has not seen the file,
+        # chooses it (its seal over the header and tags) and loads it as its chunks verify.
         from nano_torch._checkpoint import _Payload
         reader = _C.CheckpointFolder(os.path.join(work, "nano"), False, False)
-        with _Payload(*reader.open_verified(name, "")) as payload:
-            return torch.load(payload)
+        choice = reader.choose()
+        assert choice["name"] == name, choice
+        with _Payload(reader.open_verified(name, choice["seal"])) as payload:
+            state, damaged = payload.load()
+            assert not damaged, damaged
+            return state
 
     name = None
     for run in range(runs):
@@ -77,11 +83,13 @@ def main():
             assert torch.equal(back["w0"], state["w0"])
             del back
     # The seal's own speed: verifying the last file (in the page cache) on every core, which is
-    # GMAC (AES-256-GCM) over 64 MiB chunks; and HMAC-SHA256 on one core for comparison.
+    # GMAC (AES-256-GCM) over 16 MiB chunks; and HMAC-SHA256 on one core for comparison.
     verify = []
     for _ in range(3):
         start = time.perf_counter()
-        os.close(_C.CheckpointFolder(os.path.join(work, "nano"), False, False).open_verified(name, "")[0])
+        payload = _C.CheckpointFolder(os.path.join(work, "nano"), False, False).open_verified(name, "")
+        payload.wait_verified()  # every chunk, on every core
+        payload.close()
         verify.append(time.perf_counter() - start)
     seal_speed = size / statistics.median(verify) / 1e9
     key, data = os.urandom(32), os.urandom(min(size, 1 << 30))

@@ -44,6 +44,7 @@ class Communicator;
 class AutoLr;
 class FolderClaim;
 class CheckpointFolder;
+class CheckpointReader;
 class SerialExecutor;
 class Completion;
 
@@ -138,6 +139,14 @@ class Checkpointer {
     // Reads and checks into temporaries; returns the function that applies them.
     std::function<std::function<void()>(torch::serialize::InputArchive&)> load;
   };
+  // A checkpoint read and checked against what is tracked, nothing changed yet.
+  struct Loaded {
+    std::vector<std::function<void()>> apply;
+    at::Tensor rng, steps;
+    std::string damaged;  // the chunk that did not verify as it was read ("" when whole)
+  };
+  Loaded load(CheckpointReader& reader);
+  int64_t apply(Loaded& loaded);
   void wait_writer();
   bool writer_busy() const;
   void throw_if_lost();

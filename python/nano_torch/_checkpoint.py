@@ -82,12 +82,14 @@ def _dumps(obj):
 
 
 class _Payload(io.RawIOBase):
-    """A verified checkpoint's payload as a read-only file (offset 0 its first byte), read through
-    the descriptor its seal was checked through: what was checked is what is loaded."""
+    """A checkpoint's payload as a read-only file (offset 0 its first byte), read through the
+    descriptor its seal was checked through; a read returns only bytes whose chunks verified (each
+    checked on the other cores while the ones before it are read): what was checked is what is
+    loaded."""
 
-    def __init__(self, fd, start, size):
+    def __init__(self, engine_payload):
         super().__init__()
-        self._fd, self._start, self._size, self._at = fd, start, size, 0
+        self._payload, self._size, self._at = engine_payload, engine_payload.bytes, 0
 
     def readable(self):
         return True
@@ -97,7 +99,7 @@ class _Payload(io.RawIOBase):
 
     def readinto(self, buffer):
         n = max(0, min(len(buffer), self._size - self._at))
-        got = os.preadv(self._fd, [memoryview(buffer)[:n]], self._start + self._at) if n else 0
+        got = self._payload.read_into(self._at, memoryview(buffer).cast("B")[:n]) if n else 0
         self._at += got
         return got
 
@@ -108,9 +110,22 @@ class _Payload(io.RawIOBase):
     def tell(self):
         return self._at
 
+    def load(self):
+        """torch.load of the whole payload, once every chunk verified: (state, "") or, when a chunk
+        did not verify, (None, which one)."""
+        try:
+            state = _load(self)
+            self._payload.wait_verified()
+            return state, ""
+        except Exception:  # noqa: BLE001 - torch.load wraps what a read raised: the engine says if it was that
+            why = self._payload.why_damaged()
+            if why:
+                return None, why
+            raise
+
     def close(self):
         if not self.closed:
-            os.close(self._fd)
+            self._payload.close()
         super().close()
 
 
@@ -229,11 +244,25 @@ class Checkpointer:
     # ---- resuming ----
     def resume(self):
         """Once, at the first batch: the newest checkpoint that verifies (rank 0's choice, read and
-        verified by every rank) into every registered object; what does not count is named in one
-        line and left in place."""
+        verified by every rank as it loads it) into every registered object; what does not count is
+        named in one line and left in place, and a file found damaged as it was loaded is named and
+        passed over for the one before it."""
         if self._resumed:
             return
         self._resumed = True
+        while True:
+            name, seal = self._chosen()
+            if not name:
+                return
+            state, damaged = self._read(name, seal)
+            if not self._anyone_damaged(damaged):
+                break
+            if self._world.rank == 0:
+                self._folder.damaged(name, damaged or "a chunk did not verify on another rank")
+        self._apply(name, state)
+
+    def _chosen(self):
+        """Rank 0's choice, told to every rank: the checkpoint's name ("" for a fresh start) and seal."""
         rank = self._world.rank
         choice = self._folder.choose() if rank == 0 else None
         # The name and seal, or why the folder is refused ("!" first), as bytes.
@@ -245,14 +274,26 @@ class Checkpointer:
             raise RuntimeError(text[1:] if rank == 0 else
                                f"nano_torch: rank 0 refused checkpoint folder {self._dir} (its line says why)")
         name, seal = text.split("\0")
-        if not name:
-            return
+        return name, seal
+
+    def _read(self, name, seal):
+        """Checkpoint `name` loaded as its chunks verify: (state, "") or (None, the damaged chunk)."""
         try:
-            payload = _Payload(*self._folder.open_verified(name, seal))
+            payload = _Payload(self._folder.open_verified(name, seal))
         except RuntimeError as e:
-            raise RuntimeError(f"nano_torch: rank {rank}: {e} (every rank must see the checkpoint folder)") from None
+            raise RuntimeError(f"nano_torch: rank {self._world.rank}: {e} (every rank must see the checkpoint "
+                               "folder)") from None
         with payload:
-            state = _load(payload)
+            return payload.load()
+
+    def _anyone_damaged(self, damaged):
+        flag = torch.tensor([1 if damaged else 0])
+        if self._world.distributed:
+            dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        return bool(flag.item())
+
+    def _apply(self, name, state):
+        rank = self._world.rank
         saved_world = int(state["world"])
         saved = _load(io.BytesIO(state["ranks"][rank % saved_world].numpy().tobytes()))
         path = f"{self._dir}/{name}"

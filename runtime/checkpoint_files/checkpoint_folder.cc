@@ -193,7 +193,7 @@ void CheckpointFolder::read_or_make_key(Role role) {
       if (f < 0) continue;
       bool sealed = false;
       try {
-        sealed = CheckpointReader(f, name).header().format == 2;
+        sealed = CheckpointReader(f, name).header().format >= 2;  // formats 2 and 3 are sealed
       } catch (const Error&) {
         // not a whole checkpoint file: nothing a key would unlock
       }
@@ -249,11 +249,13 @@ void CheckpointFolder::read_or_make_key(Role role) {
   key_ = *key;
 }
 
-std::string CheckpointFolder::verdict(const std::string& name, CheckpointEntry& entry) {
+std::string CheckpointFolder::verdict(const std::string& name, CheckpointEntry& entry, bool chunks) {
   struct stat st {};
   if (fstatat(fd_, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return "gone";
   const Identity id = identity_of(st);
-  if (const auto it = known_.find(name); it != known_.end() && it->second.first == id) {
+  if (const auto it = known_.find(name);
+      it != known_.end() && it->second.first == id &&
+      (!chunks || it->second.second.chunks_checked || !it->second.second.why_not.empty())) {
     entry = it->second.second;
     return entry.why_not;
   }
@@ -288,9 +290,9 @@ std::string CheckpointFolder::verdict(const std::string& name, CheckpointEntry& 
     const CheckpointHeader& h = reader->header();
     entry.world = h.world;
     entry.seal = h.seal;
-    if (h.format == 1) {
+    if (h.format != kCheckpointFormat) {
       entry.old_format = true;
-      return "format 1, unsealed: written by an earlier nano, never loaded";
+      return reader->why_seal_fails(key_);
     }
     if (h.step != entry.step) return "its header says step " + std::to_string(h.step);
     if (h.api != api_)
@@ -301,6 +303,10 @@ std::string CheckpointFolder::verdict(const std::string& name, CheckpointEntry& 
       entry.other_key = true;
       return "sealed by another key than the folder's (key " + h.key + ")";
     }
+    // The seal over the header and the tags at once; the chunks (the whole payload read) only
+    // when asked: a resume checks them while it loads them.
+    if (std::string why = reader->why_seal_fails(key_); !why.empty() || !chunks) return why;
+    entry.chunks_checked = true;
     return reader->why_not_sealed(key_);
   };
   entry.why_not = judge();
@@ -311,7 +317,7 @@ std::string CheckpointFolder::verdict(const std::string& name, CheckpointEntry& 
   return entry.why_not;
 }
 
-std::vector<CheckpointEntry> CheckpointFolder::scan() {
+std::vector<CheckpointEntry> CheckpointFolder::scan(bool chunks) {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
   std::vector<CheckpointEntry> out;
   for (const std::string& name : names_in(fd_)) {
@@ -321,7 +327,7 @@ std::vector<CheckpointEntry> CheckpointFolder::scan() {
     CheckpointEntry entry;
     entry.name = name;
     entry.step = *step;
-    verdict(name, entry);
+    verdict(name, entry, chunks);
     out.push_back(entry);
   }
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
@@ -362,7 +368,7 @@ CheckpointChoice choose_checkpoint(const std::vector<CheckpointEntry>& entries, 
     if (e.why_not != "gone") ++damaged;
   }
   if (!old.empty())
-    c.refused = "nano: checkpoint folder " + dir + " holds checkpoints of an earlier, unsealed format (" + old +
+    c.refused = "nano: checkpoint folder " + dir + " holds checkpoints of an earlier format (" + old +
                 ") and none of this one: this nano does not read them; resume with the nano that wrote them, or "
                 "use another folder";
   else if (!other.empty())
@@ -377,7 +383,7 @@ CheckpointChoice choose_checkpoint(const std::vector<CheckpointEntry>& entries, 
 
 CheckpointChoice CheckpointFolder::choose() {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
-  const std::vector<CheckpointEntry> entries = scan();
+  const std::vector<CheckpointEntry> entries = scan(false);
   tell(entries);
   CheckpointChoice c = choose_checkpoint(entries, dir_);
   if (!c.note.empty()) std::cerr << c.note << std::endl;
@@ -402,7 +408,7 @@ std::unique_ptr<CheckpointFolder::Writer> CheckpointFolder::start(int64_t step, 
   if (torch.empty() || torch.size() > 64 || torch.find_first_of(" \t\r\n") != std::string::npos)
     throw Error("nano: a checkpoint's torch version must be one word of at most 64 characters, got \"" + torch + "\"");
   CheckpointHeader h;
-  h.format = 2;
+  h.format = kCheckpointFormat;
   h.step = step;
   h.world = world;
   h.api = api_;
@@ -434,6 +440,7 @@ void CheckpointFolder::written(const std::string& name, const CheckpointHeader& 
   entry.step = h.step;
   entry.world = h.world;
   entry.seal = h.seal;
+  entry.chunks_checked = true;
   struct stat st {};
   if (fstatat(fd_, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
     entry.modified_ns = ns_of(st.st_mtim);
@@ -528,18 +535,30 @@ std::unique_ptr<CheckpointReader> CheckpointFolder::open_verified(const std::str
   if (!seal.empty() && h.seal != seal)
     throw Error("nano: checkpoint " + path +
                 " is not the one rank 0 chose (its seal differs): every rank must see the same checkpoint folder");
-  if (h.format != 2 || h.api != api_ || checkpoint_step_of(name) != h.step)
+  if (h.format != kCheckpointFormat || h.api != api_ || checkpoint_step_of(name) != h.step)
     throw Error("nano: checkpoint " + path + " is not a sealed checkpoint of this API and step");
-  // A file this process wrote or verified, still the same file (its descriptor says so): not read
-  // twice. Rank 0 resumes from the file it has just chosen.
+  // A file this process wrote or verified whole, still the same file (its descriptor says so): not
+  // read twice.
   struct stat st {};
   const auto known = known_.find(name);
   if (fstat(reader->fd(), &st) == 0 && known != known_.end() && known->second.second.why_not.empty() &&
-      known->second.first == identity_of(st))
+      known->second.second.chunks_checked && known->second.first == identity_of(st))
     return reader;
-  const std::string why = reader->why_not_sealed(key_);
-  if (!why.empty()) throw Error("nano: checkpoint " + path + ": " + why);
+  reader->verify_while_reading(key_);
   return reader;
+}
+
+void CheckpointFolder::damaged(const std::string& name, const std::string& why) {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  struct stat st {};
+  const auto known = known_.find(name);
+  if (fstatat(fd_, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || known == known_.end() ||
+      known->second.first != identity_of(st))
+    return;  // another file now, or gone: the next scan judges it afresh
+  CheckpointEntry& e = known->second.second;
+  e.why_not = why;
+  e.chunks_checked = true;
+  tell({e});
 }
 
 }  // namespace nano

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "runtime/checkpoint_files/checkpoint_format.h"
+#include "runtime/checkpoint_files/checkpoint_reader.h"
 
 namespace nano {
 
@@ -39,12 +40,13 @@ namespace nano {
 struct CheckpointEntry {
   std::string name;
   int64_t step = 0;
-  int world = 0;            ///< the world that wrote it (when its header could be read)
-  std::string seal;         ///< its seal as the header says (when its header could be read)
-  std::string why_not;      ///< "" when it is a whole checkpoint of this API under this folder's key
-  int64_t modified_ns = 0;  ///< when it was last written: of two files of one step, the later counts first
-  bool old_format = false;  ///< a checkpoint of an earlier, unsealed format
-  bool other_key = false;   ///< sealed, by another key than the folder's
+  int world = 0;                ///< the world that wrote it (when its header could be read)
+  std::string seal;             ///< its seal as the header says (when its header could be read)
+  std::string why_not;          ///< "" when it is a whole checkpoint of this API under this folder's key
+  int64_t modified_ns = 0;      ///< when it was last written: of two files of one step, the later counts first
+  bool old_format = false;      ///< a checkpoint of an earlier, unsealed format
+  bool other_key = false;       ///< sealed, by another key than the folder's
+  bool chunks_checked = false;  ///< every chunk checked, not only the seal over the header and tags
 };
 
 /// Which checkpoint a run resumes from.
@@ -80,15 +82,20 @@ class CheckpointFolder {
 
   const std::string& dir() const { return dir_; }
 
-  /// Every entry named like a checkpoint, newest first, each with why it does not count. Each
+  /// Every entry named like a checkpoint, newest first, each with why it does not count: the seal
+  /// over its header and tags checked and, with `chunks`, every chunk (its payload read). Each
   /// file is read once while it stays the same file (device, inode, size, change time).
-  std::vector<CheckpointEntry> scan();
+  std::vector<CheckpointEntry> scan(bool chunks = true);
   /// Names, in one line to stderr, the entries of `entries` that do not count and were not named
   /// before by this object.
   void tell(const std::vector<CheckpointEntry>& entries);
 
-  /// scan(), tell(), choose_checkpoint(), and its note said: what rank 0 resumes from.
+  /// scan() of the seals alone (the chosen file's chunks are checked as it is loaded), tell(),
+  /// choose_checkpoint(), and its note said: what rank 0 resumes from.
   CheckpointChoice choose();
+  /// Checkpoint `name` was found damaged as it was loaded (`why`: which chunk): named, and never
+  /// chosen, counted or deleted while it stays that file.
+  void damaged(const std::string& name, const std::string& why);
 
   /// One checkpoint being written (checkpoint_writer.cc): append() its payload in pieces, then
   /// finish(). Throws Error naming the file when it cannot be written; a writer that did not
@@ -140,10 +147,11 @@ class CheckpointFolder {
   /// Opens checkpoint `name` for reading (never through a link); throws Error naming it when it is
   /// no whole checkpoint file.
   std::unique_ptr<CheckpointReader> open(const std::string& name) const;
-  /// Checkpoint `name` opened and its seal verified (through the descriptor it is then read
-  /// through, so that what was checked is what is read): Error naming it when its seal does not
-  /// hold, or it is not the one whose seal is `seal` (when given). A file this object wrote or
-  /// verified, still the same file, is not read again.
+  /// Checkpoint `name` opened, its seal over its header and tags verified, and its chunks verified
+  /// as they are read (CheckpointReader::verify_while_reading), all through the descriptor it is
+  /// read through, so that what was checked is what is read: Error naming it when its seal does
+  /// not hold, or it is not the one whose seal is `seal` (when given). A file this object wrote or
+  /// verified whole, still the same file, is not checked again.
   std::unique_ptr<CheckpointReader> open_verified(const std::string& name, const std::string& seal);
 
   /// Why checkpoint `name` does not count ("" when it does), as scan() says.
@@ -152,7 +160,7 @@ class CheckpointFolder {
  private:
   using Identity = std::tuple<dev_t, ino_t, off_t, int64_t>;
   static Identity identity_of(const struct stat& st);
-  std::string verdict(const std::string& name, CheckpointEntry& entry);
+  std::string verdict(const std::string& name, CheckpointEntry& entry, bool chunks = true);
   // A writer's file is in place as `name` (beside `taken`, when that was there): remembered whole.
   void written(const std::string& name, const CheckpointHeader& h, const std::string& taken);
   void read_or_make_key(Role role);

@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <sched.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -37,9 +36,9 @@ std::string checkpoint_key_id(const std::string& key) {
 
 std::string checkpoint_sealed_lines(const CheckpointHeader& h) {
   std::ostringstream out;
-  out << kMagic << 2 << "\nstep " << h.step << "\nworld " << h.world << "\napi " << h.api << "\ntorch " << h.torch
-      << "\nbytes " << std::setw(20) << std::setfill('0') << h.bytes << "\nkey " << h.key << "\nnonce " << h.nonce
-      << "\n";
+  out << kMagic << kCheckpointFormat << "\nstep " << h.step << "\nworld " << h.world << "\napi " << h.api << "\ntorch "
+      << h.torch << "\nbytes " << std::setw(20) << std::setfill('0') << h.bytes << "\nkey " << h.key << "\nnonce "
+      << h.nonce << "\n";
   return out.str();
 }
 
@@ -55,9 +54,9 @@ int seal_threads() {
   return std::clamp(n, 1, 16);
 }
 
-std::string checkpoint_seal(const std::string& key, const CheckpointHeader& h, const PayloadSource& source,
-                            int threads) {
-  const uint64_t chunks = (h.bytes + kSealChunk - 1) / kSealChunk;
+std::vector<Tag> checkpoint_chunk_tags(const std::string& key, const CheckpointHeader& h, const PayloadSource& source,
+                                       int threads) {
+  const uint64_t chunks = checkpoint_chunks(h.bytes);
   std::vector<Tag> tags(chunks);
   std::vector<std::string> failed(chunks);
   // Each worker takes the next chunk not taken: the result does not depend on how many run.
@@ -66,8 +65,7 @@ std::string checkpoint_seal(const std::string& key, const CheckpointHeader& h, c
     std::vector<char> scratch;
     for (uint64_t i = next++; i < chunks; i = next++) {
       try {
-        const size_t n = static_cast<size_t>(std::min<uint64_t>(kSealChunk, h.bytes - i * kSealChunk));
-        tags[i] = checkpoint_chunk_tag(key, h, i, n, source, scratch);
+        tags[i] = checkpoint_chunk_tag(key, h, i, checkpoint_chunk_bytes(i, h.bytes), source, scratch);
       } catch (const std::exception& e) {
         failed[i] = e.what();
       }
@@ -83,7 +81,7 @@ std::string checkpoint_seal(const std::string& key, const CheckpointHeader& h, c
   for (auto& t : pool) t.join();
   for (const std::string& f : failed)
     if (!f.empty()) throw Error(f);
-  return checkpoint_seal_of(key, h, tags);
+  return tags;
 }
 
 Tag checkpoint_chunk_tag(const std::string& key, const CheckpointHeader& h, uint64_t index, std::size_t n,
@@ -122,10 +120,8 @@ bool parse_checkpoint_header(const std::string& text, CheckpointHeader& h) {
   std::string line;
   std::getline(in, line);
   const std::string version = line.substr(strlen(kMagic));
-  if (version == "1")
-    h.format = 1;
-  else if (version == "2")
-    h.format = 2;
+  if (version == "1" || version == "2" || version == std::to_string(kCheckpointFormat))
+    h.format = std::stoi(version);
   else
     return false;
   while (std::getline(in, line)) {
@@ -151,8 +147,8 @@ bool parse_checkpoint_header(const std::string& text, CheckpointHeader& h) {
   }
   h.payload_at = end + 2;
   if (h.step < 0 || h.world <= 0) return false;
-  // Format 1 is recognised to be named, never loaded: its fields beyond these do not matter.
-  return h.format == 1 ||
+  // Earlier formats are recognised to be named, never loaded: their fields beyond these do not matter.
+  return h.format != kCheckpointFormat ||
          (h.seal.size() == kSealHex && all_hex(h.seal) && !h.api.empty() && h.nonce.size() == 16 && all_hex(h.nonce));
 }
 
@@ -191,17 +187,6 @@ std::vector<std::string> checkpoints_to_prune(std::vector<CheckpointFile> files,
   return out;
 }
 
-namespace {
-
-// The file's first bytes, at most the longest header: what its header may be.
-std::string read_head(int fd) {
-  std::string head(kMaxCheckpointHeader, '\0');
-  head.resize(read_at(fd, head.data(), head.size(), 0));
-  return head;
-}
-
-}  // namespace
-
 void write_at(int fd, const void* data, size_t n, uint64_t at) {
   const char* p = static_cast<const char*>(data);
   while (n > 0) {
@@ -223,56 +208,6 @@ size_t read_at(int fd, void* buffer, size_t n, uint64_t at) {
     done += static_cast<size_t>(got);
   }
   return done;
-}
-
-CheckpointReader::CheckpointReader(int fd, const std::string& name) : name_(name), fd_(fd) {
-  struct stat st {};
-  std::string why;
-  if (fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
-    why = "not a regular file";
-  } else {
-    const std::string head = read_head(fd_);
-    if (!parse_checkpoint_header(head, header_)) {
-      why = head.empty() ? "empty or unreadable" : "not a nano checkpoint";
-    } else {
-      const uint64_t have = static_cast<uint64_t>(st.st_size) - header_.payload_at;
-      if (have < header_.bytes)
-        why = "truncated: " + std::to_string(have) + " of " + std::to_string(header_.bytes) + " payload bytes";
-      else if (have > header_.bytes)
-        why = "longer than its header says";
-    }
-  }
-  if (!why.empty()) {
-    close(fd_);
-    throw Error("cannot read checkpoint " + name_ + ": " + why);
-  }
-}
-
-CheckpointReader::~CheckpointReader() { close(fd_); }
-
-size_t CheckpointReader::read(uint64_t at, void* buffer, size_t n) const {
-  if (at >= header_.bytes) return 0;
-  n = static_cast<size_t>(std::min<uint64_t>(n, header_.bytes - at));
-  return read_at(fd_, buffer, n, header_.payload_at + at);
-}
-
-std::string CheckpointReader::why_not_sealed(const std::string& key) const {
-  if (header_.format != 2) return "format " + std::to_string(header_.format) + ", unsealed: written by an earlier nano";
-  std::string seal;
-  try {
-    seal = checkpoint_seal(
-        key, header_,
-        [this](uint64_t at, size_t n, std::vector<char>& scratch) -> const char* {
-          scratch.resize(n);
-          return read(at, scratch.data(), n) == n ? scratch.data() : nullptr;
-        },
-        seal_threads());
-  } catch (const std::exception& e) {
-    return std::string("unreadable: ") + e.what();
-  }
-  if (equal_in_constant_time(seal, header_.seal)) return "";
-  return header_.key == checkpoint_key_id(key) ? "its seal does not verify (damaged or forged)"
-                                               : "sealed by another key than the folder's (key " + header_.key + ")";
 }
 
 }  // namespace nano

@@ -1,8 +1,8 @@
 #pragma once
 // A checkpoint file's format, for both APIs (the C++ Checkpointer's torch archive, the Python
-// API's torch.save bytes): a text header, then the payload.
+// API's torch.save bytes): a text header, the payload, then its chunks' tags.
 //
-//   nano-checkpoint 2
+//   nano-checkpoint 3
 //   step 500
 //   world 4
 //   api c++                 (or python: one API never loads the other's)
@@ -13,18 +13,23 @@
 //   hmac-sha256 9c1e...     (64 hex digits)
 //   <blank line>
 //   <payload>
+//   <the tags of the payload's chunks: 16 bytes each, in order>
 //
-// The seal is HMAC-SHA256 (core/mac.h) under the folder's key over "nano-checkpoint\0", every
-// header line before the seal's, and the tags of the payload's chunks of kSealChunk bytes, each a
-// GMAC (AES-256-GCM) under a key derived from the folder's (HMAC-SHA256 of
-// "nano-checkpoint-chunk-key") with the nonce (8 bytes) and the chunk's index (4 bytes, big
-// endian) as its IV: the chunks are sealed on every core at once at several GB/s each, and the
-// step, the world, the API, the length and the folder are bound with the bytes, so a file renamed
-// to another step or copied from another folder does not verify. Names are ckpt-<12-digit step>.nano, or ckpt-<step>.<8
-// hex>.nano when that name was taken (checkpoint_folder.h): both sort by step. Format 1 (an unkeyed FNV-1a checksum) is
-// recognised to be named and refused, never loaded. Reading is bounded: the header by
-// kMaxCheckpointHeader, the payload by the file's size. Torch-free (the fuzzer of tests/fuzz
-// builds it alone).
+// The payload is sealed in chunks of kSealChunk bytes, each by a GMAC (AES-256-GCM) tag under a
+// key derived from the folder's (HMAC-SHA256 of "nano-checkpoint-chunk-key") with the nonce (8
+// bytes) and the chunk's index (4 bytes, big endian) as its IV; the seal is HMAC-SHA256
+// (core/mac.h) under the folder's key over "nano-checkpoint\0", every header line before the
+// seal's, and those tags. The chunks are sealed on every core at once at several GB/s each, and
+// the step, the world, the API, the length and the folder are bound with the bytes, so a file
+// renamed to another step or copied from another folder does not verify. The tags are in the
+// file so that a reader checks the seal over them at once and then each chunk on other cores
+// while the chunks before it are read (checkpoint_reader.h): verifying costs a load almost
+// nothing. Names are ckpt-<12-digit step>.nano, or ckpt-<step>.<8 hex>.nano when that name was
+// taken (checkpoint_folder.h): both sort by step. Formats 1 (an unkeyed FNV-1a checksum) and 2
+// (the seal without the tags in the file) are recognised to be named and refused, never loaded.
+// Reading is bounded: the header by kMaxCheckpointHeader, the payload by the file's size.
+// Torch-free (the fuzzer of tests/fuzz builds it alone).
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -38,7 +43,7 @@ namespace nano {
 
 /// What a checkpoint file's header says; payload_at is where its payload starts.
 struct CheckpointHeader {
-  int format = 0;  ///< 2 (sealed); 1 for a file of the unsealed format (recognised, never loaded)
+  int format = 0;  ///< 3; 1 or 2 for a file of an earlier format (recognised, never loaded)
   int64_t step = -1;
   int world = 0;
   std::string api;     ///< "c++" or "python"
@@ -68,10 +73,22 @@ std::string checkpoint_sealed_lines(const CheckpointHeader& h);
 /// unknown: the seal's line has the same length either way) and the blank line.
 std::string checkpoint_header(const CheckpointHeader& h);
 
+/// The format this nano writes and reads.
+inline constexpr int kCheckpointFormat = 3;
+
 /// The payload's chunks sealed one by one (the last may be shorter), read in pieces: a sealing
-/// thread holds one piece, not a chunk.
-inline constexpr std::size_t kSealChunk = std::size_t{64} << 20;
+/// thread holds one piece, not a chunk. A reader waits for the first chunk it reads to verify:
+/// small enough for that to be short, large enough for its tag to cost nothing.
+inline constexpr std::size_t kSealChunk = std::size_t{16} << 20;
 inline constexpr std::size_t kSealPiece = std::size_t{4} << 20;
+
+/// Pure: how many chunks (and tags at the file's end) a payload of `bytes` has.
+inline uint64_t checkpoint_chunks(uint64_t bytes) { return (bytes + kSealChunk - 1) / kSealChunk; }
+
+/// Pure: the bytes of chunk `index` of a payload of `bytes`.
+inline std::size_t checkpoint_chunk_bytes(uint64_t index, uint64_t bytes) {
+  return static_cast<std::size_t>(std::min<uint64_t>(kSealChunk, bytes - index * kSealChunk));
+}
 
 /// Where a seal reads the payload: a pointer to its `n` bytes at payload offset `at` (copied into
 /// `scratch` when they must be read), or nullptr when they cannot be read.
@@ -86,10 +103,10 @@ Tag checkpoint_chunk_tag(const std::string& key, const CheckpointHeader& h, uint
 /// Pure: the seal (64 hex digits) of checkpoint `h` whose chunks' tags are `tags`, in order.
 std::string checkpoint_seal_of(const std::string& key, const CheckpointHeader& h, const std::vector<Tag>& tags);
 
-/// The seal (64 hex digits) under `key` of checkpoint `h`, whose payload `source` reads; the chunks
-/// are sealed by up to `threads` threads at once. Throws Error when a chunk cannot be read.
-std::string checkpoint_seal(const std::string& key, const CheckpointHeader& h, const PayloadSource& source,
-                            int threads);
+/// The tags under `key` of every chunk of checkpoint `h`, whose payload `source` reads, computed
+/// by up to `threads` threads at once. Throws Error when a chunk cannot be read.
+std::vector<Tag> checkpoint_chunk_tags(const std::string& key, const CheckpointHeader& h, const PayloadSource& source,
+                                       int threads);
 
 /// The threads a seal uses here: one per core this process may run on, at most 16.
 int seal_threads();
@@ -127,29 +144,5 @@ size_t read_at(int fd, void* buffer, size_t n, uint64_t at);
 /// Writes all `n` bytes at `data` to file `fd` at `at`, again after an interruption or a short
 /// write; throws Error with the system's reason when it cannot.
 void write_at(int fd, const void* data, size_t n, uint64_t at);
-
-/// An open checkpoint file whose header has been read and whose size matches it: the payload is
-/// read from the file in pieces, never whole into memory twice. Takes `fd` (closed by it).
-/// Throws Error("cannot read checkpoint NAME: why"), for the caller to say who could not.
-class CheckpointReader {
- public:
-  CheckpointReader(int fd, const std::string& name);
-  ~CheckpointReader();
-  CheckpointReader(const CheckpointReader&) = delete;
-  CheckpointReader& operator=(const CheckpointReader&) = delete;
-  const CheckpointHeader& header() const { return header_; }
-  const std::string& name() const { return name_; }
-  /// Reads up to `n` payload bytes at payload offset `at` into `buffer`: the count read.
-  size_t read(uint64_t at, void* buffer, size_t n) const;
-  /// Why the payload does not verify under `key` ("" when it does), read in pieces.
-  std::string why_not_sealed(const std::string& key) const;
-  /// The open file (owned by this reader).
-  int fd() const { return fd_; }
-
- private:
-  std::string name_;
-  int fd_ = -1;
-  CheckpointHeader header_;
-};
 
 }  // namespace nano

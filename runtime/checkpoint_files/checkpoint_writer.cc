@@ -169,7 +169,10 @@ std::string CheckpointFolder::Writer::finish() {
     // The disk starts on the rest of the payload while the last chunks are sealed.
     sync_file_range(fd_, 0, 0, SYNC_FILE_RANGE_WRITE);
     if (bytes_ > sealed_chunks_ * kSealChunk) sealer_->add(sealed_chunks_, bytes_ - sealed_chunks_ * kSealChunk);
-    header_.seal = checkpoint_seal_of(f.key_, header_, sealer_->finish((bytes_ + kSealChunk - 1) / kSealChunk));
+    const std::vector<Tag> tags = sealer_->finish(checkpoint_chunks(bytes_));
+    // The tags after the payload: a reader checks the seal over them at once, the chunks as it reads.
+    write_at(fd_, tags.data(), tags.size() * sizeof(Tag), header_size_ + bytes_);
+    header_.seal = checkpoint_seal_of(f.key_, header_, tags);
     const std::string header = checkpoint_header(header_);
     if (header.size() != header_size_) throw Error("its header changed length");
     write_at(fd_, header.data(), header.size(), 0);

@@ -429,57 +429,73 @@ void Checkpointer::save() {
 std::optional<int64_t> Checkpointer::restore() {
   wait_writer();
   // Rank 0 chooses (every file looked at once, the rest named in one line and left alone); every
-  // rank opens that file by name and checks it is the one whose seal rank 0 verified (a stale
-  // copy on a cached file system is refused rather than resumed from).
+  // rank opens that file by name and checks it is the one whose seal rank 0 checked (a stale copy
+  // on a cached file system is refused rather than resumed from), and loads it as its chunks
+  // verify. A file found damaged as it was loaded (on any rank) is named and passed over for the
+  // one before it.
   // Rank 0 writes through the folder it opened at construction; a reader opens it here.
   const auto open_folder = [this] {
     if (!folder_)
       folder_ = std::make_shared<CheckpointFolder>(dir_, kCppCheckpoints, CheckpointFolder::Role::kReader,
                                                    options_.shared_folder);
   };
-  CheckpointChoice choice;
-  if (comm_->rank() == 0) {
+  for (;;) {
+    CheckpointChoice choice;
+    if (comm_->rank() == 0) {
+      try {
+        open_folder();
+      } catch (const UsageError&) {
+        // a tuning trial's rank 0 (which makes nothing): a folder that is not there holds nothing
+      }
+      if (folder_) choice = folder_->choose();
+    }
+    constexpr int64_t kNameAt = 0, kSealAt = 48, kRefusedAt = 112, kChoiceBytes = 113;
+    at::Tensor chosen = at::zeros({kChoiceBytes}, at::kByte);
+    auto* c = chosen.data_ptr<uint8_t>();
+    std::copy(choice.name.begin(), choice.name.end(), c + kNameAt);
+    std::copy(choice.seal.begin(), choice.seal.end(), c + kSealAt);
+    c[kRefusedAt] = choice.refused.empty() ? 0 : 1;
+    comm_->broadcast(chosen, 0);
+    c = chosen.data_ptr<uint8_t>();
+    if (c[kRefusedAt]) {
+      throw Error(comm_->rank() == 0 ? choice.refused
+                                     : "nano: rank 0 refused checkpoint folder " + dir_ + " (its line says why)");
+    }
+    const std::string name(reinterpret_cast<const char*>(c + kNameAt));
+    const std::string seal(reinterpret_cast<const char*>(c + kSealAt), 64);
+    if (name.empty()) return std::nullopt;
+    std::unique_ptr<CheckpointReader> reader;
     try {
       open_folder();
-    } catch (const UsageError&) {
-      // a tuning trial's rank 0 (which makes nothing): a folder that is not there holds nothing
+      reader = folder_->open_verified(name, seal);
+    } catch (const Error& e) {
+      throw Error("nano: rank " + std::to_string(comm_->rank()) + ": " + first_line(e.what()) +
+                  " (every rank must see the checkpoint folder)");
     }
-    if (folder_) choice = folder_->choose();
+    Loaded loaded = load(*reader);
+    at::Tensor damaged = at::full({1}, loaded.damaged.empty() ? 0.0 : 1.0, at::kDouble);
+    comm_->all_reduce(damaged, ReduceOp::kSum);
+    if (damaged.item<double>() == 0) return apply(loaded);
+    if (comm_->rank() == 0)
+      folder_->damaged(name, loaded.damaged.empty() ? "a chunk did not verify on another rank" : loaded.damaged);
   }
-  constexpr int64_t kNameAt = 0, kSealAt = 48, kRefusedAt = 112, kChoiceBytes = 113;
-  at::Tensor chosen = at::zeros({kChoiceBytes}, at::kByte);
-  auto* c = chosen.data_ptr<uint8_t>();
-  std::copy(choice.name.begin(), choice.name.end(), c + kNameAt);
-  std::copy(choice.seal.begin(), choice.seal.end(), c + kSealAt);
-  c[kRefusedAt] = choice.refused.empty() ? 0 : 1;
-  comm_->broadcast(chosen, 0);
-  c = chosen.data_ptr<uint8_t>();
-  if (c[kRefusedAt]) {
-    throw Error(comm_->rank() == 0 ? choice.refused
-                                   : "nano: rank 0 refused checkpoint folder " + dir_ + " (its line says why)");
-  }
-  const std::string name(reinterpret_cast<const char*>(c + kNameAt));
-  const std::string seal(reinterpret_cast<const char*>(c + kSealAt), 64);
-  if (name.empty()) return std::nullopt;
-  const std::string path = dir_ + "/" + name;
-  std::unique_ptr<CheckpointReader> reader;
-  try {
-    open_folder();
-    // Verified on every rank through the descriptor it is then read through, and the one whose
-    // seal rank 0 verified (rank 0's own verdict is remembered: not read twice).
-    reader = folder_->open_verified(name, seal);
-  } catch (const Error& e) {
-    throw Error("nano: rank " + std::to_string(comm_->rank()) + ": " + first_line(e.what()) +
-                " (every rank must see the checkpoint folder)");
-  }
-  std::vector<std::function<void()>> apply;
-  at::Tensor rng, steps;
+}
+
+Checkpointer::Loaded Checkpointer::load(CheckpointReader& reader) {
+  const std::string& path = reader.name();  // the folder's and the file's
+  Loaded out;
+  // The damaged chunk, when one is why reading failed; else the failure as the user should read it.
+  const auto failed = [&](const std::string& why) {
+    out.damaged = reader.why_damaged();
+    if (out.damaged.empty()) throw Error("nano: checkpoint " + path + " does not fit what is tracked: " + why);
+    return out;
+  };
   try {
     torch::serialize::InputArchive archive;
-    // Straight from the file, in the pieces the archive asks for: the payload is never held
-    // whole in memory besides the tensors it becomes.
-    const uint64_t bytes = reader->header().bytes;
-    archive.load_from([&reader](uint64_t at, void* buffer, size_t n) { return reader->read(at, buffer, n); },
+    // Straight from the file, in the pieces the archive asks for, each once its chunk verified:
+    // the payload is never held whole in memory besides the tensors it becomes.
+    const uint64_t bytes = reader.header().bytes;
+    archive.load_from([&reader](uint64_t at, void* buffer, size_t n) { return reader.read(at, buffer, n); },
                       [bytes] { return static_cast<size_t>(bytes); });
     for (const Label& l : labels_) {
       at::Tensor saved;
@@ -491,25 +507,29 @@ std::optional<int64_t> Checkpointer::restore() {
     for (const Entry& e : entries_) {
       torch::serialize::InputArchive sub;
       if (!archive.try_read(e.name, sub)) throw Error("it has no '" + e.name + "'");
-      apply.push_back(e.load(sub));
+      out.apply.push_back(e.load(sub));
     }
-    if (!archive.try_read("nano|rng", rng) || !archive.try_read("nano|steps", steps))
+    if (!archive.try_read("nano|rng", out.rng) || !archive.try_read("nano|steps", out.steps))
       throw Error("it has no step or RNG state");
+    reader.wait_verified();  // the chunks nothing read as well: the file is whole before anything changes
   } catch (const c10::Error& e) {
-    throw Error("nano: checkpoint " + path +
-                " does not fit what is tracked: " + first_line(e.what_without_backtrace()));
+    return failed(first_line(e.what_without_backtrace()));
   } catch (const Error& e) {
-    throw Error("nano: checkpoint " + path + " does not fit what is tracked: " + e.what());
+    return failed(e.what());
   }
-  for (auto& f : apply) f();
+  return out;
+}
+
+int64_t Checkpointer::apply(Loaded& loaded) {
+  for (auto& f : loaded.apply) f();
   // A rank beyond the saved world (resuming with more ranks) takes a saved rank's stream.
-  const int64_t row = comm_->rank() % rng.size(0);
+  const int64_t row = comm_->rank() % loaded.rng.size(0);
   {
     auto gen = at::detail::getDefaultCPUGenerator();
     std::lock_guard<std::mutex> lock(gen.mutex());
-    gen.set_state(rng[row].clone());
+    gen.set_state(loaded.rng[row].clone());
   }
-  steps_ = steps.item<int64_t>();
+  steps_ = loaded.steps.item<int64_t>();
   last_save_ = std::chrono::steady_clock::now();
   return steps_;
 }

@@ -2,8 +2,9 @@
 // any bytes: the pure parser, and the folder's verdict on a file holding the input
 // (CheckpointFolder::why_not, as restore() and pruning ask it) and its reader. What parses is
 // checked as they use it: the payload starts inside the header's bound, a header written for what
-// this one says parses back the same, and a file that verifies is exactly its header and payload,
-// sealed under the folder's key; a reader never reads past the payload.
+// this one says parses back the same, a file that verifies is exactly its header, payload and
+// chunk tags, sealed under the folder's key, a resume's reading (chunks checked as they are read)
+// takes in whole exactly the files that verify, and a reader never reads past the payload.
 //
 // Input: the bytes of one checkpoint file.
 #include <fcntl.h>
@@ -72,9 +73,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   CheckpointHeader h;
   const bool parsed = parse_checkpoint_header(text, h);
   if (parsed) {
-    NANO_FUZZ_CHECK(h.step >= 0 && h.world > 0 && (h.format == 1 || h.format == 2));
+    NANO_FUZZ_CHECK(h.step >= 0 && h.world > 0 && h.format >= 1 && h.format <= kCheckpointFormat);
     NANO_FUZZ_CHECK(h.payload_at >= 4 && h.payload_at <= kMaxCheckpointHeader && h.payload_at <= size);
-    if (h.format == 2) {
+    if (h.format == kCheckpointFormat) {
       // A header written for what this one says parses back to the same.
       CheckpointHeader again;
       NANO_FUZZ_CHECK(parse_checkpoint_header(checkpoint_header(h), again));
@@ -87,15 +88,30 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   write_file(checkpoint_file_name(step), data, size);
   const std::string why = f.why_not(checkpoint_file_name(step));
   if (why.empty()) {
-    // Verified: format 2, the payload exactly the rest, sealed under the folder's key.
-    NANO_FUZZ_CHECK(parsed && h.format == 2 && size - h.payload_at == h.bytes);
-    const std::string seal = checkpoint_seal(
+    // Verified: this format, the payload and its chunks' tags exactly the rest, the tags those of
+    // the payload and the seal theirs under the folder's key.
+    const uint64_t chunks = checkpoint_chunks(h.bytes);
+    NANO_FUZZ_CHECK(parsed && h.format == kCheckpointFormat && size - h.payload_at == h.bytes + chunks * sizeof(Tag));
+    const std::vector<Tag> tags = checkpoint_chunk_tags(
         folder_key(), h, [&](uint64_t at, size_t n, std::vector<char>&) { return text.data() + h.payload_at + at; }, 1);
-    NANO_FUZZ_CHECK(seal == h.seal);
+    NANO_FUZZ_CHECK(std::memcmp(tags.data(), text.data() + h.payload_at + h.bytes, chunks * sizeof(Tag)) == 0);
+    NANO_FUZZ_CHECK(checkpoint_seal_of(folder_key(), h, tags) == h.seal);
   }
+  // A resume's reading (the chunks checked as they are read) takes in exactly what the folder's
+  // verdict does: every byte of a file that verifies, and never the whole of one that does not.
+  bool loaded = false;
+  try {
+    const auto reader = f.open_verified(checkpoint_file_name(step), "");
+    std::vector<char> payload(64 << 10);
+    for (uint64_t at = 0; at < reader->header().bytes;) at += reader->read(at, payload.data(), payload.size());
+    reader->wait_verified();
+    loaded = true;
+  } catch (const Error&) {
+  }
+  NANO_FUZZ_CHECK(loaded == why.empty());
   try {
     const auto reader = f.open(checkpoint_file_name(step));
-    NANO_FUZZ_CHECK(parsed && size - h.payload_at == reader->header().bytes);
+    NANO_FUZZ_CHECK(parsed && size - h.payload_at >= reader->header().bytes);
     char buffer[64];
     const uint64_t bytes = reader->header().bytes;
     const size_t n = reader->read(bytes / 2, buffer, sizeof buffer);

@@ -31,7 +31,8 @@ Usage: api_test.py BUILD_DIR CASE
                  killed run's folder was planted with garbage, a forged header and links at higher
                  steps and at its first checkpoint's name: each named in one line, left as it was,
                  never followed nor counted (the first checkpoint written beside its link); then
-                 its newest checkpoint is damaged and a third run falls back to the one before it
+                 a payload byte of its newest checkpoint is changed: found as both ranks load it, and a
+                 third run falls back to the one before it
                  and still ends bit-identical; 3 ranks resume the 2 ranks' checkpoint and finish
                  the epoch's rest; a folder of the first format is refused in one line; through
                  the engine's binding, a write that fails (a file size limit) is said once with
@@ -276,9 +277,9 @@ def plant(folder, target):
         key_id = hashlib.sha256(b"nano-checkpoint-key\0" + bytes.fromhex(f.read())).hexdigest()[:16]
     with open(os.path.join(folder, ckpt(90000)), "wb") as f:
         f.write(os.urandom(3000))
-    with open(os.path.join(folder, ckpt(90001)), "w") as f:
-        f.write(f"nano-checkpoint 2\nstep 90001\nworld 2\napi python\ntorch 2.6.0\nbytes 4\nkey {key_id}\nnonce 0011223344556677\n"
-                "hmac-sha256 " + "a" * 64 + "\n\nevil")
+    with open(os.path.join(folder, ckpt(90001)), "w") as f:  # and the one chunk's tag after its payload
+        f.write(f"nano-checkpoint 3\nstep 90001\nworld 2\napi python\ntorch 2.6.0\nbytes 4\nkey {key_id}\nnonce 0011223344556677\n"
+                "hmac-sha256 " + "a" * 64 + "\n\nevil" + "t" * 16)
     for step in (999999, 999998, 4):
         os.symlink(target, os.path.join(folder, ckpt(step)))
     return [ckpt(90000), ckpt(90001), ckpt(999998), ckpt(999999)]
@@ -298,9 +299,14 @@ def resume(tmp):
         else:
             if mode == "killed":
                 planted = plant(folder, target)
-            else:  # the newest checkpoint damaged: the run falls back to the one before it
+            else:  # a payload byte of the newest checkpoint changed: found as every rank loads it, and
+                # the run falls back to the one before it
                 with open(os.path.join(folder, ckpt(16)), "r+b") as f:
-                    f.truncate(400)  # past its header: "truncated"
+                    at = f.read(4096).index(b"\n\n") + 2 + 100
+                    f.seek(at)
+                    byte = f.read(1)[0]
+                    f.seek(at)
+                    f.write(bytes([byte ^ 1]))
             code, out, err, seconds = run([os.path.join(HERE, "train_resume.py"),
                                            "killed" if mode == "killed" else "whole", folder], tmp, timeout=180)
         check(code == 0, f"{mode}: exit {code}: {err[-1500:]}")
@@ -331,7 +337,8 @@ def resume(tmp):
                   "it, as ckpt-000000000004." in err, f"no line on the checkpoint written beside the link: {err[-1500:]!r}")
         else:
             check(f"resumed from {folder}/{ckpt(12)} (step 12)" in out, f"no fallback to step 12: {out[-800:]!r}")
-            check(f"{ckpt(16)} (truncated: " in err, f"no line naming the damaged step 16: {err[-1500:]!r}")
+            check(f"{ckpt(16)} (chunk 1 of 1 does not verify (damaged or forged))" in err,
+                  f"no line naming the damaged step 16: {err[-1500:]!r}")
             # The damaged one stays; this run's step 16 is written beside it.
             beside = [n for n in got["checkpoints"] if n.startswith("ckpt-000000000016.") and n != ckpt(16)]
             check(ckpt(16) in got["checkpoints"] and len(beside) == 1 and ckpt(12) in got["checkpoints"],
@@ -350,7 +357,7 @@ def resume(tmp):
     os.makedirs(os.path.join(old, "step-8"), mode=0o700)
     os.chmod(old, 0o700)
     code, out, err, seconds = run([os.path.join(HERE, "train_resume.py"), "whole", old], tmp, timeout=120)
-    check(code != 0 and f"nano: checkpoint folder {old} holds checkpoints of an earlier, unsealed format (step-8) "
+    check(code != 0 and f"nano: checkpoint folder {old} holds checkpoints of an earlier format (step-8) "
           "and none of this one: this nano does not read them" in err, f"old format: exit {code}: {err[-1500:]}")
     check(sorted(os.listdir(old)) == [".nano-key", "step-8"] or sorted(n for n in os.listdir(old)
           if not n.startswith(".nano-owner")) == [".nano-key", "step-8"], f"old format: {os.listdir(old)}")

@@ -212,7 +212,7 @@ TEST_CASE("checkpoint files (attack): a forged file with a valid unkeyed checksu
   // toward keep and made the next save prune the real ones.
   std::ofstream(dir + "/" + name_of(999999999999)) << "nano-checkpoint 1\nstep 999999999999\nworld 1\ntorch 1.13\n"
                                                       "bytes 0\nfnv1a64 14650fb0739d0383\n\n";
-  // Format 2 with a made-up seal, and one sealed by another folder's key.
+  // This format with a made-up seal (and tags), and one sealed by another folder's key.
   nano::CheckpointHeader h;
   h.step = 999999999998;
   h.world = 1;
@@ -222,18 +222,25 @@ TEST_CASE("checkpoint files (attack): a forged file with a valid unkeyed checksu
   h.key = "0123456789abcdef";
   h.nonce = "0011223344556677";
   h.seal = std::string(64, 'a');
-  std::ofstream(dir + "/" + name_of(h.step)) << nano::checkpoint_header(h) << "evil";
+  std::ofstream(dir + "/" + name_of(h.step)) << nano::checkpoint_header(h) << "evil" << std::string(16, 't');
+  // Format 2 (sealed, its tags not in the file): an earlier nano's, never loaded.
+  std::ofstream(dir + "/" + name_of(999999999996)) << "nano-checkpoint 2\nstep 999999999996\nworld 1\napi c++\n"
+                                                      "torch 2.6.0\nbytes 00000000000000000000\nkey 0123456789abcdef\n"
+                                                      "nonce 0011223344556677\nhmac-sha256 "
+                                                   << std::string(64, 'a') << "\n\n";
   write_steps(f, {300}, 1);
-  CHECK(entries(dir) == std::set<std::string>{".nano-key", name_of(300), name_of(999999999998), name_of(999999999999)});
-  CHECK(f.why_not(name_of(999999999999)) == "format 1, unsealed: written by an earlier nano, never loaded");
+  CHECK(entries(dir) == std::set<std::string>{".nano-key", name_of(300), name_of(999999999996), name_of(999999999998),
+                                              name_of(999999999999)});
+  CHECK(f.why_not(name_of(999999999999)) == "format 1: written by an earlier nano, never loaded");
+  CHECK(f.why_not(name_of(999999999996)) == "format 2: written by an earlier nano, never loaded");
   CHECK(f.why_not(name_of(999999999998)) == "sealed by another key than the folder's (key 0123456789abcdef)");
   // The same key id with a wrong seal: damaged or forged.
   h.step = 999999999997;
   h.key = nano::checkpoint_key_id("whatever");  // not this folder's either
-  std::ofstream(dir + "/" + name_of(h.step)) << nano::checkpoint_header(h) << "evil";
+  std::ofstream(dir + "/" + name_of(h.step)) << nano::checkpoint_header(h) << "evil" << std::string(16, 't');
   CHECK(f.why_not(name_of(h.step)).rfind("sealed by another key", 0) == 0);
   CHECK(chosen(f) == name_of(300));
-  // A byte flipped in a real one: its seal no longer holds.
+  // A byte flipped in a real one's tags: its seal no longer holds.
   {
     std::fstream file(dir + "/" + name_of(300), std::ios::in | std::ios::out | std::ios::binary);
     file.seekp(-1, std::ios::end);
@@ -384,7 +391,7 @@ TEST_CASE("checkpoint files: which checkpoint a run resumes from, or why it may 
       {"an earlier format only: refused",
        {entry("step-8", 8, "x", true)},
        "",
-       "nano: checkpoint folder /c holds checkpoints of an earlier, unsealed format (step-8) and none of this one: "
+       "nano: checkpoint folder /c holds checkpoints of an earlier format (step-8) and none of this one: "
        "this nano does not read them; resume with the nano that wrote them, or use another folder",
        ""},
       {"another key only: refused",
