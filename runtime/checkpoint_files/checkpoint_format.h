@@ -80,7 +80,7 @@ inline constexpr int kCheckpointFormat = 3;
 /// thread holds one piece, not a chunk. A reader waits for the first chunk it reads to verify:
 /// small enough for that to be short, large enough for its tag to cost nothing.
 inline constexpr std::size_t kSealChunk = std::size_t{16} << 20;
-inline constexpr std::size_t kSealPiece = std::size_t{4} << 20;
+inline constexpr std::size_t kSealPiece = std::size_t{64} << 10;
 
 /// Pure: how many chunks (and tags at the file's end) a payload of `bytes` has.
 inline uint64_t checkpoint_chunks(uint64_t bytes) { return (bytes + kSealChunk - 1) / kSealChunk; }

@@ -91,7 +91,8 @@ struct CheckpointReader::Verifier {
       check(i, scratch);
     }
   }
-  /// Waits for chunks [first, last) to be checked (checking those still free itself).
+  /// Waits for chunks [first, last) to be checked: checks those still free itself and, while a
+  /// thread is still on one, the next free chunk beyond (the caller's core helps rather than sleeps).
   void wait(uint64_t first, uint64_t last) {
     std::vector<char> scratch;
     for (uint64_t i = first; i < last; ++i) {
@@ -103,9 +104,23 @@ struct CheckpointReader::Verifier {
       }
       if (mine) check(i, scratch);
     }
-    std::unique_lock<std::mutex> lock(mutex);
     for (uint64_t i = first; i < last; ++i) {
-      checked.wait(lock, [&] { return state[i] == kGood || state[i] == kBad; });
+      for (;;) {
+        uint64_t help = 0;
+        {
+          std::unique_lock<std::mutex> lock(mutex);
+          if (state[i] == kGood || state[i] == kBad) break;
+          while (next < chunks && state[next] != kFree) ++next;
+          if (next == chunks) {
+            checked.wait(lock, [&] { return state[i] == kGood || state[i] == kBad; });
+            break;
+          }
+          help = next;
+          state[help] = kTaken;
+        }
+        check(help, scratch);
+      }
+      std::lock_guard<std::mutex> lock(mutex);
       if (state[i] == kBad) throw Error("nano: checkpoint " + reader.name_ + ": " + bad[i]);
     }
   }

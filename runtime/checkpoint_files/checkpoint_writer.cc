@@ -54,7 +54,9 @@ struct CheckpointFolder::Writer::Sealer {
   Sealer(std::string k, CheckpointHeader h, int file, off_t at)
       : key(std::move(k)), header(std::move(h)), fd(file), payload_at(at) {
     try {
-      for (int t = 0; t < seal_threads(); ++t) threads.emplace_back([this] { run(); });
+      // One core fewer than the process may use: the writer's own (serialising, copying into the
+      // page cache) is not taken from it.
+      for (int t = 1; t < seal_threads() || t == 1; ++t) threads.emplace_back([this] { run(); });
     } catch (const std::system_error&) {
       // no more threads to be had: those started and finish()'s caller do the work
     }
