@@ -34,6 +34,7 @@
 #include "launcher/mpi/mpi_command.h"
 #include "launcher/mpi/shim_loop.h"
 #include "launcher/mpi/shim_spec.h"
+#include "launcher/prepare/carried_env.h"
 #include "launcher/prepare/hosts.h"
 #include "launcher/prepare/job_files.h"
 #include "launcher/prepare/launch_setup.h"
@@ -168,6 +169,7 @@ PreparedRank prepare_rank(const ShimSpec& spec, int rank) {
   Environment current = current_environment();
   current.erase(kShimSecretVariable);  // the rank gets the secret as NANO_JOB_SECRET, with its attempt
   for (const auto& [name, value] : spec.carried_env) current[name] = value;  // as on the launching host
+  current = restored_secrets(std::move(current));  // mpirun's environment brought them, never an argument
   // The user_kept and agent warnings are nano-run's (printed once, before mpirun starts), not
   // the shims'.
   // --env's values came with the carried variables, as the host's own environment.

@@ -15,6 +15,9 @@ inline constexpr const char* kJobId = "NANO_JOB_ID";
 inline constexpr const char* kRestartCount = "NANO_RESTART_COUNT";
 /// The attempt's secret (core/job_secret.h): a rank proves with it that it belongs to the job.
 inline constexpr const char* kJobSecret = "NANO_JOB_SECRET";
+/// A Python launch's key (python/nano_torch/_handoff.py): its ranks check with it what the
+/// caller sealed. A secret like the job's: it travels in environments only, never in arguments.
+inline constexpr const char* kPythonKey = "NANO_PYTHON_KEY";
 /// The job's private 0700 folder on this host ("/dev/shm/nano-<job id>"), made by the launcher
 /// (which refuses one made by someone else first) and removed however the job ends: the one-host
 /// rendezvous store lives there. Set only for a job on one host; unset across hosts.

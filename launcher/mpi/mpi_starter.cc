@@ -44,6 +44,7 @@ class MpiStarter : public RankStarter {
       req.argv = mpi_command_for(setup_, spec);
       Environment env = current_environment();
       add_job_secret(setup_.secret, env);
+      for (const auto& [name, value] : carried_secrets(setup_.options.extra_env)) env[name] = value;
       add_listen_guard_to_open_mpi(setup_.listen_guard, env);
       add_one_host_open_mpi_settings(setup_.job_dir, env);
       add_hosts_open_mpi_settings(setup_.session_dir, env);

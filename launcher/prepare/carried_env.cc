@@ -8,6 +8,7 @@ namespace nano {
 namespace {
 
 bool carried_name(const std::string& name) {
+  if (secret_variable(name)) return false;
   for (const char* exact : {"PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "MALLOC_CONF"})
     if (name == exact) return true;
   // NANO_CPUS is each rank's own (its shim sets it from its host's plan).
@@ -27,13 +28,33 @@ bool valid_name(const std::string& name) {
 
 }  // namespace
 
+bool secret_variable(const std::string& name) { return name == contract::kJobSecret || name == contract::kPythonKey; }
+
 std::map<std::string, std::string> carried_environment(const Environment& env,
                                                        const std::map<std::string, std::string>& named) {
   std::map<std::string, std::string> out;
   for (const auto& [name, value] : env)
     if (carried_name(name)) out[name] = value;
-  for (const auto& [name, value] : named) out[name] = value;
+  for (const auto& [name, value] : named)
+    if (!secret_variable(name)) out[name] = value;
   return out;
+}
+
+std::map<std::string, std::string> carried_secrets(const std::map<std::string, std::string>& named) {
+  std::map<std::string, std::string> out;
+  for (const auto& [name, value] : named)
+    if (secret_variable(name) && name != contract::kJobSecret) out[kCarriedSecretPrefix + name] = value;
+  return out;
+}
+
+Environment restored_secrets(Environment env) {
+  const std::string prefix = kCarriedSecretPrefix;
+  for (auto it = env.lower_bound(prefix); it != env.end() && it->first.rfind(prefix, 0) == 0;) {
+    const std::string name = it->first.substr(prefix.size());
+    if (secret_variable(name)) env[name] = it->second;
+    it = env.erase(it);
+  }
+  return env;
 }
 
 std::pair<std::string, std::string> parse_env_option(const std::string& spec, const Environment& env) {

@@ -54,7 +54,7 @@ def _set_generators(state):
 _WEIGHTS_ONLY = None
 
 
-def _weights_only():
+def weights_only():
     """Whether this torch loads these files with weights_only=True (torch 1.13's cannot: it
     refuses floats, which every optimizer state holds). Either way a payload is loaded only once
     its seal verified."""
@@ -72,7 +72,7 @@ def _weights_only():
 
 
 def _load(file):
-    return torch.load(file, weights_only=_weights_only())
+    return torch.load(file, weights_only=weights_only())
 
 
 def _dumps(obj):

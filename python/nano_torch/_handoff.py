@@ -77,13 +77,19 @@ def check_private_folder(path):
 
 
 def write_file(path, data):
-    """`data` into `path` whole: a temporary of an unpredictable name beside it (O_EXCL, never
-    through a link, 0600), renamed into place."""
+    """`data` into `path` whole (write_beside)."""
+    write_beside(path, lambda f: f.write(data))
+
+
+def write_beside(path, write):
+    """What `write(file)` writes, into `path` whole: a temporary of an unpredictable name beside it
+    (O_EXCL, never through a link, 0600), renamed into place (a link at `path` is replaced, never
+    written through)."""
     part = f"{path}.part-{os.urandom(8).hex()}"
     fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            write(f)
         os.replace(part, path)
     except BaseException:
         try:

@@ -171,6 +171,14 @@ def _failure(job, key, result):
                            result.get("rank_exit_code"), result.get("signal", 0))
 
 
+# How a rank's Python starts: nano_torch._rank as `python -m` would run it, but with the caller's
+# sys.path alone (PYTHONPATH, above). `-m` would put the working folder first, where another user
+# may have planted a nano_torch or a torch of theirs (a shared scratch folder, /tmp); `-c` puts ''
+# there, removed before anything is imported.
+RANK_MAIN = ("import sys\nif sys.path and sys.path[0] == '':\n    del sys.path[0]\nimport runpy\n"
+             "runpy.run_module('nano_torch._rank', run_name='__main__', alter_sys=True)")
+
+
 def launch(payload, what, options):
     """Runs `payload` (see _rank.py) in options.num_processes ranks and returns rank 0's value,
     with the shipped models and optimizers of the caller holding rank 0's trained state.
@@ -214,7 +222,7 @@ def launch(payload, what, options):
             env["TMPDIR"] = os.path.join(job, "tmp")
             os.mkdir(env["TMPDIR"])
         result = _C.launch(options.launch, list(options.output_ranks),
-                           [sys.executable, "-m", "nano_torch._rank", job, options.process_group_backend,
+                           [sys.executable, "-c", RANK_MAIN, job, options.process_group_backend,
                             str(options.timeout.total_seconds())], env, [job])
         del claim  # released with the launch: the ranks have ended
         if result["exit_code"] != 0:

@@ -1,11 +1,11 @@
-"""One rank of a Python launch: `python -m nano_torch._rank JOB BACKEND TIMEOUT_SECONDS`, started
-by nano's launcher (_launch.py). It joins the ranks' process group, gets the shipped training
-(from the job folder when the launcher placed it on the caller's host, else from the lowest rank
-there), runs it, and hands rank 0's result (the return value and the shipped models' and
-optimizers' trained state) to that lowest rank, which writes it into the job folder. Everything
-is sealed with the launch's key and checked before it is unpickled (_handoff.py).
-A rank that raises writes what it raised for the caller and exits 1; the launcher stops the
-others."""
+"""One rank of a Python launch: run as `python -m nano_torch._rank JOB BACKEND TIMEOUT_SECONDS`
+would be, with the caller's sys.path alone (_launch.RANK_MAIN), by nano's launcher (_launch.py).
+It joins the ranks' process group, gets the shipped training (from the job folder when the
+launcher placed it on the caller's host, else from the lowest rank there), runs it, and hands
+rank 0's result (the return value and the shipped models' and optimizers' trained state) to that
+lowest rank, which writes it into the job folder. Everything is sealed with the launch's key and
+checked before it is unpickled (_handoff.py). A rank that raises writes what it raised for the
+caller and exits 1; the launcher stops the others."""
 import datetime
 import io
 import json

@@ -23,7 +23,7 @@ import random
 import torch
 import torch.distributed as dist
 
-from . import _ipex, _launch, _loader, _model, _options, _setup
+from . import _checkpoint, _handoff, _ipex, _launch, _loader, _model, _options, _setup
 from ._decorator import nano  # noqa: F401 - nano_torch.torch_nano.nano, where it was
 
 RankFailedError = _launch.RankFailedError
@@ -172,12 +172,15 @@ class TorchNano:
         return box[0]
 
     def save(self, content, filepath):
-        """torch.save on rank 0 only."""
+        """torch.save on rank 0 only: into a new file of this user's alone beside `filepath`
+        (never through a link someone put there), then moved onto it."""
         if self.global_rank == 0:
-            torch.save(content, filepath)
+            _handoff.write_beside(os.fspath(filepath), lambda f: torch.save(content, f))
 
     def load(self, filepath):
-        return torch.load(filepath)
+        """torch.load, with weights_only where the installed torch loads tensors, numbers and
+        containers that way (torch 2.x): a file another user put there runs no code."""
+        return torch.load(filepath, weights_only=_checkpoint.weights_only())
 
     @staticmethod
     def seed_everything(seed=None, workers=None):

@@ -190,8 +190,11 @@ TEST_CASE("carried environment: the launching host's configuration, not its host
                                   {"TORCH_SHOW_CPP_STACKTRACES", "1"},
                                   {"PWD", "/work"},
                                   {"MY_FLAG", "x"},
+                                  {"NANO_JOB_SECRET", "s1"},
+                                  {"NANO_PYTHON_KEY", "k1"},
                                   {"OMPI_MCA_btl", "^tcp"}};
-  const auto carried = nano::carried_environment(here, {{"MY_FLAG", "y"}, {"EXTRA", "1"}});
+  const auto carried = nano::carried_environment(
+      here, {{"MY_FLAG", "y"}, {"EXTRA", "1"}, {"NANO_PYTHON_KEY", "k2"}, {"NANO_JOB_SECRET", "s2"}});
   const std::map<std::string, std::string> expected = {{"PATH", "/opt/bin:/usr/bin"},
                                                        {"OMP_SCHEDULE", "static"},
                                                        {"NANO_BACKEND", "gloo"},
@@ -200,7 +203,20 @@ TEST_CASE("carried environment: the launching host's configuration, not its host
                                                        {"TORCH_SHOW_CPP_STACKTRACES", "1"},
                                                        {"MY_FLAG", "y"},
                                                        {"EXTRA", "1"}};
-  CHECK(carried == expected);
+  CHECK(carried == expected);  // no secret: the spec is a command line on every host
+}
+
+TEST_CASE("carried secrets: through mpirun's environment under their own names, back as theirs in the shim") {
+  // The job's secret is the attempt's (its own variable); a Python launch's key travels as OMPI_*.
+  const auto secrets = nano::carried_secrets({{"NANO_PYTHON_KEY", "k2"}, {"NANO_JOB_SECRET", "s2"}, {"A", "1"}});
+  CHECK(secrets == std::map<std::string, std::string>{{"OMPI_NANO_SECRET_NANO_PYTHON_KEY", "k2"}});
+  // A shim's environment: the carried one back under its name; one that is no secret's stays unset.
+  const nano::Environment shim = {{"OMPI_NANO_SECRET_NANO_PYTHON_KEY", "k2"},
+                                  {"OMPI_NANO_SECRET_LD_PRELOAD", "/tmp/evil.so"},
+                                  {"OMPI_COMM_WORLD_RANK", "1"},
+                                  {"PATH", "/usr/bin"}};
+  CHECK(nano::restored_secrets(shim) ==
+        nano::Environment{{"NANO_PYTHON_KEY", "k2"}, {"OMPI_COMM_WORLD_RANK", "1"}, {"PATH", "/usr/bin"}});
 }
 
 TEST_CASE("--env NAME[=VALUE]: set, carried from here, or a one-line error") {

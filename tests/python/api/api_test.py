@@ -41,10 +41,12 @@ Usage: api_test.py BUILD_DIR CASE
   handoff        what the caller and its ranks hand each other (_handoff.py) without a launch: a seal
                  made with another key, for another purpose, or cut short is refused naming the
                  file; a job folder or file that is a link, another's or open to others is refused;
-                 a file is written beside a planted link without following it
+                 a file is written beside a planted link without following it, TorchNano.save's too
   planted        a launch whose ranks find a payload this launch did not seal: every rank refuses it
                  before unpickling (HandoffError naming the file), the marker its unpickling would
-                 make stays absent
+                 make stays absent; the launch's secrets are on no process's command line
+                 (subprocess and mpi ranks, shims, mpirun, orted); ranks started from a working
+                 folder holding a planted nano_torch import nano's own
   pip_venv       `pip install --no-build-isolation` of the source tree into a venv made with
                  --system-site-packages over python3-torch (this build reused, NANO_BUILD_DIR):
                  the venv's nano_torch, not the build's, runs the @nano example and an mpi launch
@@ -456,6 +458,21 @@ def handoff(tmp):
     check(open(target).read() == "theirs", "write_file wrote through a planted link")
     check(_handoff.read_file(os.path.join(folder, "result.pkl")) == b"ours", "write_file's file")
     check(os.stat(os.path.join(folder, "result.pkl")).st_mode & 0o777 == 0o600, "a handed-over file is not 0600")
+    # TorchNano.save, at a name where someone put a link: the link is replaced, never written through.
+    import torch
+    from nano_torch import TorchNano
+
+    class Lite(TorchNano):
+        def train(self):
+            pass
+
+    lite = Lite(num_processes=1)
+    saved = os.path.join(folder, "model.pt")
+    os.symlink(target, saved)
+    lite.save({"w": torch.ones(2)}, saved)
+    check(open(target).read() == "theirs" and not os.path.islink(saved), "TorchNano.save wrote through a link")
+    check(os.stat(saved).st_mode & 0o777 == 0o600 and torch.equal(lite.load(saved)["w"], torch.ones(2)),
+          "TorchNano.save's file")
     shutil.rmtree(folder)
     os.unlink(os.path.join(tmp, "link"))
     os.unlink(target)
@@ -469,6 +486,28 @@ def planted(tmp):
     check(re.search(r"^refused HandoffError: nano_torch: /\S+/payload\.pkl was not made by this launch \(its seal "
                     r"does not verify\): nothing of it is used$", out, re.M), f"not refused: {out[-600:]!r}")
     check("marker False" in out and not os.path.exists(marker), "the planted payload ran")
+    # The secrets are in no process's command line, for either way of starting ranks: the Python
+    # launch's key stood in every mpi rank shim's.
+    for backend in ("subprocess", "mpi"):
+        code, out, err, _ = run([os.path.join(HERE, "secrets_seen.py"), backend], tmp, timeout=120)
+        check(code == 0, f"{backend}: exit {code}: {err[-1500:]}")
+        got = last_json(out, err)
+        print(f"{backend}: the ranks hold {got['secrets']}; command lines holding one: {got['shown']}")
+        check("NANO_PYTHON_KEY" in got["secrets"], f"{backend}: the rank has no key: {got}")
+        check(not got["shown"], f"{backend}: a secret is on a command line: {got['shown']}")
+    # A working folder another user could write, with a nano_torch of theirs in it: the caller's
+    # script lies elsewhere, so neither it nor its ranks import from there (`python -m` put the
+    # working folder first on the ranks' path).
+    scratch = os.path.join(tmp, "scratch")
+    os.makedirs(os.path.join(scratch, "nano_torch"))
+    planted_marker = os.path.join(tmp, "planted-module-ran")
+    with open(os.path.join(scratch, "nano_torch", "__init__.py"), "w") as f:
+        f.write(f"open({planted_marker!r}, 'w').close()\nraise SystemExit('the planted nano_torch ran')\n")
+    code, out, err, _ = run([os.path.join(HERE, "from_working_folder.py")], tmp, timeout=120, cwd=scratch)
+    check(code == 0 and "world 2" in out, f"from a planted working folder: exit {code}: {(out + err)[-1500:]}")
+    check(not os.path.exists(planted_marker), "a rank imported nano_torch from the working folder")
+    print("from a working folder holding a planted nano_torch: the ranks ran nano's own")
+    shutil.rmtree(scratch)
 
 
 def pip_venv(tmp):

@@ -32,12 +32,12 @@ def environment(tmp):
                 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMP_NUM_THREADS="1")
 
 
-def run(argv, tmp, timeout=120, stdin=None, env=None):
-    """A caller program to its end (`env`: variables over environment(tmp)); (exit code, stdout,
-    stderr, seconds)."""
+def run(argv, tmp, timeout=120, stdin=None, env=None, cwd=None):
+    """A caller program to its end (`env`: variables over environment(tmp), `cwd`: its working
+    folder); (exit code, stdout, stderr, seconds)."""
     started = time.monotonic()
     p = subprocess.Popen([PYTHON] + argv, env=dict(environment(tmp), **(env or {})), stdin=subprocess.PIPE if stdin else None,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, cwd=cwd)
     CALLERS.append(p.pid)
     try:
         out, err = p.communicate(stdin, timeout=timeout)
