@@ -137,8 +137,20 @@ struct PreparedRank {
   RankEnvironment env;
 };
 
+// Fail closed: the loader skips a library it cannot preload (with a warning) and the rank would
+// listen unguarded, so a guard missing on this host stops the rank before it starts. nano-run
+// checked only its own host's copy.
+void check_listen_guard_here(const ListenGuard& guard) {
+  if (guard.library.empty()) return;
+  struct stat st {};
+  if (stat(guard.library.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || access(guard.library.c_str(), R_OK) != 0)
+    throw Error("the listen guard " + guard.library + " is not on host " + host_name() +
+                ": its rank would listen unguarded, so nothing starts (install nano at the same path on every host)");
+}
+
 PreparedRank prepare_rank(const ShimSpec& spec, int rank) {
   check_listen_guard(spec.listen_guard);  // a guard that would refuse every listener: nothing starts
+  check_listen_guard_here(spec.listen_guard);
   PreparedRank p;
   RankIdentity& id = p.identity;
   id.rank = rank;

@@ -362,6 +362,32 @@ TEST_CASE("a NANO_LISTEN_GUARD the guard could not read is refused before anythi
   }
 }
 
+TEST_CASE("a rank shim on a host without the listen guard's library starts nothing (fail closed)") {
+  // As mpirun starts a shim on another host where nano's library is not at nano-run's path: the
+  // loader would skip the preload with a warning and the rank would listen unguarded.
+  const std::string pid_dir = temp_dir("nano_run_test");
+  // The spec nano-run hands its shims (its dry run shows it), with a guard at a path not there.
+  const Result dry = run({"--dry-run", "--backend", "mpi", "--hosts", "localhost:1", kProbe});
+  const size_t from = dry.out.find("--nano-rank-shim '");
+  REQUIRE(from != std::string::npos);
+  const size_t start = from + std::string("--nano-rank-shim '").size();
+  nlohmann::json spec = nlohmann::json::parse(dry.out.substr(start, dry.out.find('\'', start) - start));
+  spec["launcher_host"] = "";  // no link back: the shim runs its rank alone
+  spec["listen_guard"] = {{"library", pid_dir + "/libnano_listen_guard.so"}, {"sources", {"10.9.8.7"}}};
+  Result r = run({"--nano-rank-shim", spec.dump(), "--", kProbe, "--pid-dir", pid_dir},
+                 {"OMPI_COMM_WORLD_RANK=0", "OMPI_COMM_WORLD_LOCAL_RANK=0", "OMPI_COMM_WORLD_SIZE=1",
+                  "OMPI_COMM_WORLD_LOCAL_SIZE=1"});
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  CHECK(r.rc == 2);
+  CHECK(r.err == "nano-run: rank 0: the listen guard " + pid_dir + "/libnano_listen_guard.so is not on host " +
+                     std::string(host) +
+                     ": its rank would listen unguarded, so nothing starts (install nano at the same path on every "
+                     "host)\n");
+  CHECK(slurp(pid_dir + "/rank-0.pid").empty());  // the rank never started
+  std::system(("rm -rf " + pid_dir).c_str());
+}
+
 TEST_CASE("a stock PyTorch program runs unchanged: gloo env:// all-reduce") {
   for (std::string backend : kBackends) {
     CAPTURE(backend);
