@@ -23,6 +23,7 @@
 
 #include <nano/error.h>
 #include "core/cpulist.h"
+#include "core/file_beside.h"
 #include "core/parse.h"
 #include "core/setting.h"
 #include "launcher/process/guardian.h"
@@ -581,8 +582,14 @@ std::vector<std::string> finish_timeline(const std::string& file, size_t max_fil
   });
   TimelineReport report = report_of(ranks);
   report.worlds = worlds;
-  std::ofstream(file, std::ios::trunc) << trace_json(ranks, report);
-  std::ofstream(file + ".report.json", std::ios::trunc) << report_json(report) << "\n";
+  // Whole, and never through a link someone put at either name.
+  try {
+    write_file_beside(file, trace_json(ranks, report));
+    write_file_beside(file + ".report.json", report_json(report) + "\n");
+  } catch (const Error& e) {
+    notes.push_back(std::string("nano-run: timeline: ") + e.what());
+    return notes;
+  }
   for (std::string& line : report_lines(report, file)) notes.push_back(std::move(line));
   return notes;
 }

@@ -17,6 +17,7 @@
 
 #include <nano/error.h>
 #include "core/cpulist.h"
+#include "core/file_beside.h"
 
 namespace nano {
 namespace {
@@ -141,26 +142,9 @@ void write_tune_store(const std::string& path, const std::vector<TuneEntry>& ent
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::create_directories(fs::path(path).parent_path(), ec);
-  // Beside the cache under a name nobody can guess, made O_EXCL (mkostemp: 0600, never an existing
-  // file or a link), then renamed over it whole.
-  std::string temporary = path + ".tmp-XXXXXX";
-  const int fd = ::mkostemp(temporary.data(), O_CLOEXEC);
-  if (fd < 0) throw Error("cannot write the tuning cache " + path + ": " + std::strerror(errno));
-  const std::string text = tune_store_text(entries);
-  bool written = true;
-  for (size_t done = 0; written && done < text.size();) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    written = n > 0;
-    if (written) done += static_cast<size_t>(n);
-  }
-  if (::close(fd) != 0) written = false;
-  if (!written) {
-    std::remove(temporary.c_str());
-    throw Error("cannot write the tuning cache " + path);
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    std::remove(temporary.c_str());
+  try {
+    write_file_beside(path, tune_store_text(entries));
+  } catch (const Error&) {
     throw Error("cannot write the tuning cache " + path);
   }
 }

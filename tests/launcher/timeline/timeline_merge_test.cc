@@ -340,6 +340,24 @@ TEST_CASE("a timeline's file and records folder are the job's own") {
   finish_timeline(trace, 1 << 20);
   std::remove((trace + ".report.json").c_str());
   std::remove(trace.c_str());
+  // A link put at the report's name while the job ran (the trace's own is refused at the start):
+  // the report replaces it, the file it pointed at stays as it was.
+  const std::string theirs = dir + "/theirs";
+  std::ofstream(theirs) << "theirs";
+  start_timeline(trace);
+  std::ofstream(timeline_records_folder(trace) + "/rank-0.attempt-0")
+      << "R 0 hostA 0 0 1\nS 0 0 1000000 0 1000000 0 0\n";
+  CHECK(symlink(theirs.c_str(), (trace + ".report.json").c_str()) == 0);
+  finish_timeline(trace, 1 << 20);
+  std::ifstream kept(theirs);
+  CHECK(std::string(std::istreambuf_iterator<char>(kept), {}) == "theirs");
+  struct stat report {};
+  CHECK(lstat((trace + ".report.json").c_str(), &report) == 0);
+  CHECK(S_ISREG(report.st_mode));
+  CHECK((report.st_mode & 0777) == 0600);
+  std::remove((trace + ".report.json").c_str());
+  std::remove(trace.c_str());
+  std::remove(theirs.c_str());
   rmdir(dir.c_str());
 }
 
