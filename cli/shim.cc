@@ -293,7 +293,7 @@ void report(ShimIo& io, const ShimSpec& spec, const ProcessEnd& end) {
   if (!io.timeline.empty() && io.link >= 0)
     for (const std::string& payload : records_to_ship(io.timeline)) io.send(FrameType::kTimeline, payload);
   if (!io.files_dir.empty()) {
-    const auto text = read_error_file(error_file_path(spec.attempt.job_id, io.rank));
+    const auto text = read_error_file(error_file_path(spec.attempt, io.rank));
     if (text && io.link >= 0) io.send(FrameType::kErrorFile, *text);
   }
   io.drop_files();
@@ -322,6 +322,7 @@ int run_rank_shim(int argc, char** argv) {
     spec = decode_shim_spec(argv[2]);
     const char* secret = std::getenv(kShimSecretVariable);  // from mpirun's environment (add_job_secret)
     spec.attempt.secret = secret ? secret : "";
+    spec.attempt.job_dir = spec.job_dir;
     program.assign(argv + 4, argv + argc);
   } catch (const Error& e) {
     std::cerr << "nano-run: " << e.what() << "\n";
@@ -332,8 +333,8 @@ int run_rank_shim(int argc, char** argv) {
     if (!spec.launcher_host.empty()) link_to_launcher(io, spec);
     PreparedRank prepared = prepare_rank(spec, io.rank);
     if (!spec.attempt.job_id.empty()) {
-      make_rank_files_dir(spec.attempt.job_id, io.rank);
-      io.files_dir = rank_files_dir(spec.attempt.job_id, io.rank);
+      make_rank_files_dir(spec.attempt, io.rank);
+      io.files_dir = rank_files_dir(spec.attempt, io.rank);
       add_rank_open_mpi_settings(io.files_dir, prepared.env.env);
     }
     if (auto records = prepared.env.env.find(contract::kTimeline);

@@ -157,7 +157,7 @@ ListenGuard listen_guard_for(const std::vector<std::string>& hosts, const Enviro
 }
 
 AttemptIdentity attempt_of(const Setup& s) {
-  return {s.job_id, s.run_id, s.restart_count, s.options.max_restarts, s.secret};
+  return {s.job_id, s.run_id, s.restart_count, s.options.max_restarts, s.secret, s.job_dir};
 }
 
 Topology load_topology(const std::string& topology_xml, const std::string& synthetic) {
@@ -429,9 +429,11 @@ void stamp_attempt(Setup& s, const AttemptIdentity& attempt) {
   s.restart_count = attempt.restart_count;
   if (s.hosts.empty()) s.job_dir = job_dir_of(s.job_id);
   if (s.backend == LaunchBackend::kMpi && !s.hosts.empty()) s.session_dir = hosts_session_dir_of(s.job_id);
+  AttemptIdentity here = attempt;
+  here.job_dir = s.job_dir;  // the ranks' folders go inside it
   for (size_t r = 0; r < s.envs.size(); ++r) {
     Environment& env = s.envs[r].env;
-    for (auto& [name, value] : attempt_variables(attempt, s.rank_offset + static_cast<int>(r))) env[name] = value;
+    for (auto& [name, value] : attempt_variables(here, s.rank_offset + static_cast<int>(r))) env[name] = value;
     env["MASTER_PORT"] = std::to_string(s.master_port);
     if (!s.job_dir.empty())
       env[contract::kJobDir] = s.job_dir;

@@ -10,12 +10,13 @@
 
 namespace nano {
 
-std::string rank_files_dir(const std::string& job_id, int rank) {
-  return "/dev/shm/" + job_shm_prefix(job_id) + "rank-" + std::to_string(rank);
+std::string rank_files_dir(const AttemptIdentity& attempt, int rank) {
+  if (!attempt.job_dir.empty()) return attempt.job_dir + "/rank-" + std::to_string(rank);
+  return "/dev/shm/" + job_shm_prefix(attempt.job_id) + "rank-" + std::to_string(rank);
 }
 
-std::string error_file_path(const std::string& job_id, int rank) {
-  return rank_files_dir(job_id, rank) + "/error.json";
+std::string error_file_path(const AttemptIdentity& attempt, int rank) {
+  return rank_files_dir(attempt, rank) + "/error.json";
 }
 
 Environment attempt_variables(const AttemptIdentity& attempt, int rank) {
@@ -26,7 +27,7 @@ Environment attempt_variables(const AttemptIdentity& attempt, int rank) {
   env["TORCHELASTIC_RESTART_COUNT"] = std::to_string(attempt.restart_count);
   env["TORCHELASTIC_MAX_RESTARTS"] = std::to_string(attempt.max_restarts);
   env["TORCHELASTIC_RUN_ID"] = attempt.run_id;
-  env["TORCHELASTIC_ERROR_FILE"] = error_file_path(attempt.job_id, rank);
+  env["TORCHELASTIC_ERROR_FILE"] = error_file_path(attempt, rank);
   if (!attempt.secret.empty()) env[kJobSecretVariable] = attempt.secret;
   return env;
 }
@@ -107,6 +108,8 @@ std::optional<std::string> read_error_file(const std::string& path, size_t limit
   return text;
 }
 
-void make_rank_files_dir(const std::string& job_id, int rank) { make_private_folder(rank_files_dir(job_id, rank)); }
+void make_rank_files_dir(const AttemptIdentity& attempt, int rank) {
+  make_private_folder(rank_files_dir(attempt, rank));
+}
 
 }  // namespace nano

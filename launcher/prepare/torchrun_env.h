@@ -23,16 +23,21 @@ struct AttemptIdentity {
   /// NANO_JOB_SECRET (core/job_secret.h): fresh on every attempt, so a rank of an earlier one
   /// cannot join. It travels in environments only, never in a shim's spec (a command line).
   std::string secret;
+  /// The job's private folder on this host (Setup::job_dir: a one-host job's), which the ranks'
+  /// folders go inside; "" across hosts.
+  std::string job_dir;
 };
 
-/// Pure: "/dev/shm/nano-<job_id>-rank-<rank>", the folder (mode 0700) holding `rank`'s files of
-/// one attempt. Named under the job's "nano-<job_id>-" prefix, so nano-run (or its guardian)
-/// removes it with the job's other files on every way a job ends on nano-run's host; on other
-/// hosts the rank's shim removes it. One folder per rank: each has exactly one owner.
-std::string rank_files_dir(const std::string& job_id, int rank);
+/// Pure: the folder (mode 0700) holding `rank`'s files of one attempt: "<job_dir>/rank-<rank>",
+/// inside the job's private folder, where nobody else can make it first; across hosts (no job
+/// folder) "/dev/shm/nano-<job_id>-rank-<rank>", named under the job's "nano-<job_id>-" prefix,
+/// so nano-run (or its guardian) removes it with the job's other files on every way a job ends on
+/// nano-run's host; on other hosts the rank's shim removes it. One folder per rank: each has
+/// exactly one owner.
+std::string rank_files_dir(const AttemptIdentity& attempt, int rank);
 
-/// Pure: rank_files_dir(job_id, rank) + "/error.json", the rank's TORCHELASTIC_ERROR_FILE.
-std::string error_file_path(const std::string& job_id, int rank);
+/// Pure: rank_files_dir(attempt, rank) + "/error.json", the rank's TORCHELASTIC_ERROR_FILE.
+std::string error_file_path(const AttemptIdentity& attempt, int rank);
 
 /// Pure: the variables of `attempt` for global rank `rank`: NANO_JOB_ID, NANO_RESTART_COUNT and
 /// TORCHELASTIC_RESTART_COUNT (both the restart count), TORCHELASTIC_MAX_RESTARTS,
@@ -69,9 +74,9 @@ std::optional<RaisedError> parse_error_file(const std::string& text);
 /// empty (the rank raised nothing through `record`).
 std::optional<std::string> read_error_file(const std::string& path, size_t limit = 4u << 20);
 
-/// Creates rank_files_dir(job_id, rank) (make_private_folder: mode 0700; an existing one is
+/// Creates rank_files_dir(attempt, rank) (make_private_folder: mode 0700; an existing one is
 /// refused with a UsageError naming it: not ours).
 /// Throws Error naming the folder when it cannot.
-void make_rank_files_dir(const std::string& job_id, int rank);
+void make_rank_files_dir(const AttemptIdentity& attempt, int rank);
 
 }  // namespace nano

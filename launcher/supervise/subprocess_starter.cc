@@ -8,6 +8,7 @@
 #include <utility>
 
 #include <nano/error.h>
+#include "launcher/prepare/launch_setup.h"
 #include "launcher/prepare/torchrun_env.h"
 #include "launcher/process/subprocess.h"
 #include "launcher/supervise/subprocess_starter.h"
@@ -31,7 +32,7 @@ class SubprocessStarter : public RankStarter {
       Spawned sp;
       try {
         // The rank's TORCHELASTIC_ERROR_FILE goes here; the job's files go with the job.
-        if (!setup_.job_id.empty()) make_rank_files_dir(setup_.job_id, setup_.rank_offset + r);
+        if (!setup_.job_id.empty()) make_rank_files_dir(attempt_of(setup_), setup_.rank_offset + r);
         sp = spawn_process(req);
       } catch (const Error&) {
         take_down(started);

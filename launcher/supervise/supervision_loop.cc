@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "core/rank_contract.h"
+#include "launcher/prepare/launch_setup.h"
 #include "launcher/prepare/port.h"
 #include "launcher/prepare/torchrun_env.h"
 #include "launcher/process/signals.h"
@@ -380,7 +381,7 @@ LaunchResult SupervisionLoop::finish() {
     if (setup_.backend == LaunchBackend::kMpi)
       facts.error_file = shims_.error_file(rank);
     else if (!setup_.job_id.empty())
-      facts.error_file = read_error_file(error_file_path(setup_.job_id, setup_.rank_offset + rank)).value_or("");
+      facts.error_file = read_error_file(error_file_path(attempt_of(setup_), setup_.rank_offset + rank)).value_or("");
   }
   if (strangers_ > 0)
     router_.note("nano-run: turned away " + std::to_string(strangers_) +

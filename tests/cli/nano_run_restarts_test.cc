@@ -177,7 +177,7 @@ TEST_CASE("torchrun's whole worker environment, after a restart too; a @record e
             {"TORCHELASTIC_RESTART_COUNT", count},
             {"TORCHELASTIC_MAX_RESTARTS", "1"},
             {"TORCHELASTIC_RUN_ID", job0},
-            {"TORCHELASTIC_ERROR_FILE", "/dev/shm/nano-" + job + "-rank-" + me + "/error.json"},
+            {"TORCHELASTIC_ERROR_FILE", "/dev/shm/nano-" + job + "/rank-" + me + "/error.json"},  // one host
             {"TORCHELASTIC_USE_AGENT_STORE", nullptr},
             {"TORCHELASTIC_ENABLE_FILE_TIMER", nullptr},
             {"TORCHELASTIC_TIMER_FILE", nullptr},

@@ -321,7 +321,7 @@ TEST_CASE("make_rank_environments and stamp_attempt: identities, then the attemp
   CHECK(s.envs[3].env.at("NANO_JOB_DIR") == "/dev/shm/nano-99-abcdef");
   CHECK(s.envs[3].env.at("NANO_JOB_ID") == "99-abcdef");
   CHECK(s.envs[3].env.at("TORCHELASTIC_RESTART_COUNT") == "2");
-  CHECK(s.envs[3].env.at("TORCHELASTIC_ERROR_FILE") == "/dev/shm/nano-99-abcdef-rank-3/error.json");
+  CHECK(s.envs[3].env.at("TORCHELASTIC_ERROR_FILE") == "/dev/shm/nano-99-abcdef/rank-3/error.json");
   s.master_port = 29600;  // a restart's fresh port
   stamp_attempt(s, {"99-fedcba", "11-000000", 3, 3});
   CHECK(s.envs[0].env.at("MASTER_PORT") == "29600");
@@ -433,7 +433,13 @@ TEST_CASE("a restart renews the job and only a picked port: a given or Slurm-der
 TEST_CASE("the job's files are named in one place") {
   CHECK(job_shm_prefix("12-abcdef") == "nano-12-abcdef-");
   CHECK(job_dir_of("12-abcdef") == "/dev/shm/nano-12-abcdef");
-  CHECK(rank_files_dir("12-abcdef", 3).rfind("/dev/shm/" + job_shm_prefix("12-abcdef"), 0) == 0);
+  // A one-host job's rank folders are inside its private folder (nobody else can make one first);
+  // across hosts, under its prefix.
+  AttemptIdentity one_host{"12-abcdef", "12-abcdef", 0, 0};
+  one_host.job_dir = job_dir_of("12-abcdef");
+  CHECK(rank_files_dir(one_host, 3) == "/dev/shm/nano-12-abcdef/rank-3");
+  CHECK(rank_files_dir(AttemptIdentity{"12-abcdef", "12-abcdef", 0, 0}, 3)
+            .rfind("/dev/shm/" + job_shm_prefix("12-abcdef"), 0) == 0);
   CHECK(hosts_session_dir_of("12-abcdef") == "/tmp/nano-12-abcdef");
   CHECK(shim_marker_of("/tmp/nano-12-abcdef", 3) == "/tmp/nano-12-abcdef/nano-shim-3");
   const std::string id = make_job_id();

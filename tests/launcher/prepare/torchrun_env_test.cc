@@ -20,7 +20,11 @@ TEST_CASE("the attempt's variables: torchrun's agent-level ones, per rank") {
   CHECK(again.at("TORCHELASTIC_RESTART_COUNT") == "1");
   CHECK(again.at("TORCHELASTIC_RUN_ID") == "4242-a1b2c3");
   CHECK(again.at("TORCHELASTIC_ERROR_FILE") == "/dev/shm/nano-4242-d4e5f6-rank-0/error.json");
-  CHECK(rank_files_dir("4242-d4e5f6", 0) == "/dev/shm/nano-4242-d4e5f6-rank-0");
+  CHECK(rank_files_dir(second, 0) == "/dev/shm/nano-4242-d4e5f6-rank-0");
+  // A one-host job's: inside its private folder.
+  AttemptIdentity one_host = second;
+  one_host.job_dir = "/dev/shm/nano-4242-d4e5f6";
+  CHECK(attempt_variables(one_host, 2).at("TORCHELASTIC_ERROR_FILE") == "/dev/shm/nano-4242-d4e5f6/rank-2/error.json");
   // A dry run has no attempt.
   CHECK(attempt_variables(AttemptIdentity{}, 0).empty());
 }
