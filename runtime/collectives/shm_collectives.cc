@@ -499,6 +499,8 @@ void ShmCollectives::agree_on(const CollectiveSignature& call) {
 
 std::unique_ptr<SharedMemory> SharedMemory::create(const std::string& name, std::size_t bytes) {
   const int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  if (fd < 0 && errno == EEXIST)
+    throw SharedMemoryTaken("nano: shared memory " + name + " was made by someone else first: refusing it");
   if (fd < 0) throw Error("nano: cannot create shared memory " + name + ": " + system_reason());
   // posix_fallocate, not just ftruncate: a /dev/shm too small for the object (Docker's default
   // is 64 MB) must fail here, not with SIGBUS at the first write.

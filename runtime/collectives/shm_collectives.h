@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include <nano/error.h>
 #include "core/rank_contract.h"
 #include "runtime/collectives/collective_signature.h"
 
@@ -147,11 +148,18 @@ class ShmCollectives {
   std::string bound_name_ = contract::kCollectiveTimeout;
 };
 
+/// The name a shared-memory object was to be made under exists already: someone else made it
+/// first (the job's names are unpredictable), never used and never a reason to go on without it.
+class SharedMemoryTaken : public Error {
+ public:
+  using Error::Error;
+};
+
 /// A POSIX shared-memory object mapped read-write into this process; unmapped on destruction.
 class SharedMemory {
  public:
-  /// Creates `name` ("/..."), sized `bytes` and zero-filled; fails if it exists. Throws
-  /// nano::Error naming the object and the system's reason.
+  /// Creates `name` ("/..."), sized `bytes` and zero-filled. Throws SharedMemoryTaken when the
+  /// name exists, nano::Error naming the object and the system's reason when it cannot be made.
   static std::unique_ptr<SharedMemory> create(const std::string& name, std::size_t bytes);
   /// Maps the existing object `name` of at least `bytes` bytes; throws nano::Error otherwise.
   static std::unique_ptr<SharedMemory> open(const std::string& name, std::size_t bytes);

@@ -5,7 +5,6 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
-#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <iostream>
@@ -13,6 +12,7 @@
 #include <vector>
 
 #include <nano/error.h>
+#include "core/job_secret.h"  // make_challenge, hex_of
 #include "core/parse.h"
 #include "core/rank_contract.h"
 
@@ -25,10 +25,11 @@ std::vector<uint8_t> bytes_of(const std::string& text) { return std::vector<uint
 // Unique on this host: the job (or, outside nano-run, nothing), the creating process and its
 // count of worlds. The creator is the world's rank 0, which for a subgroup is not the job's.
 std::string object_name() {
-  static std::atomic<int> serial{0};
+  // Under the job's prefix (removed with the job's files however it ends), then 64 random bits:
+  // nobody can make it first to push the job onto the slower path.
   const char* job = std::getenv(contract::kJobId);
   const std::string owner = job && *job ? std::string(job) + "-" + std::to_string(getpid()) : std::to_string(getpid());
-  return "/nano-" + owner + "-" + std::to_string(serial++);
+  return "/nano-" + owner + "-" + hex_of(make_challenge()).substr(0, 16);
 }
 
 }  // namespace
@@ -76,6 +77,8 @@ SharedWorld join_shared_memory(c10d::Store& store, int rank, int size, std::size
     name = object_name();
     try {
       memory = SharedMemory::create(name, (ShmCollectives::kHeaderBytes + data_bytes) * static_cast<std::size_t>(size));
+    } catch (const SharedMemoryTaken&) {
+      throw;  // an attack, not a full /dev/shm: the job stops rather than run as someone arranged
     } catch (const Error& e) {
       // Said once, by the creator: the job still runs, on the slower path.
       std::cerr << e.what() << "; collectives go through TCP instead (" << contract::kShmBytes

@@ -64,6 +64,11 @@ TEST_CASE("shared memory: an object another user made is never mapped") {
   CHECK_THROWS_WITH_AS(
       nano::SharedMemory::open(name, 4096),
       ("nano: shared memory " + name + " is not this user's private object: refusing to map it").c_str(), nano::Error);
+  // Made first under the name rank 0 would make: refused as taken (the job stops), not a full
+  // /dev/shm (after which a job goes on over TCP).
+  CHECK_THROWS_WITH_AS(nano::SharedMemory::create(name, 4096),
+                       ("nano: shared memory " + name + " was made by someone else first: refusing it").c_str(),
+                       nano::SharedMemoryTaken);
   shm_unlink(name.c_str());
 }
 
