@@ -1,6 +1,7 @@
 #include "launcher/process/output.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -63,18 +64,31 @@ OutputRouter::OutputRouter(int world_size, OutputConfig config, OutputSink& sink
   if (config_.log_dir.empty()) return;
   make_dirs(config_.log_dir);
   open_logs(config_.log_dir);
-  summary_ = std::make_unique<std::ofstream>(config_.log_dir + "/summary.log", std::ios::trunc);
-  if (!*summary_)
-    throw SettingError(Setting::kLogDir, config_.log_dir,
-                       "cannot write {log_dir} " + config_.log_dir + ": summary.log");
+  summary_ = open_log(config_.log_dir, "summary.log");
+}
+
+std::unique_ptr<OutputRouter::LogFile> OutputRouter::open_log(const std::string& dir, const std::string& name) {
+  const int fd = ::open((dir + "/" + name).c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0)
+    throw SettingError(Setting::kLogDir, dir, "cannot write {log_dir} " + dir + ": " + name + ": " + strerror(errno));
+  return std::make_unique<LogFile>(fd);
+}
+
+OutputRouter::LogFile::~LogFile() { ::close(fd_); }
+
+void OutputRouter::LogFile::line(const std::string& text) {
+  // A full disk loses log lines, never the run: what reaches the terminal is unaffected.
+  const std::string whole = text + "\n";
+  for (size_t done = 0; done < whole.size();) {
+    const ssize_t n = ::write(fd_, whole.data() + done, whole.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    done += static_cast<size_t>(n);
+  }
 }
 
 void OutputRouter::open_logs(const std::string& dir) {
-  auto open = [&](const std::string& name) {
-    auto file = std::make_unique<std::ofstream>(dir + "/" + name, std::ios::trunc);
-    if (!*file) throw SettingError(Setting::kLogDir, dir, "cannot write {log_dir} " + dir + ": " + name);
-    return file;
-  };
+  auto open = [&](const std::string& name) { return open_log(dir, name); };
   for (size_t r = 1; r < ranks_.size(); ++r)
     ranks_[r].log = open("rank-" + std::to_string(static_cast<int>(r) - 1 + config_.rank_offset) + ".log");
   ranks_[0].log = open("mpirun.log");
@@ -133,10 +147,7 @@ void OutputRouter::emit(int rank, Stream stream, const std::string& raw) {
     s.tail.push_back(line);
     while (s.tail.size() > config_.tail_lines) s.tail.pop_front();
   }
-  if (s.log) {
-    *s.log << line << '\n';
-    s.log->flush();
-  }
+  if (s.log) s.log->line(line);
   if (!shown(rank)) return;
   const bool in_place = drawn_.open && drawn_.rank == rank && drawn_.stream == stream;
   if (!in_place) end_drawn_line();
@@ -197,10 +208,7 @@ void OutputRouter::note(const std::string& line) {
     end_drawn_line();
     sink_.write(Stream::kErr, line + "\n");
   }
-  if (summary_) {
-    *summary_ << line << '\n';
-    summary_->flush();
-  }
+  if (summary_) summary_->line(line);
 }
 
 }  // namespace nano

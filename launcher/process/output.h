@@ -6,7 +6,6 @@
 // logs and the stderr tail keep only its final state.
 #include <chrono>
 #include <deque>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -82,13 +81,26 @@ class OutputRouter {
   void start_attempt(const std::string& name);
 
  private:
+  // One --log-dir file: made 0600, never through a link someone put at its name.
+  class LogFile {
+   public:
+    explicit LogFile(int fd) : fd_(fd) {}
+    ~LogFile();
+    LogFile(const LogFile&) = delete;
+    LogFile& operator=(const LogFile&) = delete;
+    void line(const std::string& text);
+
+   private:
+    int fd_;
+  };
   struct RankState {
     std::string pending[2];
     std::deque<std::string> tail;
-    std::unique_ptr<std::ofstream> log;
+    std::unique_ptr<LogFile> log;
     bool hidden = false;
   };
   RankState& state(int rank);
+  static std::unique_ptr<LogFile> open_log(const std::string& dir, const std::string& name);
   void open_logs(const std::string& dir);
   void emit(int rank, Stream stream, const std::string& line);
   bool shown(int rank);
@@ -108,7 +120,7 @@ class OutputRouter {
   OutputConfig config_;
   OutputSink& sink_;
   std::vector<RankState> ranks_;  // index rank+1: slot 0 is mpirun's own output
-  std::unique_ptr<std::ofstream> summary_;
+  std::unique_ptr<LogFile> summary_;
   Drawn drawn_;
 };
 

@@ -2,6 +2,7 @@
 
 #include <doctest/doctest.h>
 
+#include <sys/stat.h>
 #include <unistd.h>
 #include "core/setting.h"
 
@@ -79,6 +80,22 @@ TEST_CASE("log files per rank and a summary") {
   CHECK(read(dir + "/rank-1.log") == "from one\nerr one\n");
   CHECK(read(dir + "/rank-0.log").empty());
   CHECK(read(dir + "/summary.log") == "nano-run: done\n");
+  // A link someone put at a log's name (a --log-dir others can write) is never written through.
+  const std::string theirs = dir + "/../theirs";
+  std::ofstream(theirs) << "theirs";
+  std::system(("rm " + dir + "/rank-0.log").c_str());
+  REQUIRE(symlink(theirs.c_str(), (dir + "/rank-0.log").c_str()) == 0);
+  {
+    Recorder rec;
+    OutputConfig c;
+    c.log_dir = dir;
+    CHECK_THROWS_WITH_AS(OutputRouter(2, c, rec), doctest::Contains("rank-0.log: Too many levels of symbolic links"),
+                         SettingError);
+  }
+  CHECK(read(theirs) == "theirs");
+  struct stat st {};
+  REQUIRE(stat((dir + "/rank-1.log").c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);
   std::system(("rm -rf /tmp/nano_output_test_" + std::to_string(::getpid())).c_str());
 }
 
