@@ -68,9 +68,17 @@ OutputRouter::OutputRouter(int world_size, OutputConfig config, OutputSink& sink
 }
 
 std::unique_ptr<OutputRouter::LogFile> OutputRouter::open_log(const std::string& dir, const std::string& name) {
-  const int fd = ::open((dir + "/" + name).c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+  // Not blocking on a FIFO someone put there; only a regular file of this user, made 0600.
+  const int fd = ::open((dir + "/" + name).c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
   if (fd < 0)
     throw SettingError(Setting::kLogDir, dir, "cannot write {log_dir} " + dir + ": " + name + ": " + strerror(errno));
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() || fchmod(fd, 0600) != 0 ||
+      ftruncate(fd, 0) != 0) {
+    ::close(fd);
+    throw SettingError(Setting::kLogDir, dir,
+                       "cannot write {log_dir} " + dir + ": " + name + ": not a regular file of this user");
+  }
   return std::make_unique<LogFile>(fd);
 }
 

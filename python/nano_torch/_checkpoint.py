@@ -118,6 +118,10 @@ class _Payload(io.RawIOBase):
             self._payload.wait_verified()
             return state, ""
         except Exception:  # noqa: BLE001 - torch.load wraps what a read raised: the engine says if it was that
+            try:  # every chunk checked first: each rank calls the same bytes damaged or not
+                self._payload.wait_verified()
+            except RuntimeError:
+                pass
             why = self._payload.why_damaged()
             if why:
                 return None, why
@@ -257,6 +261,7 @@ class Checkpointer:
             state, damaged = self._read(name, seal)
             if not self._anyone_damaged(damaged):
                 break
+            state = None  # not held while the one before it loads
             if self._world.rank == 0:
                 self._folder.damaged(name, damaged or "a chunk did not verify on another rank")
         self._apply(name, state)

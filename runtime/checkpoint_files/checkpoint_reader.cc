@@ -44,8 +44,8 @@ struct CheckpointReader::Verifier {
     try {
       // The caller is the one more: it reads, and checks what it reaches first.
       for (int t = 1; t < seal_threads() || t == 1; ++t) threads.emplace_back([this] { run(); });
-    } catch (const std::system_error&) {
-      // no thread to be had: the caller checks every chunk itself as it reads
+    } catch (const std::exception&) {
+      // no thread to be had: those started and the caller check the chunks as it reads
     }
   }
   ~Verifier() {

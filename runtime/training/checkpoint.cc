@@ -486,6 +486,13 @@ Checkpointer::Loaded Checkpointer::load(CheckpointReader& reader) {
   Loaded out;
   // The damaged chunk, when one is why reading failed; else the failure as the user should read it.
   const auto failed = [&](const std::string& why) {
+    // Every chunk checked first: a rank must not call the same bytes damaged where another calls
+    // them unreadable only because its threads had not reached the damaged chunk yet.
+    try {
+      reader.wait_verified();
+    } catch (const Error&) {
+      // said by why_damaged()
+    }
     out.damaged = reader.why_damaged();
     if (out.damaged.empty()) throw Error("nano: checkpoint " + path + " does not fit what is tracked: " + why);
     return out;

@@ -93,6 +93,15 @@ TEST_CASE("log files per rank and a summary") {
                          SettingError);
   }
   CHECK(read(theirs) == "theirs");
+  // A FIFO there: refused at once, never waited on.
+  std::system(("rm " + dir + "/rank-0.log").c_str());
+  REQUIRE(mkfifo((dir + "/rank-0.log").c_str(), 0666) == 0);
+  {
+    Recorder rec;
+    OutputConfig c;
+    c.log_dir = dir;
+    CHECK_THROWS_WITH_AS(OutputRouter(2, c, rec), doctest::Contains("rank-0.log: "), SettingError);
+  }
   struct stat st {};
   REQUIRE(stat((dir + "/rank-1.log").c_str(), &st) == 0);
   CHECK((st.st_mode & 0777) == 0600);
