@@ -20,7 +20,6 @@ saved rank r mod N's generators, and each loader deals the rest of the interrupt
 over the M ranks. Under nano-run --rejoin a host that comes back stops every rank at the next
 checkpoint once it is on disk, and the grown world resumes from it."""
 import io
-import os
 import random
 import sys
 import time

@@ -305,9 +305,9 @@ std::string CheckpointFolder::verdict(const std::string& name, CheckpointEntry& 
     }
     // The seal over the header and the tags at once; the chunks (the whole payload read) only
     // when asked: a resume checks them while it loads them.
-    if (std::string why = reader->why_seal_fails(key_); !why.empty() || !chunks) return why;
+    if (!chunks) return reader->why_seal_fails(key_);
     entry.chunks_checked = true;
-    return reader->why_not_sealed(key_);
+    return reader->why_not_sealed(key_);  // the seal first, then every chunk
   };
   entry.why_not = judge();
   // Remembered only while it is the file that was judged.

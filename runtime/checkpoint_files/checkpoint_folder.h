@@ -44,7 +44,7 @@ struct CheckpointEntry {
   std::string seal;             ///< its seal as the header says (when its header could be read)
   std::string why_not;          ///< "" when it is a whole checkpoint of this API under this folder's key
   int64_t modified_ns = 0;      ///< when it was last written: of two files of one step, the later counts first
-  bool old_format = false;      ///< a checkpoint of an earlier, unsealed format
+  bool old_format = false;      ///< a checkpoint of an earlier format
   bool other_key = false;       ///< sealed, by another key than the folder's
   bool chunks_checked = false;  ///< every chunk checked, not only the seal over the header and tags
 };

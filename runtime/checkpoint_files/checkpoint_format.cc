@@ -6,12 +6,9 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdio>
 #include <iomanip>
 #include <sstream>
-#include <system_error>
-#include <thread>
 
 #include <nano/error.h>
 #include "core/job_secret.h"  // hex_of
@@ -51,37 +48,14 @@ int seal_threads() {
   cpu_set_t cpus;
   CPU_ZERO(&cpus);
   const int n = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
-  return std::clamp(n, 1, 16);
+  return std::clamp(n - 1, 1, 15);
 }
 
-std::vector<Tag> checkpoint_chunk_tags(const std::string& key, const CheckpointHeader& h, const PayloadSource& source,
-                                       int threads) {
-  const uint64_t chunks = checkpoint_chunks(h.bytes);
-  std::vector<Tag> tags(chunks);
-  std::vector<std::string> failed(chunks);
-  // Each worker takes the next chunk not taken: the result does not depend on how many run.
-  std::atomic<uint64_t> next{0};
-  const auto work = [&] {
-    std::vector<char> scratch;
-    for (uint64_t i = next++; i < chunks; i = next++) {
-      try {
-        tags[i] = checkpoint_chunk_tag(key, h, i, checkpoint_chunk_bytes(i, h.bytes), source, scratch);
-      } catch (const std::exception& e) {
-        failed[i] = e.what();
-      }
-    }
+PayloadSource payload_in_file(int fd, uint64_t payload_at) {
+  return [fd, payload_at](uint64_t at, size_t n, std::vector<char>& scratch) -> const char* {
+    scratch.resize(n);
+    return read_at(fd, scratch.data(), n, payload_at + at) == n ? scratch.data() : nullptr;
   };
-  std::vector<std::thread> pool;
-  try {
-    for (int w = 1; w < threads && static_cast<uint64_t>(w) < chunks; ++w) pool.emplace_back(work);
-  } catch (const std::system_error&) {
-    // no more threads to be had: those started and this one share the work
-  }
-  work();
-  for (auto& t : pool) t.join();
-  for (const std::string& f : failed)
-    if (!f.empty()) throw Error(f);
-  return tags;
 }
 
 Tag checkpoint_chunk_tag(const std::string& key, const CheckpointHeader& h, uint64_t index, std::size_t n,

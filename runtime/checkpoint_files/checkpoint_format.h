@@ -103,12 +103,12 @@ Tag checkpoint_chunk_tag(const std::string& key, const CheckpointHeader& h, uint
 /// Pure: the seal (64 hex digits) of checkpoint `h` whose chunks' tags are `tags`, in order.
 std::string checkpoint_seal_of(const std::string& key, const CheckpointHeader& h, const std::vector<Tag>& tags);
 
-/// The tags under `key` of every chunk of checkpoint `h`, whose payload `source` reads, computed
-/// by up to `threads` threads at once. Throws Error when a chunk cannot be read.
-std::vector<Tag> checkpoint_chunk_tags(const std::string& key, const CheckpointHeader& h, const PayloadSource& source,
-                                       int threads);
+/// Where a seal reads the payload of file `fd`, whose payload starts at `payload_at`: each piece
+/// read into the scratch buffer.
+PayloadSource payload_in_file(int fd, uint64_t payload_at);
 
-/// The threads a seal uses here: one per core this process may run on, at most 16.
+/// The threads that seal or verify chunks beside the thread that writes or reads them: one per
+/// core this process may run on but that thread's, at least 1, at most 15.
 int seal_threads();
 
 /// Pure: reads the header at the start of `text` into `h`; false when it has no whole nano header

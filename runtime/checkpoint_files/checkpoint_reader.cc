@@ -6,7 +6,6 @@
 #include <condition_variable>
 #include <map>
 #include <mutex>
-#include <system_error>
 #include <thread>
 
 #include <nano/error.h>
@@ -43,7 +42,7 @@ struct CheckpointReader::Verifier {
       : reader(r), key(std::move(k)), chunks(checkpoint_chunks(r.header_.bytes)), state(chunks, kFree) {
     try {
       // The caller is the one more: it reads, and checks what it reaches first.
-      for (int t = 1; t < seal_threads() || t == 1; ++t) threads.emplace_back([this] { run(); });
+      for (int t = 0; t < seal_threads(); ++t) threads.emplace_back([this] { run(); });
     } catch (const std::exception&) {
       // no thread to be had: those started and the caller check the chunks as it reads
     }
@@ -56,21 +55,29 @@ struct CheckpointReader::Verifier {
     for (auto& t : threads) t.join();
   }
 
+  // Under `mutex`: chunk `i` taken to be checked, when nobody has begun it.
+  bool take(uint64_t i) {
+    if (state[i] != kFree) return false;
+    state[i] = kTaken;
+    return true;
+  }
+  // Under `mutex`: the next chunk nobody has begun, taken; `chunks` when none is left.
+  uint64_t take_next() {
+    while (next < chunks && !take(next)) ++next;
+    return next;
+  }
+  bool done(uint64_t i) const { return state[i] == kGood || state[i] == kBad; }
+
   void check(uint64_t i, std::vector<char>& scratch) {
     const CheckpointHeader& h = reader.header_;
     std::string why;
     try {
-      const Tag tag = checkpoint_chunk_tag(
-          key, h, i, checkpoint_chunk_bytes(i, h.bytes),
-          [this](uint64_t at, size_t n, std::vector<char>& buffer) -> const char* {
-            buffer.resize(n);
-            return read_at(reader.fd_, buffer.data(), n, reader.header_.payload_at + at) == n ? buffer.data() : nullptr;
-          },
-          scratch);
+      const Tag tag = checkpoint_chunk_tag(key, h, i, checkpoint_chunk_bytes(i, h.bytes),
+                                           payload_in_file(reader.fd_, h.payload_at), scratch);
       if (!equal_in_constant_time(text_of(tag), text_of(reader.tags_[i])))
         why = chunk_text(i, chunks) + " does not verify (damaged or forged)";
     } catch (const std::exception& e) {
-      why = chunk_text(i, chunks) + " unreadable: " + e.what();
+      why = std::string("unreadable: ") + e.what();
     }
     std::lock_guard<std::mutex> lock(mutex);
     state[i] = why.empty() ? kGood : kBad;
@@ -83,10 +90,7 @@ struct CheckpointReader::Verifier {
       uint64_t i;
       {
         std::lock_guard<std::mutex> lock(mutex);
-        while (next < chunks && state[next] != kFree) ++next;
-        if (stopping || next == chunks) return;
-        i = next;
-        state[i] = kTaken;
+        if (stopping || (i = take_next()) == chunks) return;
       }
       check(i, scratch);
     }
@@ -99,8 +103,7 @@ struct CheckpointReader::Verifier {
       bool mine = false;
       {
         std::lock_guard<std::mutex> lock(mutex);
-        mine = state[i] == kFree;
-        if (mine) state[i] = kTaken;
+        mine = take(i);
       }
       if (mine) check(i, scratch);
     }
@@ -109,14 +112,11 @@ struct CheckpointReader::Verifier {
         uint64_t help = 0;
         {
           std::unique_lock<std::mutex> lock(mutex);
-          if (state[i] == kGood || state[i] == kBad) break;
-          while (next < chunks && state[next] != kFree) ++next;
-          if (next == chunks) {
-            checked.wait(lock, [&] { return state[i] == kGood || state[i] == kBad; });
+          if (done(i)) break;
+          if ((help = take_next()) == chunks) {
+            checked.wait(lock, [&] { return done(i); });
             break;
           }
-          help = next;
-          state[help] = kTaken;
         }
         check(help, scratch);
       }
@@ -173,21 +173,14 @@ std::string CheckpointReader::why_seal_fails(const std::string& key) const {
 
 std::string CheckpointReader::why_not_sealed(const std::string& key) const {
   if (std::string why = why_seal_fails(key); !why.empty()) return why;
-  std::vector<Tag> tags;
+  // Every chunk, by this thread and the verifier's; the first that does not verify says why.
+  Verifier all(*this, key);
   try {
-    tags = checkpoint_chunk_tags(
-        key, header_,
-        [this](uint64_t at, size_t n, std::vector<char>& scratch) -> const char* {
-          scratch.resize(n);
-          return read_at(fd_, scratch.data(), n, header_.payload_at + at) == n ? scratch.data() : nullptr;
-        },
-        seal_threads());
-  } catch (const std::exception& e) {
-    return std::string("unreadable: ") + e.what();
+    all.wait(0, all.chunks);
+  } catch (const Error&) {
+    std::lock_guard<std::mutex> lock(all.mutex);
+    return all.bad.begin()->second;
   }
-  for (uint64_t i = 0; i < tags.size(); ++i)
-    if (!equal_in_constant_time(text_of(tags[i]), text_of(tags_[i])))
-      return chunk_text(i, tags.size()) + " does not verify (damaged or forged)";
   return "";
 }
 

@@ -54,9 +54,8 @@ struct CheckpointFolder::Writer::Sealer {
   Sealer(std::string k, CheckpointHeader h, int file, off_t at)
       : key(std::move(k)), header(std::move(h)), fd(file), payload_at(at) {
     try {
-      // One core fewer than the process may use: the writer's own (serialising, copying into the
-      // page cache) is not taken from it.
-      for (int t = 1; t < seal_threads() || t == 1; ++t) threads.emplace_back([this] { run(); });
+      // The writer's own core (serialising, copying into the page cache) is not taken from it.
+      for (int t = 0; t < seal_threads(); ++t) threads.emplace_back([this] { run(); });
     } catch (const std::system_error&) {
       // no more threads to be had: those started and finish()'s caller do the work
     }
@@ -65,10 +64,7 @@ struct CheckpointFolder::Writer::Sealer {
 
   void run() {
     std::vector<char> scratch;
-    const PayloadSource source = [this](uint64_t at, size_t n, std::vector<char>& buffer) -> const char* {
-      buffer.resize(n);
-      return read_at(fd, buffer.data(), n, static_cast<uint64_t>(payload_at) + at) == n ? buffer.data() : nullptr;
-    };
+    const PayloadSource source = payload_in_file(fd, static_cast<uint64_t>(payload_at));
     for (;;) {
       std::pair<uint64_t, size_t> job;
       {

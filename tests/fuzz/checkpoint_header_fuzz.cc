@@ -92,8 +92,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // the payload and the seal theirs under the folder's key.
     const uint64_t chunks = checkpoint_chunks(h.bytes);
     NANO_FUZZ_CHECK(parsed && h.format == kCheckpointFormat && size - h.payload_at == h.bytes + chunks * sizeof(Tag));
-    const std::vector<Tag> tags = checkpoint_chunk_tags(
-        folder_key(), h, [&](uint64_t at, size_t n, std::vector<char>&) { return text.data() + h.payload_at + at; }, 1);
+    std::vector<Tag> tags;
+    std::vector<char> scratch;
+    for (uint64_t i = 0; i < chunks; ++i)
+      tags.push_back(checkpoint_chunk_tag(
+          folder_key(), h, i, checkpoint_chunk_bytes(i, h.bytes),
+          [&](uint64_t at, size_t, std::vector<char>&) { return text.data() + h.payload_at + at; }, scratch));
     NANO_FUZZ_CHECK(std::memcmp(tags.data(), text.data() + h.payload_at + h.bytes, chunks * sizeof(Tag)) == 0);
     NANO_FUZZ_CHECK(checkpoint_seal_of(folder_key(), h, tags) == h.seal);
   }
